@@ -17,11 +17,11 @@ cache="${EDGEDRAIN_CACHE:-$root/.cache}"
 key=$(cat "$tools"/kube/go.mod "$tools"/kube/go.sum "$tools"/etcd/go.mod "$tools"/etcd/go.sum \
 	"$tools"/etcd/main.go "$tools"/kwok/go.mod "$tools"/kwok/go.sum | sha256sum | cut -c1-16)
 bin="$cache/cluster-bins/$key"
-want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwok-stages/pod-ready.yaml)
 
 have_all() {
 	local b
-	for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done
+	for b in "${want[@]}"; do [ -e "$bin/$b" ] || return 1; done
 }
 
 if have_all; then
@@ -48,6 +48,18 @@ build() { # build <module dir> <binary name> <package>
 	say "built $name in $((SECONDS - start))s"
 }
 
+# kwok's own stage definitions (node start-up and heartbeat, pod start and completion) ship in its
+# module; the test helper adds its own pod deletion stage (internal/testenv/kwok.go).
+copy_stages() {
+	local dir
+	dir=$(cd "$tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	mkdir -p "$bin/kwok-stages"
+	cp "$dir/kustomize/stage/node/fast/node-initialize.yaml" \
+		"$dir/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+		"$dir/kustomize/stage/pod/fast/pod-complete.yaml" \
+		"$dir/kustomize/stage/pod/fast/pod-ready.yaml" "$bin/kwok-stages/"
+}
+
 say "building the local cluster's binaries: about 10 minutes on 2 cores the first time"
 build "$tools/etcd" etcd .
 build "$tools/kwok" kwok sigs.k8s.io/kwok/cmd/kwok
@@ -55,4 +67,5 @@ build "$tools/kube" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build "$tools/kube" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build "$tools/kube" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build "$tools/kube" kubectl k8s.io/kubernetes/cmd/kubectl
+copy_stages
 echo "$bin"

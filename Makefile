@@ -1,0 +1,55 @@
+# edgedrain — see README.md. Every target runs on a fresh machine with Go installed; the local
+# cluster's binaries are built on first use into .cache/ (ignored by git) and reused afterwards.
+
+GO        ?= go
+# Use the Go on the machine; go.mod asks for nothing newer.
+export GOTOOLCHAIN ?= local
+PKGS      := ./...
+FUZZTIME  ?= 5s
+TESTFLAGS ?=
+
+.PHONY: all build test test-short fuzz lint cluster-bins cluster-up cluster-down bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## test: everything — lint, unit tests, the cluster tests on a real local control plane, and a
+## short run of every fuzzer. The first run builds the cluster binaries (about 10 minutes).
+test: lint cluster-bins
+	$(GO) test -count=1 -timeout 45m $(TESTFLAGS) $(PKGS)
+	$(MAKE) fuzz
+
+## test-short: the quick loop, no control plane.
+test-short:
+	$(GO) test -short -count=1 $(TESTFLAGS) $(PKGS)
+
+## fuzz: run each decoder fuzzer for FUZZTIME (go test -fuzz takes one target at a time).
+fuzz:
+	@for f in $$($(GO) test -list '^Fuzz' ./pkg/nodedrain | grep '^Fuzz'); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./pkg/nodedrain || exit 1; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## cluster-bins: build (first use) or find the local cluster's pinned binaries.
+cluster-bins:
+	@bash hack/cluster-bins.sh >/dev/null
+
+## cluster-up / cluster-down: a local cluster with 3 simulated nodes for people to poke at.
+cluster-up: cluster-bins
+	$(GO) run ./hack/localcluster up
+
+cluster-down:
+	$(GO) run ./hack/localcluster down
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
+
+clean:
+	rm -rf bin

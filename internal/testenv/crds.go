@@ -1,0 +1,65 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+)
+
+//go:embed testdata/longhorn-crds.yaml
+var longhornCRDs []byte
+
+// LonghornNamespace is where Longhorn keeps its objects.
+const LonghornNamespace = "longhorn-system"
+
+// InstallLonghornCRDs installs the minimal Longhorn CRDs (volumes, replicas, engines, nodes in
+// longhorn.io/v1beta2) and waits until the API server serves them.
+func InstallLonghornCRDs(ctx context.Context, cfg *rest.Config) error {
+	client, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(longhornCRDs), 4096)
+	for {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("decode Longhorn CRDs: %w", err)
+		}
+		if crd.Name == "" {
+			continue
+		}
+		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+}

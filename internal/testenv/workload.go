@@ -1,0 +1,71 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DeploymentSpec describes a test Deployment pinned to one group of simulated nodes.
+type DeploymentSpec struct {
+	Namespace, Name string
+	// Group pins the pods to the nodes AddNodes created for that group.
+	Group    string
+	Replicas int32
+	// TerminationSeconds is the pods' grace period, which is how long the simulated kubelet takes
+	// to finish a deletion. Zero: 1 s.
+	TerminationSeconds int64
+	// Labels are added to the pods (app=<Name> is always set).
+	Labels map[string]string
+}
+
+// CreateDeployment creates the Deployment and returns it; it does not wait for its pods.
+func (c *Cluster) CreateDeployment(t testing.TB, s DeploymentSpec) *appsv1.Deployment {
+	t.Helper()
+	if s.TerminationSeconds == 0 {
+		s.TerminationSeconds = 1
+	}
+	labels := map[string]string{"app": s.Name}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &s.Replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": s.Name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{GroupLabel: s.Group},
+					TerminationGracePeriodSeconds: &s.TerminationSeconds,
+					Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+				},
+			},
+		},
+	}
+	got, err := c.Client.AppsV1().Deployments(s.Namespace).Create(context.Background(), d, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create deployment %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	return got
+}
+
+// RunningPods lists the Running, not-terminating pods in namespace matching selector.
+func (c *Cluster) RunningPods(ctx context.Context, namespace, selector string) ([]corev1.Pod, error) {
+	list, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("list pods %s in %s: %w", selector, namespace, err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
