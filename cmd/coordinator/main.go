@@ -4,10 +4,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 )
@@ -19,19 +22,37 @@ requests on the NATS bus (bucket nodedrain-requests), cordons and drains each re
 retries, waits until every volume with data on the node is safe elsewhere, and publishes every
 step to the bucket nodedrain-status, where the node's agent waits for COMPLETE before it reboots,
 shuts down or updates the node. When the agent withdraws its request the coordinator uncordons the
-node (only if it cordoned it) and returns it to NOTREQUESTED.`
+node (only if it cordoned it) and returns it to NOTREQUESTED.
+
+Bus: --nats-url points at an existing NATS cluster (production; use --bucket-replicas 3), or
+--nats-embedded runs a NATS server with JetStream inside this process, listening on --nats-listen
+for the agents (single replica only: each replica would have its own bus).
+
+SIGTERM stops the coordinator at once without undoing anything: drains under way are resumed by
+the next active replica from the bus and the cluster.`
 
 func main() {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	opts := registerFlags(fs)
 	fs.Usage = cli.Usage(fs, intro)
 	err := cli.Parse(fs, os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if err == nil {
+		err = opts.validate()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(2)
 	}
-	fmt.Fprintln(os.Stderr, "coordinator: the drain engine is not built yet (see the coordinator issue); only --help works")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		os.Exit(1)
+	}
 }

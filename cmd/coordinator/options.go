@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+)
+
+// options are the coordinator's flags.
+type options struct {
+	kubeconfig         string
+	qps                float64
+	burst              int
+	nats               cli.NATSFlags
+	natsEmbedded       bool
+	natsListen         string
+	natsStoreDir       string
+	cfg                coordinator.Config
+	leaderElect        bool
+	leaderNamespace    string
+	leaderName         string
+	identity           string
+	listen             string
+	logFormat          string
+	logLevel           string
+	maxConcurrent      int
+	unreachableTimeout time.Duration
+}
+
+func registerFlags(fs *flag.FlagSet) *options {
+	o := &options{cfg: coordinator.DefaultConfig()}
+	p := &o.cfg.Policy
+	host, _ := os.Hostname()
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster configuration, else $KUBECONFIG or ~/.kube/config")
+	fs.Float64Var(&o.qps, "kube-api-qps", 200, "Kubernetes client request rate limit (client-go's default of 5 makes evictions crawl)")
+	fs.IntVar(&o.burst, "kube-api-burst", 400, "Kubernetes client burst")
+	o.nats.Register(fs)
+	fs.BoolVar(&o.natsEmbedded, "nats-embedded", false, "run a NATS server with JetStream in this process (single replica; ignores --nats-url)")
+	fs.StringVar(&o.natsListen, "nats-listen", "0.0.0.0:4222", "with --nats-embedded: host:port the agents connect to")
+	fs.StringVar(&o.natsStoreDir, "nats-store-dir", "/var/lib/edgedrain/nats", "with --nats-embedded: JetStream file store (keep it on a volume)")
+	fs.IntVar(&o.cfg.BucketReplicas, "bucket-replicas", o.cfg.BucketReplicas, "replicas of the bus buckets: 1 embedded, 3 on a NATS cluster")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent-drains", o.cfg.MaxConcurrentDrains, "nodes in maintenance at once, cluster-wide; the rest wait in REQUESTED, oldest first")
+	fs.StringVar(&o.cfg.NodeSelector, "node-selector", "", "label selector of the nodes this coordinator manages; empty: all")
+	fs.IntVar(&p.CordonAttempts, "cordon-attempts", p.CordonAttempts, "cordon attempts before FAILEDCORDON")
+	fs.DurationVar(&p.CordonBackoff, "cordon-backoff", p.CordonBackoff, "wait after the first failed cordon; doubles each time")
+	fs.DurationVar(&p.CordonBackoffMax, "cordon-backoff-max", p.CordonBackoffMax, "longest wait between cordon attempts")
+	fs.IntVar(&p.DrainAttempts, "drain-attempts", p.DrainAttempts, "eviction attempts before FAILEDDRAIN")
+	fs.DurationVar(&p.DrainAttemptTimeout, "drain-attempt-timeout", p.DrainAttemptTimeout, "longest one eviction attempt may take")
+	fs.DurationVar(&p.DrainBackoff, "drain-backoff", p.DrainBackoff, "wait after the first failed eviction attempt (DRAINRETRYING); doubles each time")
+	fs.DurationVar(&p.DrainBackoffMax, "drain-backoff-max", p.DrainBackoffMax, "longest wait between eviction attempts")
+	fs.DurationVar(&p.GateRecheck, "volume-recheck", p.GateRecheck, "how often a blocking volume gate is asked again")
+	fs.DurationVar(&o.cfg.EvictRetryDelay, "evict-retry-delay", o.cfg.EvictRetryDelay, "within an attempt, wait before asking again to evict a pod that was refused (PodDisruptionBudget, webhook)")
+	fs.BoolVar(&o.cfg.EvictUnmanagedPods, "evict-unmanaged-pods", o.cfg.EvictUnmanagedPods, "also evict pods no controller manages (they die with the node anyway); false: such pods fail the drain")
+	fs.DurationVar(&o.unreachableTimeout, "api-unreachable-timeout", o.cfg.APIUnreachableTimeout, "after the Kubernetes API has been unreachable this long, a drain under way proceeds to COMPLETE if its volumes were safe (0: never)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active replica with a coordination.k8s.io Lease")
+	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "edgedrain-system"), "namespace of the Lease")
+	fs.StringVar(&o.leaderName, "leader-election-name", "edgedrain-coordinator", "name of the Lease")
+	fs.StringVar(&o.identity, "identity", envOr("POD_NAME", host), "this replica's name in the Lease")
+	fs.StringVar(&o.listen, "listen", ":9090", "host:port serving /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	return o
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// validate checks what the flags alone can tell; the engine's Config.Validate checks the rest.
+func (o *options) validate() error {
+	o.cfg.MaxConcurrentDrains = o.maxConcurrent
+	o.cfg.APIUnreachableTimeout = o.unreachableTimeout
+	var errs []error
+	if o.qps <= 0 || o.burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.natsEmbedded {
+		if o.natsStoreDir == "" {
+			errs = append(errs, errors.New("--nats-embedded needs --nats-store-dir"))
+		}
+		if _, _, err := cli.SplitHostPort(o.natsListen); err != nil {
+			errs = append(errs, fmt.Errorf("--nats-listen: %w", err))
+		}
+	} else if err := o.nats.Options("edgedrain-coordinator").Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.leaderElect && (o.leaderNamespace == "" || o.leaderName == "" || o.identity == "") {
+		errs = append(errs, errors.New("--leader-elect needs --leader-election-namespace, --leader-election-name and --identity"))
+	}
+	return errors.Join(append(errs, o.cfg.ValidateSettings())...)
+}

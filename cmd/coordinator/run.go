@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+func run(ctx context.Context, o *options) error {
+	log, err := cli.NewLogger(o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	rc, err := kubeConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	rc.QPS, rc.Burst = float32(o.qps), o.burst
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+
+	natsOpts := o.nats.Options("edgedrain-coordinator")
+	if o.natsEmbedded {
+		host, port, _ := cli.SplitHostPort(o.natsListen)
+		srv, err := pubsub.StartEmbedded(pubsub.EmbeddedConfig{Host: host, Port: port, StoreDir: o.natsStoreDir,
+			ServerName: "edgedrain-" + o.identity, Logger: log.WithField("component", "nats-server")})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		natsOpts = pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}, Name: "edgedrain-coordinator"}
+		log.WithField("listen", o.natsListen).Info("embedded NATS server with JetStream started for the agents")
+	}
+	natsOpts.Logger = log.WithField("component", "nats")
+	nc, err := pubsub.Connect(natsOpts)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	cfg := o.cfg
+	cfg.Client, cfg.JetStream, cfg.Logger = client, js, log
+	cfg.Metrics = coordinator.NewMetrics(reg)
+	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator", Host: o.identity})
+	engine, err := coordinator.NewEngine(cfg)
+	if err != nil {
+		return err
+	}
+
+	if o.listen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !pubsub.Connected(nc) {
+				http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
+		if err := cli.Serve(ctx, o.listen, mux, log); err != nil {
+			return err
+		}
+	}
+
+	if !o.leaderElect {
+		log.Info("leader election off: this replica is the active coordinator")
+		coordinator.KeepRunning(ctx, log, engine.Run)
+		return nil
+	}
+	lc := coordinator.DefaultLeaderConfig()
+	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = client, o.leaderNamespace, o.leaderName, o.identity, log
+	return coordinator.RunWithLeaderElection(ctx, lc, engine.Run)
+}
+
+// kubeConfig loads the given kubeconfig, or the in-cluster configuration, or the default
+// kubeconfig ($KUBECONFIG, ~/.kube/config).
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		if rc, err := rest.InClusterConfig(); err == nil {
+			return rc, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes configuration (--kubeconfig, in-cluster, $KUBECONFIG): %w", err)
+	}
+	return rc, nil
+}

@@ -1,0 +1,27 @@
+package nodedrain
+
+// Bus bucket names (DESIGN §2); the key in both is the node name.
+const (
+	// RequestsBucket holds each node's NodeDrainRequest, written by that node's agent.
+	RequestsBucket = "nodedrain-requests"
+	// StatusBucket holds each node's NodeDrainStatus, written by the coordinator.
+	StatusBucket = "nodedrain-status"
+)
+
+// RequestCodec encodes and strictly decodes NodeDrainRequests for a typed bus bucket.
+type RequestCodec struct{}
+
+// Encode validates and encodes r.
+func (RequestCodec) Encode(r NodeDrainRequest) ([]byte, error) { return EncodeRequest(r) }
+
+// Decode strictly decodes a request (see DecodeRequest).
+func (RequestCodec) Decode(data []byte) (NodeDrainRequest, error) { return DecodeRequest(data) }
+
+// StatusCodec encodes and strictly decodes NodeDrainStatuses for a typed bus bucket.
+type StatusCodec struct{}
+
+// Encode validates and encodes s.
+func (StatusCodec) Encode(s NodeDrainStatus) ([]byte, error) { return EncodeStatus(s) }
+
+// Decode strictly decodes a status (see DecodeStatus).
+func (StatusCodec) Decode(data []byte) (NodeDrainStatus, error) { return DecodeStatus(data) }

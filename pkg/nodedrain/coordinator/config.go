@@ -1,0 +1,107 @@
+// Package coordinator drains nodes on request (DESIGN §3): it watches NodeDrainRequests on the
+// bus, runs each node's drain through the pure state machine of package nodedrain, performs the
+// machine's actions against Kubernetes (cordon, volume gate, eviction, uncordon), and publishes
+// every NodeDrainStatus. One Engine is active per cluster (RunWithLeaderElection).
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// Config configures an Engine. DefaultConfig fills everything but the clients.
+type Config struct {
+	// Client talks to the Kubernetes API. Required. Give it a generous rate limit: client-go's
+	// default (QPS 5) makes a 100-pod eviction take many seconds.
+	Client kubernetes.Interface
+	// JetStream is the bus. Required.
+	JetStream jetstream.JetStream
+	// Gate is the volume gate; nil allows every node (AllowAll).
+	Gate VolumeGate
+	// Policy holds the retry limits and delays of one drain.
+	Policy nodedrain.Policy
+	// NodeSelector limits the nodes the coordinator knows (admission, whole-cluster detection) to
+	// those matching this label selector; empty: every node.
+	NodeSelector string
+	// MaxConcurrentDrains is how many nodes may be in maintenance at once, cluster-wide (≥ 1).
+	MaxConcurrentDrains int
+	// APIUnreachableTimeout is how long the Kubernetes API may be unreachable before a drain
+	// under way is let through to COMPLETE (only if its volumes were safe). Zero disables it.
+	APIUnreachableTimeout time.Duration
+	// EvictRetryDelay is the wait before asking again to evict a pod whose eviction was refused
+	// (by a PodDisruptionBudget or a webhook) within one attempt (> 0).
+	EvictRetryDelay time.Duration
+	// EvictUnmanagedPods also evicts pods no controller manages; they would die with the node.
+	EvictUnmanagedPods bool
+	// ProgressEvery bounds how often eviction progress is published (> 0).
+	ProgressEvery time.Duration
+	// BucketReplicas is the replica count of the bus buckets (1 embedded, 3 on a NATS cluster).
+	BucketReplicas int
+	// Metrics receives the coordinator's metrics; nil: NewMetrics(nil) (not exported).
+	Metrics *Metrics
+	// Recorder records a Kubernetes Event on the Node for each transition; nil: none.
+	Recorder record.EventRecorder
+	// Logger receives structured logs (fields node, status, attempt, request).
+	Logger logrus.FieldLogger
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns DESIGN's defaults: one drain at a time, the default policy, 5 minutes
+// of API unreachability before a safe drain proceeds.
+func DefaultConfig() Config {
+	return Config{
+		Policy:                nodedrain.DefaultPolicy(),
+		MaxConcurrentDrains:   1,
+		APIUnreachableTimeout: 5 * time.Minute,
+		EvictRetryDelay:       time.Second,
+		EvictUnmanagedPods:    true,
+		ProgressEvery:         500 * time.Millisecond,
+		BucketReplicas:        1,
+	}
+}
+
+// Validate reports a configuration the engine cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("a Kubernetes client is required"))
+	}
+	if c.JetStream == nil {
+		errs = append(errs, errors.New("a JetStream context is required"))
+	}
+	return errors.Join(append(errs, c.ValidateSettings())...)
+}
+
+// ValidateSettings checks everything but the clients (what flags set).
+func (c Config) ValidateSettings() error {
+	var errs []error
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := labels.Parse(c.NodeSelector); err != nil {
+		errs = append(errs, fmt.Errorf("node selector %q: %w", c.NodeSelector, err))
+	}
+	if c.MaxConcurrentDrains < 1 {
+		errs = append(errs, fmt.Errorf("max concurrent drains must be at least 1, got %d", c.MaxConcurrentDrains))
+	}
+	if c.APIUnreachableTimeout < 0 {
+		errs = append(errs, fmt.Errorf("API unreachable timeout must not be negative, got %s", c.APIUnreachableTimeout))
+	}
+	if c.EvictRetryDelay <= 0 || c.ProgressEvery <= 0 {
+		errs = append(errs, fmt.Errorf("evict retry delay (%s) and progress interval (%s) must be positive", c.EvictRetryDelay, c.ProgressEvery))
+	}
+	if c.BucketReplicas < 1 || c.BucketReplicas > 5 {
+		errs = append(errs, fmt.Errorf("bucket replicas must be 1..5, got %d", c.BucketReplicas))
+	}
+	return errors.Join(errs...)
+}

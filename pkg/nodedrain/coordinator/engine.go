@@ -1,0 +1,376 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Engine runs every node's drain. It keeps no state that matters only in memory: each drain is
+// rebuilt from the bus (its last published status and the current request) and the cluster
+// (edgedrain's cordon annotation) when Run starts, so a killed coordinator resumes where it was.
+type Engine struct {
+	cfg      Config
+	log      logrus.FieldLogger
+	metrics  *Metrics
+	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
+	nodes    listersv1.NodeLister
+	ops      *executor
+
+	drains       map[string]nodedrain.Drain
+	unpublished  map[string]bool // statuses whose publication failed; retried every tick
+	wholeCluster bool
+	apiDownSince time.Time
+	results      chan nodeEvent
+	nodeChanged  chan struct{}
+	timer        *time.Timer
+}
+
+// nodeEvent is an operation's result for a node's drain, or (probe set) whether the API answered.
+type nodeEvent struct {
+	node  string
+	ev    nodedrain.Event
+	probe *bool
+}
+
+// NewEngine checks cfg and returns an engine; Run starts it.
+func NewEngine(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("coordinator config: %w", err)
+	}
+	if cfg.Gate == nil {
+		cfg.Gate = AllowAll{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Logger == nil {
+		l := logrus.New()
+		l.SetLevel(logrus.PanicLevel)
+		cfg.Logger = l
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
+		drains: map[string]nodedrain.Drain{}, unpublished: map[string]bool{},
+		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
+	e.ops = newExecutor(e)
+	return e, nil
+}
+
+func (e *Engine) openBuckets(ctx context.Context) error {
+	var err error
+	bucket := func(name, desc string) pubsub.BucketConfig {
+		return pubsub.BucketConfig{Name: name, Description: desc, Replicas: e.cfg.BucketReplicas,
+			MaxValueSize: nodedrain.MaxPayloadSize, Logger: e.log,
+			DecodeErrors: e.metrics.BusDecodeErrors.WithLabelValues(name)}
+	}
+	e.requests, err = pubsub.OpenBucket(ctx, e.cfg.JetStream,
+		bucket(nodedrain.RequestsBucket, "edgedrain: drain request of each node, written by its agent"), nodedrain.RequestCodec{})
+	if err != nil {
+		return err
+	}
+	e.statuses, err = pubsub.OpenBucket(ctx, e.cfg.JetStream,
+		bucket(nodedrain.StatusBucket, "edgedrain: drain status of each node, written by the coordinator"), nodedrain.StatusCodec{})
+	return err
+}
+
+// Run drains nodes until ctx ends; it returns nil then. Operations under way are abandoned, not
+// undone: their durable state (the published status, the cordon annotation) lets the next Run
+// carry on.
+func (e *Engine) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Everything in memory is rebuilt from the bus and the cluster (resume).
+	e.drains, e.unpublished, e.apiDownSince, e.wholeCluster = map[string]nodedrain.Drain{}, map[string]bool{}, time.Time{}, false
+	e.ops = newExecutor(e)
+	defer e.ops.stopAll()
+	if err := e.openBuckets(ctx); err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(e.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = e.cfg.NodeSelector }))
+	nodeInformer := factory.Core().V1().Nodes()
+	e.nodes = nodeInformer.Lister()
+	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { e.signalNodes() },
+		UpdateFunc: func(old, cur any) { e.nodeUpdated(old, cur) },
+		DeleteFunc: func(any) { e.signalNodes() },
+	})
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced) {
+		return nil // ctx ended
+	}
+	watcher, err := e.requests.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", nodedrain.RequestsBucket, err)
+	}
+	defer func() { _ = watcher.Stop() }()
+	if err := e.resume(ctx, watcher); err != nil {
+		return err
+	}
+	go e.probeAPI(ctx)
+
+	e.timer = time.NewTimer(time.Hour)
+	defer e.timer.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	e.afterEvents(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-watcher.Events():
+			if !ok {
+				if err := watcher.Err(); err != nil {
+					return fmt.Errorf("request watch ended: %w", err)
+				}
+				return nil
+			}
+			e.requestEvent(ctx, ev)
+		case r := <-e.results:
+			if r.probe != nil {
+				e.apiReachable(*r.probe)
+			} else {
+				e.step(ctx, r.node, r.ev)
+			}
+		case <-e.timer.C:
+			e.fireTimers(ctx)
+		case <-e.nodeChanged:
+		case <-tick.C:
+			e.republish(ctx)
+			e.checkAPIUnreachable(ctx)
+			e.fireTimers(ctx)
+		}
+		e.afterEvents(ctx)
+	}
+}
+
+// resume reads the snapshot of requests, the last published statuses and the nodes edgedrain
+// cordoned, and rebuilds every drain from them.
+func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.NodeDrainRequest]) error {
+	requests := map[string]*nodedrain.NodeDrainRequest{}
+	for snapshot := true; snapshot; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-watcher.Events():
+			if !ok {
+				return fmt.Errorf("request watch ended during its snapshot: %w", watcher.Err())
+			}
+			switch ev.Kind {
+			case pubsub.EventPut:
+				if ok := e.checkKey(ev.Key, ev.Value.Node); ok {
+					r := ev.Value
+					requests[ev.Key] = &r
+				}
+			case pubsub.EventDelete:
+				delete(requests, ev.Key)
+			case pubsub.EventDecodeError:
+				e.log.WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+			case pubsub.EventSnapshotDone:
+				snapshot = false
+			}
+		}
+	}
+	statuses := map[string]nodedrain.NodeDrainStatus{}
+	keys, err := e.statuses.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+	}
+	for _, k := range keys {
+		st, _, err := e.statuses.Get(ctx, k)
+		if err != nil {
+			e.log.WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+			continue
+		}
+		statuses[k] = st
+	}
+	// A node carrying our cordon annotation is ours to uncordon even if its status was lost.
+	nodes, err := e.nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if _, ours := n.Annotations[CordonAnnotation]; ours && n.Spec.Unschedulable {
+			st, ok := statuses[n.Name]
+			if !ok {
+				st = nodedrain.NodeDrainStatus{Node: n.Name, Status: nodedrain.StatusNotRequested}
+			}
+			st.CordonedByUs = true
+			statuses[n.Name] = st
+		}
+	}
+	names := map[string]bool{}
+	for n := range requests {
+		names[n] = true
+	}
+	for n := range statuses {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, node := range sorted {
+		st, ok := statuses[node]
+		if !ok {
+			st = nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}
+		}
+		d, actions := nodedrain.Resume(st, requests[node], e.cfg.Now(), e.cfg.Policy)
+		e.log.WithFields(logrus.Fields{"node": node, "status": st.Status, "request": st.RequestID}).Info("resuming")
+		e.drains[node] = d
+		e.act(ctx, node, actions)
+	}
+	return nil
+}
+
+// checkKey rejects a request published under another node's key.
+func (e *Engine) checkKey(key, node string) bool {
+	if key == node {
+		return true
+	}
+	e.metrics.BusDecodeErrors.WithLabelValues(nodedrain.RequestsBucket).Inc()
+	e.log.WithField("node", key).Warnf("ignoring a drain request for node %q published under key %q", node, key)
+	return false
+}
+
+func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainRequest]) {
+	switch ev.Kind {
+	case pubsub.EventPut:
+		if e.checkKey(ev.Key, ev.Value.Node) {
+			r := ev.Value
+			e.step(ctx, ev.Key, nodedrain.EvRequest{Request: &r})
+		}
+	case pubsub.EventDelete:
+		e.step(ctx, ev.Key, nodedrain.EvRequest{})
+	case pubsub.EventDecodeError:
+		// Counted by the bucket; the node's drain is left as it was.
+		e.log.WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+	}
+}
+
+// step feeds one event to a node's drain and carries out the resulting actions.
+func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
+	d, ok := e.drains[node]
+	if !ok {
+		d = nodedrain.Drain{Status: nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}}
+	}
+	d, actions := nodedrain.Step(d, ev, e.cfg.Now(), e.cfg.Policy)
+	e.drains[node] = d
+	e.act(ctx, node, actions)
+}
+
+func (e *Engine) act(ctx context.Context, node string, actions []nodedrain.Action) {
+	for _, a := range actions {
+		switch a := a.(type) {
+		case nodedrain.Publish:
+			e.publish(ctx, a.Status)
+		case nodedrain.Start:
+			e.ops.start(ctx, node, e.drains[node].Status.RequestID, a, e.wholeCluster)
+		case nodedrain.Cancel:
+			e.ops.cancel(node)
+		case nodedrain.Outcome:
+			res := a.Result.String()
+			if a.Withdrawn {
+				res = "WITHDRAWN"
+			}
+			e.metrics.CompletionTime.WithLabelValues(a.RequestedBy.String(), res).Observe(e.cfg.Now().Sub(a.Since).Seconds())
+		}
+	}
+}
+
+// afterEvents admits waiting drains and re-arms the timer for the earliest retry.
+func (e *Engine) afterEvents(ctx context.Context) {
+	adm := nodedrain.Admit(e.drains, e.nodeInfos(), e.cfg.MaxConcurrentDrains)
+	if adm.WholeCluster != e.wholeCluster {
+		e.log.WithField("wholeCluster", adm.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
+		e.wholeCluster = adm.WholeCluster
+	}
+	for _, n := range adm.Admit {
+		e.step(ctx, n, nodedrain.EvAdmit{})
+	}
+	for n, reason := range adm.NotSupported {
+		e.step(ctx, n, nodedrain.EvNotSupported{Reason: reason})
+	}
+	for n, msg := range adm.Queued {
+		e.step(ctx, n, nodedrain.EvQueued{Message: msg})
+	}
+	var next time.Time
+	for _, d := range e.drains {
+		if d.RetryOp != nodedrain.OpNone && (next.IsZero() || d.RetryAt.Before(next)) {
+			next = d.RetryAt
+		}
+	}
+	if !next.IsZero() {
+		e.timer.Reset(max(next.Sub(e.cfg.Now()), 0))
+	}
+}
+
+func (e *Engine) fireTimers(ctx context.Context) {
+	now := e.cfg.Now()
+	for node, d := range e.drains {
+		if d.RetryOp != nodedrain.OpNone && !now.Before(d.RetryAt) {
+			e.step(ctx, node, nodedrain.EvTimer{})
+		}
+	}
+}
+
+func (e *Engine) nodeInfos() []nodedrain.NodeInfo {
+	nodes, err := e.nodes.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]nodedrain.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable})
+	}
+	return out
+}
+
+func (e *Engine) signalNodes() {
+	select {
+	case e.nodeChanged <- struct{}{}:
+	default:
+	}
+}
+
+// nodeUpdated signals admission only for changes it cares about (not every heartbeat).
+func (e *Engine) nodeUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	c, ok2 := cur.(*corev1.Node)
+	if !ok1 || !ok2 || nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {
+		e.signalNodes()
+	}
+}
+
+// post hands an operation's result to the loop, unless the loop has stopped.
+func (e *Engine) post(ctx context.Context, node string, ev nodedrain.Event) {
+	select {
+	case e.results <- nodeEvent{node: node, ev: ev}:
+	case <-ctx.Done():
+	}
+}
+
+func (e *Engine) postProbe(ctx context.Context, reachable bool) {
+	select {
+	case e.results <- nodeEvent{probe: &reachable}:
+	case <-ctx.Done():
+	}
+}

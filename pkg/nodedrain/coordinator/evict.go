@@ -1,0 +1,286 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// evictor runs eviction attempts: it picks the pods to evict as kubectl drain does
+// (k8s.io/kubectl/pkg/drain: DaemonSet pods and mirror pods skipped, emptyDir allowed), evicts
+// them all in parallel through the eviction API (PodDisruptionBudgets honoured), retries each
+// refusal (a 429 from a PDB, an admission webhook's denial) until the attempt's deadline, and
+// waits with a pod watch until the evicted pods are gone.
+type evictor struct {
+	client kubernetes.Interface
+	// retryDelay is the wait before asking again to evict a pod whose eviction was refused.
+	retryDelay time.Duration
+	// force also evicts pods no controller manages (they would die with the node anyway).
+	force bool
+	// progressEvery bounds how often progress is reported.
+	progressEvery time.Duration
+	log           logrus.FieldLogger
+}
+
+// progressFunc receives an attempt's progress: pods evicted so far, pods to evict, pods
+// evicted but not gone yet, and the pods refusing to go with the reason.
+type progressFunc func(evicted, total, terminating int, blockers []nodedrain.Blocker)
+
+// podState tracks one pod through an attempt.
+type podState struct {
+	pod     corev1.Pod
+	evicted bool   // the eviction (or an earlier deletion) was accepted
+	gone    bool   // the pod, with this UID, no longer exists
+	refusal string // why the last eviction request was refused
+}
+
+type attemptRun struct {
+	e        *evictor
+	node     string
+	mu       sync.Mutex
+	pods     map[types.UID]*podState
+	goneCh   chan struct{} // signalled when a pod goes
+	pdbMu    sync.Mutex
+	pdbCache map[string][]policyv1.PodDisruptionBudget
+}
+
+// attempt evicts every pod on node that must go and waits until they are gone or ctx ends. On
+// failure it returns the pods that did not go, each with its reason.
+func (e *evictor) attempt(ctx context.Context, node string, progress progressFunc) ([]nodedrain.Blocker, error) {
+	r := &attemptRun{e: e, node: node, pods: map[types.UID]*podState{}, goneCh: make(chan struct{}, 1),
+		pdbCache: map[string][]policyv1.PodDisruptionBudget{}}
+
+	// Watch the node's pods before choosing them, so that no deletion is missed.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	informer := cache.NewSharedIndexInformer(
+		cache.NewFilteredListWatchFromClient(e.client.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+			}),
+		&corev1.Pod{}, 0, cache.Indexers{})
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+				pod, ok = tomb.Obj.(*corev1.Pod)
+			}
+		}
+		if ok {
+			r.markGone(pod.UID)
+		}
+	}})
+	go informer.RunWithContext(watchCtx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return nil, fmt.Errorf("watch pods on node %s: %w", node, context.Cause(ctx))
+	}
+
+	helper := e.helper(ctx)
+	list, errs := helper.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("list pods to evict from %s: %w", node, errors.Join(errs...))
+	}
+	for _, p := range list.Pods() {
+		r.pods[p.UID] = &podState{pod: p, evicted: p.DeletionTimestamp != nil}
+	}
+	// Pods deleted between the informer's list and ours never produce an event.
+	r.mu.Lock()
+	for uid, st := range r.pods {
+		obj, exists, _ := informer.GetStore().Get(&st.pod)
+		if pod, ok := obj.(*corev1.Pod); !exists || !ok || pod.UID != uid {
+			st.gone = true
+		}
+	}
+	r.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, st := range r.pods {
+		if st.evicted || st.gone {
+			continue
+		}
+		wg.Add(1)
+		go func(st *podState) {
+			defer wg.Done()
+			r.evict(ctx, helper, st)
+		}(st)
+	}
+	defer wg.Wait()
+
+	tick := time.NewTicker(e.progressEvery)
+	defer tick.Stop()
+	for {
+		evicted, total, terminating, blockers, done := r.summary()
+		if done {
+			progress(evicted, total, 0, nil)
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			blockers = r.blockers(true)
+			return blockers, fmt.Errorf("%d of %d pods did not go within the attempt: %w", len(blockers), total, context.Cause(ctx))
+		case <-tick.C:
+			progress(evicted, total, terminating, blockers)
+		case <-r.goneCh:
+		}
+	}
+}
+
+func (e *evictor) helper(ctx context.Context) *drain.Helper {
+	return &drain.Helper{
+		Ctx:                 ctx,
+		Client:              e.client,
+		Force:               e.force,
+		GracePeriodSeconds:  -1, // each pod's own grace period, as kubectl drain
+		IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData:  true,
+		Out:                 io.Discard,
+		ErrOut:              io.Discard,
+	}
+}
+
+// evict asks for the pod's eviction until it is accepted, the pod is gone, or ctx ends.
+func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podState) {
+	for {
+		err := helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
+		refusal := ""
+		if apierrors.IsTooManyRequests(err) {
+			refusal = r.pdbReason(ctx, st.pod, err)
+		} else if err != nil {
+			refusal = err.Error()
+		}
+		r.mu.Lock()
+		switch {
+		case err == nil:
+			st.evicted, st.refusal = true, ""
+		case apierrors.IsNotFound(err):
+			st.evicted, st.gone = true, true
+		default:
+			st.refusal = refusal
+		}
+		done := st.evicted
+		r.mu.Unlock()
+		if done {
+			r.signal()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.e.retryDelay):
+		}
+	}
+}
+
+func (r *attemptRun) markGone(uid types.UID) {
+	r.mu.Lock()
+	if st, ok := r.pods[uid]; ok {
+		st.gone = true
+	}
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *attemptRun) signal() {
+	select {
+	case r.goneCh <- struct{}{}:
+	default:
+	}
+}
+
+func (r *attemptRun) summary() (evicted, total, terminating int, blockers []nodedrain.Blocker, done bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	done = true
+	for _, st := range r.pods {
+		if st.evicted || st.gone {
+			evicted++
+		}
+		if !st.gone {
+			done = false
+			if st.evicted {
+				terminating++
+			}
+		}
+	}
+	return evicted, len(r.pods), terminating, r.blockersLocked(false), done
+}
+
+func (r *attemptRun) blockers(includeTerminating bool) []nodedrain.Blocker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.blockersLocked(includeTerminating)
+}
+
+func (r *attemptRun) blockersLocked(includeTerminating bool) []nodedrain.Blocker {
+	var out []nodedrain.Blocker
+	for _, st := range r.pods {
+		var reason string
+		switch {
+		case st.gone:
+			continue
+		case !st.evicted:
+			reason = st.refusal
+			if reason == "" {
+				reason = "eviction not accepted yet"
+			}
+		case includeTerminating:
+			reason = "evicted but still terminating"
+		default:
+			continue
+		}
+		out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: st.pod.Namespace, Name: st.pod.Name, Reason: reason})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > nodedrain.MaxBlockers {
+		out = out[:nodedrain.MaxBlockers]
+	}
+	return out
+}
+
+// pdbReason names the PodDisruptionBudget that refused the pod's eviction, with its status as
+// last read (read once per namespace and attempt: refusals repeat every retry delay).
+func (r *attemptRun) pdbReason(ctx context.Context, pod corev1.Pod, err error) string {
+	r.pdbMu.Lock()
+	defer r.pdbMu.Unlock()
+	pdbs, ok := r.pdbCache[pod.Namespace]
+	if !ok {
+		list, lerr := r.e.client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+		if lerr != nil {
+			return err.Error()
+		}
+		pdbs = list.Items
+		r.pdbCache[pod.Namespace] = pdbs
+	}
+	for _, pdb := range pdbs {
+		sel, serr := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if serr != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		return fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruptions (needs %d healthy, has %d)",
+			pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
+	}
+	return err.Error()
+}

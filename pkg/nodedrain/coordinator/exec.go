@@ -1,0 +1,218 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// executor performs the machine's operations, each in its own goroutine under a per-node
+// context that Cancel ends, and posts each result back to the engine's loop.
+type executor struct {
+	e       *Engine
+	nodeOps nodeOps
+	evictor *evictor
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newExecutor(e *Engine) *executor {
+	return &executor{
+		e:       e,
+		nodeOps: nodeOps{client: e.cfg.Client, now: e.cfg.Now},
+		evictor: &evictor{client: e.cfg.Client, retryDelay: e.cfg.EvictRetryDelay, force: e.cfg.EvictUnmanagedPods,
+			progressEvery: e.cfg.ProgressEvery, log: e.log},
+		cancels: map[string]context.CancelFunc{},
+	}
+}
+
+func (x *executor) nodeContext(ctx context.Context, node string) context.Context {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	nctx, cancel := context.WithCancel(ctx)
+	prev := x.cancels[node]
+	x.cancels[node] = func() {
+		cancel()
+		if prev != nil {
+			prev()
+		}
+	}
+	return nctx
+}
+
+// cancel stops every operation under way for node.
+func (x *executor) cancel(node string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if c := x.cancels[node]; c != nil {
+		c()
+		delete(x.cancels, node)
+	}
+}
+
+// stopAll cancels everything and waits for the goroutines to return.
+func (x *executor) stopAll() {
+	x.mu.Lock()
+	for n, c := range x.cancels {
+		c()
+		delete(x.cancels, n)
+	}
+	x.mu.Unlock()
+	x.wg.Wait()
+}
+
+func (x *executor) start(ctx context.Context, node, requestID string, s nodedrain.Start, wholeCluster bool) {
+	octx := x.nodeContext(ctx, node)
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		res := x.run(octx, node, requestID, s, wholeCluster)
+		res.Op, res.RequestID = s.Op, requestID
+		if res.Err != nil {
+			res.Unreachable = unreachable(res.Err)
+			if res.Unreachable {
+				x.e.postProbe(ctx, false)
+			}
+		}
+		x.e.post(ctx, node, res)
+	}()
+}
+
+func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.Start, wholeCluster bool) nodedrain.EvResult {
+	m := x.e.metrics
+	switch s.Op {
+	case nodedrain.OpCordon:
+		byUs, err := x.nodeOps.cordon(ctx, node, requestID)
+		m.CordonAttempts.WithLabelValues(result(err)).Inc()
+		return nodedrain.EvResult{Err: err, ByUs: byUs}
+	case nodedrain.OpUncordon:
+		return nodedrain.EvResult{Err: x.nodeOps.uncordon(ctx, node)}
+	case nodedrain.OpCheckCordon:
+		cordoned, err := x.nodeOps.cordoned(ctx, node)
+		return nodedrain.EvResult{Err: err, Cordoned: cordoned}
+	case nodedrain.OpGate, nodedrain.OpFinalGate:
+		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster})
+		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers}
+	case nodedrain.OpEvict:
+		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Policy.DrainAttemptTimeout)
+		defer cancel()
+		progress := func(evicted, total, terminating int, blockers []nodedrain.Blocker) {
+			x.e.post(ctx, node, nodedrain.EvProgress{RequestID: requestID, Evicted: evicted, Total: total,
+				WaitingDeletion: terminating, Blockers: blockers})
+		}
+		blockers, err := x.evictor.attempt(actx, node, progress)
+		m.EvictionAttempts.WithLabelValues(result(err)).Inc()
+		return nodedrain.EvResult{Err: err, Blockers: blockers}
+	}
+	return nodedrain.EvResult{}
+}
+
+// unreachable reports whether err means the API server could not be reached at all, as opposed
+// to an answer that refused the request.
+func unreachable(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false // the server answered
+	}
+	var netErr net.Error
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		(errors.As(err, &netErr) && netErr.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// probeAPI asks the API server's /readyz every few seconds and reports whether it answered.
+func (e *Engine) probeAPI(ctx context.Context) {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := e.cfg.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error()
+		cancel()
+		e.postProbe(ctx, err == nil || !unreachable(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// checkAPIUnreachable lets drains under way proceed once the API has been unreachable for
+// APIUnreachableTimeout, if the volume gate's last known view says their volumes are safe.
+func (e *Engine) checkAPIUnreachable(ctx context.Context) {
+	timeout := e.cfg.APIUnreachableTimeout
+	if timeout == 0 || e.apiDownSince.IsZero() {
+		return
+	}
+	down := e.cfg.Now().Sub(e.apiDownSince)
+	if down < timeout {
+		return
+	}
+	for node, d := range e.drains {
+		if !d.Active() {
+			continue
+		}
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		r, err := e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.wholeCluster})
+		cancel()
+		safe := r.Safe && err == nil
+		if err != nil {
+			safe, r.Blockers = d.GateSafe, d.Status.Blockers
+		}
+		e.step(ctx, node, nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers})
+	}
+}
+
+func (e *Engine) apiReachable(reachable bool) {
+	switch {
+	case reachable && !e.apiDownSince.IsZero():
+		e.log.WithField("down", e.cfg.Now().Sub(e.apiDownSince).Round(time.Second)).Info("Kubernetes API reachable again")
+		e.apiDownSince = time.Time{}
+	case !reachable && e.apiDownSince.IsZero():
+		e.log.Warn("Kubernetes API unreachable")
+		e.apiDownSince = e.cfg.Now()
+	}
+}
+
+// publish writes a status to the bus and records the transition (gauges, log, Node event). A
+// failed publication is retried every tick until it succeeds.
+func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {
+		e.unpublished[st.Node] = true
+		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
+		return
+	}
+	delete(e.unpublished, st.Node)
+	e.metrics.observeStatus(st)
+	e.log.WithFields(statusFields(st)).Info(st.Message)
+	if e.cfg.Recorder != nil {
+		ref := &corev1.ObjectReference{Kind: "Node", Name: st.Node, UID: types.UID(st.Node)}
+		kind := corev1.EventTypeNormal
+		if st.Status.Failed() {
+			kind = corev1.EventTypeWarning
+		}
+		e.cfg.Recorder.Event(ref, kind, "Drain"+st.Status.String(), st.Message)
+	}
+}
+
+func (e *Engine) republish(ctx context.Context) {
+	for node := range e.unpublished {
+		if d, ok := e.drains[node]; ok {
+			e.publish(ctx, d.Status)
+		}
+	}
+}
+
+func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
+	return logrus.Fields{"node": st.Node, "status": st.Status.String(), "attempt": st.Attempt, "request": st.RequestID}
+}

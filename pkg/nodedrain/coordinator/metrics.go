@@ -1,0 +1,89 @@
+package coordinator
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// Metrics are the coordinator's Prometheus metrics (DESIGN §6).
+type Metrics struct {
+	// CompletionTime observes request-to-end time by requester and result (COMPLETE,
+	// FAILEDCORDON, FAILEDDRAIN, NOTSUPPORTED, WITHDRAWN).
+	CompletionTime *prometheus.HistogramVec
+	// Status is each node's current status number.
+	Status *prometheus.GaugeVec
+	// CordonAttempts counts cordon attempts by result (ok, error).
+	CordonAttempts *prometheus.CounterVec
+	// EvictionAttempts counts eviction attempts by result (ok, error).
+	EvictionAttempts *prometheus.CounterVec
+	// BlockedPods is how many pods refuse to leave each node.
+	BlockedPods *prometheus.GaugeVec
+	// BlockedVolumes is how many volumes hold each node's drain back.
+	BlockedVolumes *prometheus.GaugeVec
+	// BusDecodeErrors counts bus payloads that failed to decode, by bucket.
+	BusDecodeErrors *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		CompletionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgedrain_drain_completion_time_seconds",
+			Help:    "Time from a drain request to its end (COMPLETE or another result), by requester and result.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 15), // 0.5 s .. ~2.3 h
+		}, []string{"requester", "result"}),
+		Status: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_drain_status",
+			Help: "Current drain status of each node (0 UNKNOWN .. 9 COMPLETE, see DESIGN §1).",
+		}, []string{"node"}),
+		CordonAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_cordon_attempts_total",
+			Help: "Cordon attempts, by result.",
+		}, []string{"result"}),
+		EvictionAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_eviction_attempts_total",
+			Help: "Eviction attempts (each evicts every pod of the node), by result.",
+		}, []string{"result"}),
+		BlockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_blocked_pods",
+			Help: "Pods refusing to leave each node being drained.",
+		}, []string{"node"}),
+		BlockedVolumes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_blocked_volumes",
+			Help: "Volumes not yet safe elsewhere, holding each node's drain back.",
+		}, []string{"node"}),
+		BusDecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_bus_decode_errors_total",
+			Help: "Bus payloads rejected because they failed to decode, by bucket.",
+		}, []string{"bucket"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.CompletionTime, m.Status, m.CordonAttempts, m.EvictionAttempts,
+			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors)
+	}
+	return m
+}
+
+// observeStatus updates the per-node gauges from a published status.
+func (m *Metrics) observeStatus(st nodedrain.NodeDrainStatus) {
+	m.Status.WithLabelValues(st.Node).Set(float64(st.Status))
+	pods, volumes := 0, 0
+	for _, b := range st.Blockers {
+		switch b.Kind {
+		case nodedrain.BlockerPod:
+			pods++
+		case nodedrain.BlockerVolume:
+			volumes++
+		}
+	}
+	m.BlockedPods.WithLabelValues(st.Node).Set(float64(pods))
+	m.BlockedVolumes.WithLabelValues(st.Node).Set(float64(volumes))
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}

@@ -1,0 +1,331 @@
+package coordinator
+
+import (
+	"context"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// testGate is a volume gate the test opens and closes per node.
+type testGate struct {
+	mu   sync.Mutex
+	safe map[string]bool
+}
+
+func (g *testGate) set(node string, safe bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.safe[node] = safe
+}
+
+func (g *testGate) Check(_ context.Context, node string, _ GateOptions) (GateResult, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.safe[node] {
+		return GateResult{Safe: true}, nil
+	}
+	return GateResult{Blockers: []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Namespace: "apps", Name: "pvc-x",
+		Reason: "last healthy replica is on this node; rebuilding on another node", Progress: 45}}}, nil
+}
+
+func TestVolumeGateHoldsCompleteBack(t *testing.T) {
+	h := newHarness(t, "gate", 2)
+	gate := &testGate{safe: map[string]bool{}}
+	cfg := h.config(h.c.Client)
+	cfg.Gate = gate
+	h.run(cfg)
+	h.request(h.nodes[0], "r1", time.Now())
+	st := h.waitFor(h.nodes[0], 20*time.Second, "blocked by a volume", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
+	})
+	assert.Equal(t, "pvc-x", st.Blockers[0].Name)
+	assert.Equal(t, 45, st.Blockers[0].Progress)
+	assert.Equal(t, float64(1), testutil.ToFloat64(cfg.Metrics.BlockedVolumes.WithLabelValues(h.nodes[0])))
+	assert.Never(t, func() bool { st, _ := h.last(h.nodes[0]); return st.Status == nodedrain.StatusComplete },
+		time.Second, 50*time.Millisecond, "COMPLETE while the gate blocks")
+	gate.set(h.nodes[0], true)
+	h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 20*time.Second)
+}
+
+// A coordinator killed mid-drain is replaced by a new one that finishes it without a second cordon.
+func TestRestartResumesWithoutSecondCordon(t *testing.T) {
+	t.Run("STARTING", func(t *testing.T) {
+		h := newHarness(t, "kill-starting", 3)
+		target := h.deploy("web", 3, 1)
+		cordons := h.countCordons(target)
+		stop := h.run(h.config(h.c.Client))
+		h.request(target, "r1", time.Now())
+		h.waitStatus(target, nodedrain.StatusStarting, 20*time.Second)
+		stop()
+		h.run(h.config(h.c.Client))
+		h.waitStatus(target, nodedrain.StatusComplete, 30*time.Second)
+		assert.Equal(t, 1, cordons())
+	})
+	t.Run("CORDONED", func(t *testing.T) {
+		h := newHarness(t, "kill-cordoned", 3)
+		target := h.deploy("web", 3, 1)
+		cordons := h.countCordons(target)
+		cfg := h.config(h.c.Client)
+		gate := &testGate{safe: map[string]bool{}}
+		cfg.Gate = gate
+		stop := h.run(cfg)
+		h.request(target, "r1", time.Now())
+		h.waitFor(target, 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+		stop()
+		gate.set(target, true)
+		cfg = h.config(h.c.Client)
+		cfg.Gate = gate
+		h.run(cfg)
+		st := h.waitStatus(target, nodedrain.StatusComplete, 30*time.Second)
+		assert.True(t, st.CordonedByUs)
+		assert.Empty(t, podsLeft(h, target))
+		assert.Equal(t, 1, cordons())
+		h.withdraw(target)
+		h.waitFor(target, 10*time.Second, "uncordoned", func(s nodedrain.NodeDrainStatus) bool { return !s.CordonedByUs })
+		assert.False(t, h.node(target).Spec.Unschedulable)
+	})
+	t.Run("DRAINRETRYING", func(t *testing.T) {
+		h := newHarness(t, "kill-retrying", 3)
+		target := h.deploy("db", 3, 1)
+		cordons := h.countCordons(target)
+		ctx := context.Background()
+		three := intstr.FromInt32(3)
+		pdb, err := h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: "db"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &three,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cfg := h.config(h.c.Client)
+		cfg.Policy.DrainAttemptTimeout, cfg.Policy.DrainAttempts = time.Second, 100
+		stop := h.run(cfg)
+		h.request(target, "r1", time.Now())
+		h.waitStatus(target, nodedrain.StatusDrainRetrying, 30*time.Second)
+		stop()
+		two := intstr.FromInt32(2)
+		pdb.Spec.MinAvailable = &two
+		_, err = h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Update(ctx, pdb, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		h.run(cfg)
+		h.waitStatus(target, nodedrain.StatusComplete, 30*time.Second)
+		assert.Equal(t, 1, cordons())
+	})
+}
+
+func TestLeaderElectionFailover(t *testing.T) {
+	h := newHarness(t, "leader", 2)
+	var active atomic.Int32
+	var maxActive atomic.Int32
+	started := make(chan string, 4)
+	replica := func(id string) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		lc := DefaultLeaderConfig()
+		lc.Client, lc.Namespace, lc.Name, lc.Identity = h.c.Client, h.ns, "edgedrain-coordinator", id
+		go func() {
+			defer close(done)
+			_ = RunWithLeaderElection(ctx, lc, func(ctx context.Context) error {
+				n := active.Add(1)
+				defer active.Add(-1)
+				for {
+					if m := maxActive.Load(); n <= m || maxActive.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				started <- id
+				e, err := NewEngine(h.config(h.c.Client))
+				if err != nil {
+					return err
+				}
+				return e.Run(ctx)
+			})
+		}()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
+	}
+	stops := map[string]func(){"a": replica("a"), "b": replica("b")}
+	var leader string
+	select {
+	case leader = <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no replica became leader")
+	}
+	h.request(h.nodes[0], "r1", time.Now())
+	h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 30*time.Second)
+
+	killedAt := time.Now()
+	stops[leader]()
+	var next string
+	select {
+	case next = <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no failover within 15 s")
+	}
+	assert.NotEqual(t, leader, next)
+	t.Logf("failover took %s", time.Since(killedAt).Round(time.Millisecond))
+	h.withdraw(h.nodes[0])
+	h.waitFor(h.nodes[0], 20*time.Second, "uncordoned by the new leader", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
+	assert.Equal(t, int32(1), maxActive.Load(), "two engines ran at once")
+}
+
+func TestRequestsDrainedOneAfterAnotherOldestFirst(t *testing.T) {
+	h := newHarness(t, "queue", 4)
+	h.run(h.config(h.c.Client))
+	base := time.Now()
+	order := []string{h.nodes[2], h.nodes[0], h.nodes[1]}
+	for i, n := range order {
+		h.request(n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond))
+	}
+	// Each node's agent comes back right after COMPLETE and withdraws, freeing the slot.
+	var completed []string
+	for range order {
+		var done string
+		require.Eventually(t, func() bool {
+			for _, n := range order {
+				if st, _ := h.last(n); st.Status == nodedrain.StatusComplete {
+					done = n
+					return true
+				}
+			}
+			return false
+		}, 30*time.Second, 20*time.Millisecond)
+		completed = append(completed, done)
+		for _, n := range order {
+			if n != done {
+				st, _ := h.last(n)
+				assert.NotContains(t, []nodedrain.DrainStatus{nodedrain.StatusStarting, nodedrain.StatusCordoned, nodedrain.StatusComplete},
+					st.Status, "%s drains while %s holds the slot", n, done)
+			}
+		}
+		h.withdraw(done)
+		h.waitStatus(done, nodedrain.StatusNotRequested, 10*time.Second)
+	}
+	assert.Equal(t, order, completed)
+	st, _ := h.last(order[2])
+	assert.Equal(t, nodedrain.StatusNotRequested, st.Status)
+}
+
+func TestGarbageRequestIsCountedAndIgnored(t *testing.T) {
+	h := newHarness(t, "garbage", 3)
+	cfg := h.config(h.c.Client)
+	h.run(cfg)
+	kv, err := h.js.KeyValue(context.Background(), nodedrain.RequestsBucket)
+	require.NoError(t, err)
+	_, err = kv.Put(context.Background(), h.nodes[1], []byte(`{"Node":"`+h.nodes[1]+`","Status":`))
+	require.NoError(t, err)
+	_, err = kv.Put(context.Background(), h.nodes[2], []byte(`{"Node":"someone-else","RequestID":"x","RequestedAt":"2026-11-20T00:00:00Z","RequestedBy":2}`))
+	require.NoError(t, err)
+	h.request(h.nodes[0], "r1", time.Now())
+	h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 30*time.Second)
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(cfg.Metrics.BusDecodeErrors.WithLabelValues(nodedrain.RequestsBucket)) == 2
+	}, 5*time.Second, 20*time.Millisecond)
+	for _, n := range h.nodes[1:] {
+		_, seen := h.last(n)
+		assert.False(t, seen, "a status was published for %s after a bad request", n)
+		assert.False(t, h.node(n).Spec.Unschedulable)
+	}
+}
+
+// proxiedClient returns a client that reaches the API server through a proxy the test can cut.
+func proxiedClient(t *testing.T, h *harness) (kubernetes.Interface, *testenv.Proxy) {
+	t.Helper()
+	u, err := url.Parse(h.c.Admin.Host)
+	require.NoError(t, err)
+	p := testenv.StartProxy(t, u.Host)
+	rc := rest.CopyConfig(h.c.Admin)
+	rc.Host = "https://" + p.Addr()
+	rc.Timeout = 2 * time.Second
+	client, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return client, p
+}
+
+func TestAPIUnreachable(t *testing.T) {
+	for _, safe := range []bool{true, false} {
+		name := map[bool]string{true: "safe volumes proceed", false: "unsafe volumes keep blocking"}[safe]
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, map[bool]string{true: "unreach-safe", false: "unreach-unsafe"}[safe], 2)
+			client, proxy := proxiedClient(t, h)
+			gate := &testGate{safe: map[string]bool{}}
+			cfg := h.config(client)
+			cfg.Gate = gate
+			cfg.APIUnreachableTimeout = 3 * time.Second
+			h.run(cfg)
+			h.request(h.nodes[0], "r1", time.Now())
+			h.waitFor(h.nodes[0], 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+			gate.set(h.nodes[0], safe)
+			proxy.Cut()
+			if safe {
+				st := h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 30*time.Second)
+				assert.Contains(t, st.Message, "unreachable")
+				return
+			}
+			st := h.waitFor(h.nodes[0], 30*time.Second, "not proceeding", func(s nodedrain.NodeDrainStatus) bool {
+				return s.Status == nodedrain.StatusCordoned && strings.Contains(s.Message, "not proceeding")
+			})
+			assert.NotEmpty(t, st.Blockers)
+		})
+	}
+}
+
+// A planned whole-cluster shutdown: every node asks; each goes down after COMPLETE; the last one
+// up has nowhere to drain to and is told NOTSUPPORTED, so nothing deadlocks.
+func TestWholeClusterShutdown(t *testing.T) {
+	h := newHarness(t, "shutdown", 3)
+	h.run(h.config(h.c.Client))
+	base := time.Now()
+	for i, n := range h.nodes {
+		h.request(n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond))
+	}
+	var results []nodedrain.DrainStatus
+	for _, n := range h.nodes {
+		st := h.waitFor(n, 30*time.Second, "COMPLETE or NOTSUPPORTED", func(s nodedrain.NodeDrainStatus) bool {
+			return s.Status == nodedrain.StatusComplete || s.Status == nodedrain.StatusNotSupported
+		})
+		results = append(results, st.Status)
+		shutDown(t, h, n)
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i] > results[j] })
+	assert.Equal(t, []nodedrain.DrainStatus{nodedrain.StatusComplete, nodedrain.StatusComplete, nodedrain.StatusNotSupported}, results)
+}
+
+// shutDown makes a simulated node look powered off: kwok stops managing it and it turns NotReady.
+func shutDown(t *testing.T, h *harness, name string) {
+	t.Helper()
+	ctx := context.Background()
+	node := h.node(name)
+	delete(node.Annotations, testenv.KwokNodeAnnotation)
+	node, err := h.c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	for i, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			node.Status.Conditions[i].Status = corev1.ConditionFalse
+			node.Status.Conditions[i].Reason = "Shutdown"
+		}
+	}
+	_, err = h.c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}

@@ -1,0 +1,213 @@
+package nodedrain
+
+import (
+	"fmt"
+	"time"
+)
+
+// This file is the coordinator's drain of one node as a pure state machine (DESIGN §3):
+// Step(drain, event, now, policy) returns the next drain and the actions to take. It does no I/O
+// and reads no clock; retries, backoff and timeouts arrive as events. The coordinator's executor
+// performs the actions (Kubernetes and bus I/O) and feeds their results back as events.
+//
+//	NOTREQUESTED -> REQUESTED -> STARTING -> CORDONED -> (gate) -> (evict) -> (gate) -> COMPLETE
+//	                    |            \-> FAILEDCORDON           \-> DRAINRETRYING -> ... -> FAILEDDRAIN
+//	                    \-> NOTSUPPORTED (no other node to drain to)
+//
+// A withdrawn request cancels whatever is under way, uncordons the node if the coordinator
+// cordoned it, and returns to NOTREQUESTED. A new request ID for the node starts over.
+
+// Op is the I/O operation a drain is waiting on; results for any other op are stale and ignored.
+type Op int
+
+// Operations the machine asks the executor to perform.
+const (
+	OpNone        Op = iota
+	OpCordon         // cordon the node, recording that edgedrain did
+	OpGate           // ask the volume gate before eviction
+	OpEvict          // one eviction attempt, bounded by Policy.DrainAttemptTimeout
+	OpFinalGate      // ask the volume gate again before COMPLETE
+	OpCheckCordon    // confirm the node is still cordoned before COMPLETE
+	OpUncordon       // uncordon the node (only ever one edgedrain cordoned)
+)
+
+var opNames = [...]string{"none", "cordon", "volume gate", "eviction", "final volume gate", "cordon check", "uncordon"}
+
+func (o Op) String() string {
+	if o >= 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Policy holds the retry limits and delays of a drain. DefaultPolicy gives DESIGN's defaults.
+type Policy struct {
+	// CordonAttempts is how many cordon attempts are made before FAILEDCORDON (≥ 1).
+	CordonAttempts int
+	// CordonBackoff is the wait after the first failed cordon; it doubles up to CordonBackoffMax.
+	CordonBackoff, CordonBackoffMax time.Duration
+	// DrainAttempts is how many eviction attempts are made before FAILEDDRAIN (≥ 1).
+	DrainAttempts int
+	// DrainAttemptTimeout bounds one eviction attempt (> 0).
+	DrainAttemptTimeout time.Duration
+	// DrainBackoff is the wait after the first failed eviction attempt; it doubles up to DrainBackoffMax.
+	DrainBackoff, DrainBackoffMax time.Duration
+	// GateRecheck is how often a blocking volume gate is asked again (> 0).
+	GateRecheck time.Duration
+	// UncordonRetry is the wait between failed uncordons; they are retried until one succeeds.
+	UncordonRetry time.Duration
+}
+
+// DefaultPolicy returns DESIGN §3's defaults: 10 cordon attempts backing off 1 s doubling to
+// 10 s; 5 eviction attempts of at most 5 minutes each, backing off 5 s doubling to 1 minute.
+func DefaultPolicy() Policy {
+	return Policy{
+		CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
+		DrainAttempts: 5, DrainAttemptTimeout: 5 * time.Minute,
+		DrainBackoff: 5 * time.Second, DrainBackoffMax: time.Minute,
+		GateRecheck: 2 * time.Second, UncordonRetry: 2 * time.Second,
+	}
+}
+
+// Validate reports a policy the machine cannot run.
+func (p Policy) Validate() error {
+	switch {
+	case p.CordonAttempts < 1:
+		return fmt.Errorf("cordon attempts must be at least 1, got %d", p.CordonAttempts)
+	case p.DrainAttempts < 1:
+		return fmt.Errorf("drain attempts must be at least 1, got %d", p.DrainAttempts)
+	case p.DrainAttemptTimeout <= 0:
+		return fmt.Errorf("drain attempt timeout must be positive, got %s", p.DrainAttemptTimeout)
+	case p.CordonBackoff < 0 || p.CordonBackoffMax < p.CordonBackoff:
+		return fmt.Errorf("cordon backoff %s..%s: want 0 ≤ initial ≤ max", p.CordonBackoff, p.CordonBackoffMax)
+	case p.DrainBackoff < 0 || p.DrainBackoffMax < p.DrainBackoff:
+		return fmt.Errorf("drain backoff %s..%s: want 0 ≤ initial ≤ max", p.DrainBackoff, p.DrainBackoffMax)
+	case p.GateRecheck <= 0 || p.UncordonRetry <= 0:
+		return fmt.Errorf("gate recheck (%s) and uncordon retry (%s) must be positive", p.GateRecheck, p.UncordonRetry)
+	}
+	return nil
+}
+
+// backoff returns base doubled (failures-1) times, capped at max.
+func backoff(failures int, base, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// Drain is the coordinator's state for one node. Status is what is published; everything else
+// can be rebuilt from the bus and the cluster after a restart (see Resume).
+type Drain struct {
+	// Status is the node's current status, as published.
+	Status NodeDrainStatus
+	// Request is the request being served; nil when there is none.
+	Request *NodeDrainRequest
+	// Waiting is the operation whose result the drain waits for (OpNone: none in flight).
+	Waiting Op
+	// RetryOp is started at RetryAt (a backoff or a recheck); OpNone when no timer is set.
+	RetryOp Op
+	// RetryAt is when RetryOp starts.
+	RetryAt time.Time
+	// NextAttempt is the attempt number RetryOp starts as (cordon and eviction retries).
+	NextAttempt int
+	// GateSafe is whether the volume gate's latest answer for this drain said safe.
+	GateSafe bool
+}
+
+// Active reports whether the drain holds an admission slot: started and not yet finished.
+func (d Drain) Active() bool {
+	switch d.Status.Status {
+	case StatusStarting, StatusCordoned, StatusDrainRetrying:
+		return true
+	}
+	return false
+}
+
+// Event is an input to Step: a bus change, an admission decision, an I/O result or a timer.
+type Event interface{ event() }
+
+// EvRequest says the node's request changed: Request nil means withdrawn (deleted).
+type EvRequest struct{ Request *NodeDrainRequest }
+
+// EvAdmit says admission let the drain start.
+type EvAdmit struct{}
+
+// EvQueued says the drain waits for admission; Message says behind whom.
+type EvQueued struct{ Message string }
+
+// EvNotSupported says no other node can take the workloads; Reason says why.
+type EvNotSupported struct{ Reason string }
+
+// EvResult is the result of an operation for a request. Err nil is success. Unreachable marks an
+// error from an API server that could not be reached (it does not use up an attempt).
+type EvResult struct {
+	Op          Op
+	RequestID   string
+	Err         error
+	Unreachable bool
+	// Safe and Blockers answer OpGate and OpFinalGate; Blockers also name the pods an OpEvict
+	// could not evict. Cordoned answers OpCheckCordon; ByUs answers OpCordon (false when the
+	// node was already cordoned by someone else).
+	Safe, Cordoned, ByUs bool
+	Blockers             []Blocker
+}
+
+// EvProgress reports eviction progress within an attempt.
+type EvProgress struct {
+	RequestID       string
+	Evicted, Total  int
+	Blockers        []Blocker
+	WaitingDeletion int
+}
+
+// EvTimer says time has passed; Step starts RetryOp when now ≥ RetryAt.
+type EvTimer struct{}
+
+// EvAPIUnreachable says the Kubernetes API has been unreachable for longer than the configured
+// timeout; Safe is the volume gate's last known view of this node (from its cache).
+type EvAPIUnreachable struct {
+	For      time.Duration
+	Safe     bool
+	Blockers []Blocker
+}
+
+func (EvRequest) event()        {}
+func (EvAdmit) event()          {}
+func (EvQueued) event()         {}
+func (EvNotSupported) event()   {}
+func (EvResult) event()         {}
+func (EvProgress) event()       {}
+func (EvTimer) event()          {}
+func (EvAPIUnreachable) event() {}
+
+// Action is an output of Step for the executor.
+type Action interface{ action() }
+
+// Publish asks for the drain's Status to be published.
+type Publish struct{ Status NodeDrainStatus }
+
+// Start asks for Op to be performed for the drain's request; its result comes back as EvResult.
+type Start struct {
+	Op Op
+	// Attempt numbers eviction attempts from 1.
+	Attempt int
+}
+
+// Cancel asks for every operation under way for the node to stop at once.
+type Cancel struct{}
+
+// Outcome reports that a request reached an end (COMPLETE, a failure, NOTSUPPORTED, withdrawn)
+// for the completion-time metric; Since is the request's RequestedAt.
+type Outcome struct {
+	Result      DrainStatus
+	Withdrawn   bool
+	RequestedBy Requester
+	Since       time.Time
+}
+
+func (Publish) action() {}
+func (Start) action()   {}
+func (Cancel) action()  {}
+func (Outcome) action() {}

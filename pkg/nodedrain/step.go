@@ -1,0 +1,295 @@
+package nodedrain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Step returns the drain after ev happened at now, and the actions to take, in order.
+func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
+	s := stepper{d: d, now: now, p: p}
+	switch e := ev.(type) {
+	case EvRequest:
+		s.request(e.Request)
+	case EvAdmit:
+		s.admit()
+	case EvQueued:
+		if s.d.Status.Status == StatusRequested && s.d.Status.Message != e.Message {
+			s.set(StatusRequested, e.Message, nil)
+		}
+	case EvNotSupported:
+		if s.d.Status.Status == StatusRequested && s.d.Request != nil {
+			s.set(StatusNotSupported, e.Reason, nil)
+			s.outcome(StatusNotSupported, false)
+		}
+	case EvResult:
+		s.result(e)
+	case EvProgress:
+		s.progress(e)
+	case EvTimer:
+		s.timer()
+	case EvAPIUnreachable:
+		s.apiUnreachable(e)
+	}
+	return s.d, s.actions
+}
+
+// Resume rebuilds a node's drain after a coordinator restart from the status it last published
+// and the request now on the bus (nil: none), and returns the actions that carry it on. Each
+// operation is idempotent, so redoing the one that was under way is safe: a cordon finds the node
+// already cordoned by edgedrain and does not cordon it again.
+func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) (Drain, []Action) {
+	d := Drain{Status: st}
+	if req == nil || req.RequestID != st.RequestID {
+		if req == nil && !st.Status.InProgress() && st.Status != StatusComplete && !st.Status.Failed() &&
+			st.Status != StatusNotSupported {
+			// Idle: only a cordon of ours may be left to undo.
+			if st.CordonedByUs {
+				s := stepper{d: d, now: now, p: p}
+				s.start(OpUncordon, 0)
+				return s.d, s.actions
+			}
+			return d, nil
+		}
+		return Step(d, EvRequest{Request: req}, now, p)
+	}
+	d.Request = req
+	s := stepper{d: d, now: now, p: p}
+	switch st.Status {
+	case StatusStarting:
+		s.start(OpCordon, st.Attempt)
+	case StatusCordoned:
+		s.start(OpGate, 0)
+	case StatusDrainRetrying:
+		s.retry(OpEvict, st.Attempt+1, 0)
+	}
+	return s.d, s.actions
+}
+
+type stepper struct {
+	d       Drain
+	now     time.Time
+	p       Policy
+	actions []Action
+}
+
+// set changes the published status and queues its publication.
+func (s *stepper) set(status DrainStatus, msg string, blockers []Blocker) {
+	st := &s.d.Status
+	st.Status, st.Message, st.Blockers, st.UpdatedAt = status, msg, blockers, s.now
+	s.actions = append(s.actions, Publish{Status: *st})
+}
+
+// note changes the message (and blockers) of the current status, publishing only a real change.
+func (s *stepper) note(msg string, blockers []Blocker) {
+	if s.d.Status.Message == msg && sameBlockers(s.d.Status.Blockers, blockers) {
+		return
+	}
+	s.set(s.d.Status.Status, msg, blockers)
+}
+
+func (s *stepper) start(op Op, attempt int) {
+	s.d.Waiting, s.d.RetryOp = op, OpNone
+	if attempt > 0 {
+		s.d.Status.Attempt = attempt
+	}
+	s.actions = append(s.actions, Start{Op: op, Attempt: s.d.Status.Attempt})
+}
+
+// retry starts op as attempt after the delay (the next EvTimer at or past that time).
+func (s *stepper) retry(op Op, attempt int, after time.Duration) {
+	s.d.Waiting, s.d.RetryOp, s.d.RetryAt, s.d.NextAttempt = OpNone, op, s.now.Add(after), attempt
+}
+
+func (s *stepper) outcome(result DrainStatus, withdrawn bool) {
+	if r := s.d.Request; r != nil {
+		s.actions = append(s.actions, Outcome{Result: result, Withdrawn: withdrawn, RequestedBy: r.RequestedBy, Since: r.RequestedAt})
+	}
+}
+
+func (s *stepper) request(r *NodeDrainRequest) {
+	if r != nil && s.d.Request != nil && s.d.Request.RequestID == r.RequestID {
+		return // the same request again (a watcher's snapshot after a reconnect)
+	}
+	if s.d.Request != nil && s.d.Status.Status.InProgress() {
+		s.outcome(s.d.Status.Status, true)
+	}
+	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
+		s.actions = append(s.actions, Cancel{})
+	}
+	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe = r, OpNone, OpNone, false
+	st := &s.d.Status
+	st.Attempt, st.StartedAt = 0, time.Time{}
+	if r == nil {
+		st.RequestID, st.RequestedBy = "", 0
+		if st.CordonedByUs {
+			s.set(StatusNotRequested, "request withdrawn; uncordoning the node", nil)
+			s.start(OpUncordon, 0)
+			return
+		}
+		if st.Status != StatusNotRequested {
+			s.set(StatusNotRequested, "request withdrawn", nil)
+		}
+		return
+	}
+	st.RequestID, st.RequestedBy = r.RequestID, r.RequestedBy
+	s.set(StatusRequested, "waiting for admission", nil)
+}
+
+func (s *stepper) admit() {
+	if s.d.Status.Status != StatusRequested || s.d.Request == nil {
+		return
+	}
+	s.d.Status.StartedAt = s.now
+	s.set(StatusStarting, "cordoning the node", nil)
+	s.start(OpCordon, 1)
+}
+
+func (s *stepper) result(e EvResult) {
+	if e.Op != s.d.Waiting || e.Op == OpNone {
+		return // stale: the drain moved on
+	}
+	if e.Op != OpUncordon && (s.d.Request == nil || e.RequestID != s.d.Request.RequestID) {
+		return
+	}
+	s.d.Waiting = OpNone
+	attempt := s.d.Status.Attempt
+	switch e.Op {
+	case OpCordon:
+		switch {
+		case e.Err == nil:
+			s.d.Status.CordonedByUs = e.ByUs
+			msg := "cordoned; checking volumes"
+			if !e.ByUs {
+				msg = "node already cordoned by someone else (edgedrain will leave it cordoned); checking volumes"
+			}
+			s.set(StatusCordoned, msg, nil)
+			s.start(OpGate, 0)
+		case e.Unreachable:
+			s.note(fmt.Sprintf("cannot reach the Kubernetes API to cordon: %v; retrying", e.Err), nil)
+			s.retry(OpCordon, attempt, s.p.CordonBackoffMax)
+		case attempt >= s.p.CordonAttempts:
+			s.set(StatusFailedCordon, fmt.Sprintf("cordon failed after %d attempts: %v", attempt, e.Err), nil)
+			s.outcome(StatusFailedCordon, false)
+		default:
+			wait := backoff(attempt, s.p.CordonBackoff, s.p.CordonBackoffMax)
+			s.note(fmt.Sprintf("cordon attempt %d of %d failed: %v; retrying in %s", attempt, s.p.CordonAttempts, e.Err, wait), nil)
+			s.retry(OpCordon, attempt+1, wait)
+		}
+	case OpGate, OpFinalGate:
+		s.gate(e)
+	case OpEvict:
+		s.evicted(e, attempt)
+	case OpCheckCordon:
+		switch {
+		case e.Err != nil:
+			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; retrying", e.Err), nil)
+			s.retry(OpCheckCordon, 0, s.p.GateRecheck)
+		case e.Cordoned:
+			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
+			s.outcome(StatusComplete, false)
+		default:
+			s.d.Status.CordonedByUs = false
+			s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
+			s.start(OpCordon, 1)
+		}
+	case OpUncordon:
+		if e.Err != nil {
+			s.note(fmt.Sprintf("uncordon failed: %v; retrying in %s", e.Err, s.p.UncordonRetry), nil)
+			s.retry(OpUncordon, 0, s.p.UncordonRetry)
+			return
+		}
+		s.d.Status.CordonedByUs = false
+		if s.d.Request == nil {
+			s.set(StatusNotRequested, "idle; node uncordoned", nil)
+		}
+	}
+}
+
+func (s *stepper) gate(e EvResult) {
+	switch {
+	case e.Err != nil:
+		s.note(fmt.Sprintf("volume gate: %v; asking again in %s", e.Err, s.p.GateRecheck), s.d.Status.Blockers)
+		s.retry(e.Op, 0, s.p.GateRecheck)
+	case !e.Safe:
+		s.d.GateSafe = false
+		s.note(fmt.Sprintf("waiting for %d volume(s) to be safe on other nodes", len(e.Blockers)), e.Blockers)
+		s.retry(e.Op, 0, s.p.GateRecheck)
+	case e.Op == OpGate:
+		s.d.GateSafe = true
+		s.note("evicting pods", nil)
+		s.start(OpEvict, 1)
+	default:
+		s.d.GateSafe = true
+		s.start(OpCheckCordon, 0)
+	}
+}
+
+func (s *stepper) evicted(e EvResult, attempt int) {
+	switch {
+	case e.Err == nil:
+		s.note("all pods evicted; checking volumes again", nil)
+		s.start(OpFinalGate, 0)
+	case e.Unreachable:
+		s.note(fmt.Sprintf("cannot reach the Kubernetes API to evict: %v; retrying", e.Err), e.Blockers)
+		s.retry(OpEvict, attempt, s.p.DrainBackoffMax)
+	case attempt >= s.p.DrainAttempts:
+		s.set(StatusFailedDrain, fmt.Sprintf("eviction failed after %d attempts: %v", attempt, e.Err), e.Blockers)
+		s.outcome(StatusFailedDrain, false)
+	default:
+		wait := backoff(attempt, s.p.DrainBackoff, s.p.DrainBackoffMax)
+		s.set(StatusDrainRetrying, fmt.Sprintf("eviction attempt %d of %d failed: %v; retrying in %s",
+			attempt, s.p.DrainAttempts, e.Err, wait), e.Blockers)
+		s.retry(OpEvict, attempt+1, wait)
+	}
+}
+
+func (s *stepper) progress(e EvProgress) {
+	if s.d.Waiting != OpEvict || s.d.Request == nil || e.RequestID != s.d.Request.RequestID {
+		return
+	}
+	msg := fmt.Sprintf("evicting pods: evicted %d/%d", e.Evicted, e.Total)
+	if e.WaitingDeletion > 0 {
+		msg += fmt.Sprintf(", %d terminating", e.WaitingDeletion)
+	}
+	s.note(msg, e.Blockers)
+}
+
+func (s *stepper) timer() {
+	op := s.d.RetryOp
+	if op == OpNone || s.now.Before(s.d.RetryAt) {
+		return
+	}
+	s.start(op, s.d.NextAttempt)
+	if op == OpCordon || op == OpEvict {
+		s.note(fmt.Sprintf("%s attempt %d", op, s.d.Status.Attempt), s.d.Status.Blockers)
+	}
+}
+
+func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
+	if s.d.Request == nil || !s.d.Active() {
+		return
+	}
+	if e.Safe {
+		s.actions = append(s.actions, Cancel{})
+		s.d.Waiting, s.d.RetryOp = OpNone, OpNone
+		s.set(StatusComplete, fmt.Sprintf("Kubernetes API unreachable for %s: letting the operation proceed, since the "+
+			"volume gate's last view said this node's volumes were safe", e.For.Round(time.Second)), nil)
+		s.outcome(StatusComplete, false)
+		return
+	}
+	s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the volume gate's last view says "+
+		"%d volume(s) on this node are not safe elsewhere", e.For.Round(time.Second), len(e.Blockers)), e.Blockers)
+}
+
+func sameBlockers(a, b []Blocker) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
