@@ -23,9 +23,8 @@ type DeploymentSpec struct {
 	Labels map[string]string
 }
 
-// CreateDeployment creates the Deployment and returns it; it does not wait for its pods.
-func (c *Cluster) CreateDeployment(t testing.TB, s DeploymentSpec) *appsv1.Deployment {
-	t.Helper()
+// DeploymentObject returns the Deployment s describes.
+func DeploymentObject(s DeploymentSpec) *appsv1.Deployment {
 	if s.TerminationSeconds == 0 {
 		s.TerminationSeconds = 1
 	}
@@ -33,7 +32,7 @@ func (c *Cluster) CreateDeployment(t testing.TB, s DeploymentSpec) *appsv1.Deplo
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	d := &appsv1.Deployment{
+	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &s.Replicas,
@@ -48,7 +47,12 @@ func (c *Cluster) CreateDeployment(t testing.TB, s DeploymentSpec) *appsv1.Deplo
 			},
 		},
 	}
-	got, err := c.Client.AppsV1().Deployments(s.Namespace).Create(context.Background(), d, metav1.CreateOptions{})
+}
+
+// CreateDeployment creates the Deployment and returns it; it does not wait for its pods.
+func (c *Cluster) CreateDeployment(t testing.TB, s DeploymentSpec) *appsv1.Deployment {
+	t.Helper()
+	got, err := c.Client.AppsV1().Deployments(s.Namespace).Create(context.Background(), DeploymentObject(s), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create deployment %s/%s: %v", s.Namespace, s.Name, err)
 	}

@@ -140,7 +140,7 @@ func (s *stepper) admit() {
 	if s.d.Status.Status != StatusRequested || s.d.Request == nil {
 		return
 	}
-	s.d.Status.StartedAt = s.now
+	s.d.Status.StartedAt, s.d.Status.Attempt = s.now, 1
 	s.set(StatusStarting, "cordoning the node", nil)
 	s.start(OpCordon, 1)
 }

@@ -62,7 +62,7 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 	assert.Equal(t, "r1", st.RequestID)
 	assert.True(t, st.CordonedByUs)
 	assert.Empty(t, podsLeft(h, target), "pods left on the drained node")
-	h.deploy("web", 6, 1) // all six run again, elsewhere (the node is cordoned)
+	h.waitRunning("web", 6) // all six run again, elsewhere (the node is cordoned)
 	assert.Empty(t, podsLeft(h, target))
 	node := h.node(target)
 	assert.True(t, node.Spec.Unschedulable)

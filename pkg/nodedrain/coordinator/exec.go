@@ -3,7 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"net"
+	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -118,16 +119,16 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 	return nodedrain.EvResult{}
 }
 
-// unreachable reports whether err means the API server could not be reached at all, as opposed
-// to an answer that refused the request.
+// unreachable reports whether err means the API server could not be reached at all (no HTTP
+// answer: refused, reset, timed out), as opposed to an answer that refused the request. An
+// eviction attempt's own deadline is not such an error: it is not a *url.Error.
 func unreachable(err error) bool {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) {
+	if err == nil || errors.As(err, &status) {
 		return false // the server answered
 	}
-	var netErr net.Error
-	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		(errors.As(err, &netErr) && netErr.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+	var uerr *url.Error
+	return errors.As(err, &uerr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err)
 }
 
 // probeAPI asks the API server's /readyz every few seconds and reports whether it answered.
@@ -182,9 +183,17 @@ func (e *Engine) apiReachable(reachable bool) {
 	}
 }
 
+// maxPublishedBlockers keeps a status well inside nodedrain.MaxPayloadSize.
+const maxPublishedBlockers = 50
+
 // publish writes a status to the bus and records the transition (gauges, log, Node event). A
 // failed publication is retried every tick until it succeeds.
 func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
+	if n := len(st.Blockers); n > maxPublishedBlockers {
+		// A status must fit the bus's payload limit: keep the first ones, count the rest.
+		st.Blockers = st.Blockers[:maxPublishedBlockers]
+		st.Message += fmt.Sprintf(" (%d blockers, first %d listed)", n, maxPublishedBlockers)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {

@@ -55,7 +55,8 @@ func newHarness(t *testing.T, group string, nodes int) *harness {
 	var err error
 	h.requests, err = pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
 	require.NoError(t, err)
-	h.statuses, err = pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	// History above 1 so the test's watcher sees every transition, not only the latest value.
+	h.statuses, err = pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 	wctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -134,16 +135,26 @@ func (h *harness) last(node string) (nodedrain.NodeDrainStatus, bool) {
 	return s[len(s)-1], true
 }
 
-// waitFor waits until node's latest published status satisfies ok.
+// waitFor waits until a status published for node satisfies ok, and returns the first that did.
+// Every published status counts, not only the latest: drains move on quickly.
 func (h *harness) waitFor(node string, timeout time.Duration, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
 	h.t.Helper()
-	var st nodedrain.NodeDrainStatus
-	require.Eventually(h.t, func() bool {
-		var have bool
-		st, have = h.last(node)
-		return have && ok(st)
-	}, timeout, 20*time.Millisecond, "node %s never reached %s; last: %s %q; history %v", node, what, st.Status, st.Message, h.history(node))
-	return st
+	deadline := time.Now().Add(timeout)
+	for {
+		h.mu.Lock()
+		for _, st := range h.seen[node] {
+			if ok(st) {
+				h.mu.Unlock()
+				return st
+			}
+		}
+		h.mu.Unlock()
+		if time.Now().After(deadline) {
+			last, _ := h.last(node)
+			h.t.Fatalf("node %s never reached %s within %s; last: %s %q; history %v", node, what, timeout, last.Status, last.Message, h.history(node))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (h *harness) waitStatus(node string, want nodedrain.DrainStatus, timeout time.Duration) nodedrain.NodeDrainStatus {
@@ -176,12 +187,7 @@ func (h *harness) node(name string) *corev1.Node {
 func (h *harness) deploy(name string, replicas int32, termination int64) string {
 	h.t.Helper()
 	h.c.CreateDeployment(h.t, testenv.DeploymentSpec{Namespace: h.ns, Name: name, Group: h.group, Replicas: replicas, TerminationSeconds: termination})
-	var pods []corev1.Pod
-	require.Eventually(h.t, func() bool {
-		var err error
-		pods, err = h.c.RunningPods(context.Background(), h.ns, "app="+name)
-		return err == nil && len(pods) == int(replicas)
-	}, 60*time.Second, 50*time.Millisecond, "pods of %s not running: %s", name, testenv.Describe(pods))
+	pods := h.waitRunning(name, replicas)
 	count := map[string]int{}
 	best := ""
 	for _, p := range pods {
@@ -191,6 +197,18 @@ func (h *harness) deploy(name string, replicas int32, termination int64) string 
 		}
 	}
 	return best
+}
+
+// waitRunning waits until the Deployment's pods are all running.
+func (h *harness) waitRunning(name string, replicas int32) []corev1.Pod {
+	h.t.Helper()
+	var pods []corev1.Pod
+	require.Eventually(h.t, func() bool {
+		var err error
+		pods, err = h.c.RunningPods(context.Background(), h.ns, "app="+name)
+		return err == nil && len(pods) == int(replicas)
+	}, 60*time.Second, 50*time.Millisecond, "pods of %s not running: %s", name, testenv.Describe(pods))
+	return pods
 }
 
 // countCordons watches a node and counts its transitions from schedulable to cordoned.

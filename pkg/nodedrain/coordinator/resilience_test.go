@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,10 +72,15 @@ func TestRestartResumesWithoutSecondCordon(t *testing.T) {
 		h := newHarness(t, "kill-starting", 3)
 		target := h.deploy("web", 3, 1)
 		cordons := h.countCordons(target)
-		stop := h.run(h.config(h.c.Client))
+		// The first coordinator may not patch nodes, so it stays in STARTING, retrying the cordon.
+		stop := h.run(h.config(restrictedClient(t, h)))
 		h.request(target, "r1", time.Now())
-		h.waitStatus(target, nodedrain.StatusStarting, 20*time.Second)
+		h.waitFor(target, 20*time.Second, "a failed cordon attempt", func(s nodedrain.NodeDrainStatus) bool {
+			return s.Status == nodedrain.StatusStarting && s.Attempt >= 2
+		})
 		stop()
+		st, _ := h.last(target)
+		require.Equal(t, nodedrain.StatusStarting, st.Status)
 		h.run(h.config(h.c.Client))
 		h.waitStatus(target, nodedrain.StatusComplete, 30*time.Second)
 		assert.Equal(t, 1, cordons())
@@ -99,7 +105,9 @@ func TestRestartResumesWithoutSecondCordon(t *testing.T) {
 		assert.Empty(t, podsLeft(h, target))
 		assert.Equal(t, 1, cordons())
 		h.withdraw(target)
-		h.waitFor(target, 10*time.Second, "uncordoned", func(s nodedrain.NodeDrainStatus) bool { return !s.CordonedByUs })
+		h.waitFor(target, 10*time.Second, "uncordoned", func(s nodedrain.NodeDrainStatus) bool {
+			return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+		})
 		assert.False(t, h.node(target).Spec.Unschedulable)
 	})
 	t.Run("DRAINRETRYING", func(t *testing.T) {
@@ -120,9 +128,8 @@ func TestRestartResumesWithoutSecondCordon(t *testing.T) {
 		h.request(target, "r1", time.Now())
 		h.waitStatus(target, nodedrain.StatusDrainRetrying, 30*time.Second)
 		stop()
-		two := intstr.FromInt32(2)
-		pdb.Spec.MinAvailable = &two
-		_, err = h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Update(ctx, pdb, metav1.UpdateOptions{})
+		_, err = h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Patch(ctx, pdb.Name, types.MergePatchType,
+			[]byte(`{"spec":{"minAvailable":2}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
 		h.run(cfg)
 		h.waitStatus(target, nodedrain.StatusComplete, 30*time.Second)

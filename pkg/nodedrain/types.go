@@ -1,0 +1,158 @@
+package nodedrain
+
+import "time"
+
+// Limits of the wire contract, checked by Validate.
+const (
+	// MaxRequestIDLen is the longest RequestID, in bytes.
+	MaxRequestIDLen = 128
+	// MaxContextLen is the longest NodeDrainRequest.Context, in bytes.
+	MaxContextLen = 1024
+	// MaxBlockers is the most blockers one NodeDrainStatus may carry.
+	MaxBlockers = 1000
+)
+
+// Subjects used in error messages.
+const (
+	subjectRequest  = "drain request"
+	subjectStatus   = "drain status"
+	subjectOverride = "status override"
+)
+
+// NodeDrainRequest is what an agent publishes (key: its node name) to ask the
+// coordinator to drain its node.
+type NodeDrainRequest struct {
+	Node        string    `json:"Node"`
+	RequestID   string    `json:"RequestID"` // unique per request
+	RequestedAt time.Time `json:"RequestedAt"`
+	RequestedBy Requester `json:"RequestedBy"`
+	Context     string    `json:"Context,omitempty"` // free text: "reboot", "update v1.2.3"
+}
+
+// Validate reports every way r breaks the contract, as one error matching ErrInvalid.
+func (r NodeDrainRequest) Validate() error {
+	var p problems
+	checkNode(&p, r.Node)
+	if r.RequestID == "" {
+		p.addf("RequestID", "required")
+	} else {
+		checkRequestID(&p, r.RequestID)
+	}
+	if r.RequestedAt.IsZero() {
+		p.addf("RequestedAt", "required")
+	} else {
+		checkTime(&p, "RequestedAt", r.RequestedAt)
+	}
+	if r.RequestedBy == 0 {
+		p.addf("RequestedBy", "required (want %s)", requesterSpec.choices)
+	} else if err := requesterSpec.checkValid(int(r.RequestedBy)); err != nil {
+		p.add("RequestedBy", err)
+	}
+	if len(r.Context) > MaxContextLen {
+		p.addf("Context", "%d bytes, longer than the limit of %d", len(r.Context), MaxContextLen)
+	}
+	return p.err(subjectRequest)
+}
+
+// BlockerKind says what kind of object holds a drain back.
+type BlockerKind string
+
+// Blocker kinds the coordinator reports; decoders accept other non-empty
+// kinds so that a newer coordinator may add some.
+const (
+	// BlockerPod is a pod that refuses eviction.
+	BlockerPod BlockerKind = "Pod"
+	// BlockerVolume is a volume whose data is not yet safe elsewhere.
+	BlockerVolume BlockerKind = "Volume"
+)
+
+// Blocker is one object that holds a drain back, with the reason.
+type Blocker struct {
+	Kind      BlockerKind `json:"Kind"`
+	Namespace string      `json:"Namespace,omitempty"`
+	Name      string      `json:"Name"`
+	Reason    string      `json:"Reason"`
+	Progress  int         `json:"Progress,omitempty"` // percent 0..100 where meaningful (rebuild), else 0
+}
+
+// validate adds b's problems to p under the field path prefix.
+func (b Blocker) validate(p *problems, prefix string) {
+	if b.Kind == "" {
+		p.addf(prefix+".Kind", "required")
+	}
+	if b.Name == "" {
+		p.addf(prefix+".Name", "required")
+	}
+	if b.Reason == "" {
+		p.addf(prefix+".Reason", "required")
+	}
+	if b.Progress < 0 || b.Progress > 100 {
+		p.addf(prefix+".Progress", "%d is outside 0..100", b.Progress)
+	}
+}
+
+// NodeDrainStatus is what the coordinator publishes (key: node name) at every
+// step of a node's drain.
+type NodeDrainStatus struct {
+	Node         string      `json:"Node"`
+	RequestID    string      `json:"RequestID,omitempty"` // the request this answers
+	Status       DrainStatus `json:"Status"`
+	RequestedBy  Requester   `json:"RequestedBy,omitempty"`
+	Attempt      int         `json:"Attempt,omitempty"`
+	Message      string      `json:"Message,omitempty"`
+	Blockers     []Blocker   `json:"Blockers,omitempty"`
+	StartedAt    time.Time   `json:"StartedAt,omitzero"`
+	UpdatedAt    time.Time   `json:"UpdatedAt,omitzero"`
+	CordonedByUs bool        `json:"CordonedByUs,omitempty"` // the coordinator cordoned the node itself
+}
+
+// Validate reports every way s breaks the contract, as one error matching ErrInvalid.
+func (s NodeDrainStatus) Validate() error {
+	var p problems
+	checkNode(&p, s.Node)
+	if s.RequestID != "" {
+		checkRequestID(&p, s.RequestID)
+	}
+	if err := statusSpec.checkValid(int(s.Status)); err != nil {
+		p.add("Status", err)
+	}
+	if s.RequestedBy != 0 {
+		if err := requesterSpec.checkValid(int(s.RequestedBy)); err != nil {
+			p.add("RequestedBy", err)
+		}
+	}
+	checkTime(&p, "StartedAt", s.StartedAt)
+	checkTime(&p, "UpdatedAt", s.UpdatedAt)
+	if s.Attempt < 0 {
+		p.addf("Attempt", "%d is negative", s.Attempt)
+	}
+	if len(s.Blockers) > MaxBlockers {
+		p.addf("Blockers", "%d blockers, more than the limit of %d", len(s.Blockers), MaxBlockers)
+	} else {
+		for i, b := range s.Blockers {
+			b.validate(&p, blockerPath(i))
+		}
+	}
+	return p.err(subjectStatus)
+}
+
+// StatusOverride is the forced-status file of DESIGN §4, e.g.
+// {"Status":9,"RequestedBy":2}; DecodeOverride requires the Status key.
+type StatusOverride struct {
+	Status      DrainStatus `json:"Status"`
+	RequestedBy Requester   `json:"RequestedBy,omitempty"`
+}
+
+// Validate reports every way o breaks the contract, as one error matching ErrInvalid.
+func (o StatusOverride) Validate() error {
+	var p problems
+	if err := statusSpec.checkValid(int(o.Status)); err != nil {
+		p.add("Status", err)
+	}
+	if o.RequestedBy != 0 {
+		if err := requesterSpec.checkValid(int(o.RequestedBy)); err != nil {
+			p.add("RequestedBy", err)
+		}
+	}
+	return p.err(subjectOverride)
+}
