@@ -1,0 +1,290 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults and limits for BucketConfig.
+const (
+	// DefaultHistory is the number of values kept per key in a new bucket.
+	DefaultHistory = 1
+	// DefaultReplicas is the replica count of a new bucket; production NATS
+	// clusters should ask for 3.
+	DefaultReplicas = 1
+	// DefaultMaxValueSize is the largest payload a new bucket accepts.
+	DefaultMaxValueSize int32 = 64 << 10
+	// MaxHistory is the most values per key JetStream keeps.
+	MaxHistory = jetstream.KeyValueMaxHistory
+	// MaxReplicas is the largest replica count JetStream supports.
+	MaxReplicas = 5
+)
+
+var bucketNameRe = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// BucketConfig describes a key-value bucket. For History, Replicas,
+// MaxValueSize and Description, zero means the default when the bucket is
+// created and leaves an existing bucket's setting as it is; a non-zero value
+// that differs from the existing bucket is applied with a config update.
+type BucketConfig struct {
+	// Name is the bucket name: letters, digits, "-" and "_"; required.
+	Name string
+	// Description is stored with the bucket for operators.
+	Description string
+	// History is the number of values kept per key, 1 to MaxHistory; zero
+	// means DefaultHistory on create. With 1, a watcher that falls behind
+	// sees only the latest value of a key changed several times meanwhile;
+	// more history lets it see each change.
+	History int
+	// Replicas is the number of servers holding the bucket, 1 to
+	// MaxReplicas; zero means DefaultReplicas on create. Use 3 on a NATS
+	// cluster.
+	Replicas int
+	// Storage is file (the zero value) or memory storage. It cannot change
+	// after creation: opening an existing bucket with another storage type
+	// fails with ErrIncompatibleBucket.
+	Storage jetstream.StorageType
+	// MaxValueSize is the largest encoded value in bytes; zero means
+	// DefaultMaxValueSize on create, negative is invalid.
+	MaxValueSize int32
+	// Logger receives watcher and decode problems; nil discards them.
+	Logger logrus.FieldLogger
+	// DecodeErrors, if set, is incremented once per payload that fails to
+	// decode (in Get and in watchers).
+	DecodeErrors prometheus.Counter
+}
+
+// Validate reports the first problem with c, wrapping ErrInvalidConfig.
+func (c BucketConfig) Validate() error {
+	switch {
+	case !bucketNameRe.MatchString(c.Name):
+		return fmt.Errorf("bucket %q: name must be non-empty letters, digits, '-' or '_': %w", c.Name, ErrInvalidConfig)
+	case c.History < 0 || c.History > MaxHistory:
+		return fmt.Errorf("bucket %s: history %d not in 1..%d: %w", c.Name, c.History, MaxHistory, ErrInvalidConfig)
+	case c.Replicas < 0 || c.Replicas > MaxReplicas:
+		return fmt.Errorf("bucket %s: replicas %d not in 1..%d: %w", c.Name, c.Replicas, MaxReplicas, ErrInvalidConfig)
+	case c.MaxValueSize < 0:
+		return fmt.Errorf("bucket %s: negative max value size %d: %w", c.Name, c.MaxValueSize, ErrInvalidConfig)
+	case c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage:
+		return fmt.Errorf("bucket %s: unknown storage type %d: %w", c.Name, c.Storage, ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Bucket is a typed view of a key-value bucket: one current value of type T
+// per key. It is safe for concurrent use.
+type Bucket[T any] struct {
+	kv           jetstream.KeyValue
+	js           jetstream.JetStream
+	name         string
+	codec        Codec[T]
+	log          logrus.FieldLogger
+	decodeMetric prometheus.Counter
+	decodeCount  atomic.Uint64
+	maxValueSize int32 // <= 0: no limit
+}
+
+// OpenBucket opens the bucket cfg.Name, creating it if it does not exist and
+// updating settings that differ and may change. A nil codec means
+// JSONCodec[T].
+func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketConfig, codec Codec[T]) (*Bucket[T], error) {
+	if js == nil {
+		return nil, fmt.Errorf("bucket %s: nil JetStream: %w", cfg.Name, ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if codec == nil {
+		codec = JSONCodec[T]{}
+	}
+	kv, err := openOrCreate(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: status: %w", cfg.Name, err)
+	}
+	return &Bucket[T]{
+		kv:           kv,
+		js:           js,
+		name:         cfg.Name,
+		codec:        codec,
+		log:          loggerOrDiscard(cfg.Logger).WithField("bucket", cfg.Name),
+		decodeMetric: cfg.DecodeErrors,
+		maxValueSize: st.Config().MaxValueSize,
+	}, nil
+}
+
+func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
+	// Two programs may race to create the bucket; the loser opens it.
+	for attempt := 0; ; attempt++ {
+		kv, err := js.KeyValue(ctx, cfg.Name)
+		if err == nil {
+			return reconcile(ctx, js, kv, cfg)
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("bucket %s: open: %w", cfg.Name, err)
+		}
+		kv, err = js.CreateKeyValue(ctx, createConfig(cfg))
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketExists) || attempt > 0 {
+			return nil, fmt.Errorf("bucket %s: create: %w", cfg.Name, err)
+		}
+	}
+}
+
+func createConfig(cfg BucketConfig) jetstream.KeyValueConfig {
+	kc := jetstream.KeyValueConfig{
+		Bucket:       cfg.Name,
+		Description:  cfg.Description,
+		History:      uint8(DefaultHistory),
+		Replicas:     DefaultReplicas,
+		Storage:      cfg.Storage,
+		MaxValueSize: DefaultMaxValueSize,
+	}
+	if cfg.History > 0 {
+		kc.History = uint8(cfg.History)
+	}
+	if cfg.Replicas > 0 {
+		kc.Replicas = cfg.Replicas
+	}
+	if cfg.MaxValueSize > 0 {
+		kc.MaxValueSize = cfg.MaxValueSize
+	}
+	return kc
+}
+
+// reconcile applies the explicitly requested settings that differ from the
+// existing bucket.
+func reconcile(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, cfg BucketConfig) (jetstream.KeyValue, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: status: %w", cfg.Name, err)
+	}
+	have := st.Config()
+	if have.Storage != cfg.Storage {
+		return nil, fmt.Errorf("bucket %s: exists with %s storage, config asks for %s (storage cannot change): %w",
+			cfg.Name, have.Storage, cfg.Storage, ErrIncompatibleBucket)
+	}
+	want := have
+	if cfg.Description != "" {
+		want.Description = cfg.Description
+	}
+	if cfg.History > 0 {
+		want.History = uint8(cfg.History)
+	}
+	if cfg.Replicas > 0 {
+		want.Replicas = cfg.Replicas
+	}
+	if cfg.MaxValueSize > 0 {
+		want.MaxValueSize = cfg.MaxValueSize
+	}
+	if want.Description == have.Description && want.History == have.History &&
+		want.Replicas == have.Replicas && want.MaxValueSize == have.MaxValueSize {
+		return kv, nil
+	}
+	updated, err := js.UpdateKeyValue(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: update config: %w", cfg.Name, err)
+	}
+	return updated, nil
+}
+
+// Name returns the bucket name.
+func (b *Bucket[T]) Name() string { return b.name }
+
+// DecodeErrorCount returns how many payloads failed to decode through this
+// Bucket (in Get and in its watchers) since it was opened.
+func (b *Bucket[T]) DecodeErrorCount() uint64 { return b.decodeCount.Load() }
+
+// Publish stores v as the current value of key and returns its revision.
+func (b *Bucket[T]) Publish(ctx context.Context, key string, v T) (uint64, error) {
+	if err := ValidKey(key); err != nil {
+		return 0, fmt.Errorf("publish %s: %w", b.name, err)
+	}
+	data, err := b.codec.Encode(v)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s/%s: %w: %w", b.name, key, ErrEncode, err)
+	}
+	if b.maxValueSize > 0 && len(data) > int(b.maxValueSize) {
+		return 0, fmt.Errorf("publish %s/%s: %d bytes, limit %d: %w", b.name, key, len(data), b.maxValueSize, ErrValueTooLarge)
+	}
+	rev, err := b.kv.Put(ctx, key, data)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
+	}
+	return rev, nil
+}
+
+// Unpublish removes key's value; watchers that were given a value for key
+// receive an EventDelete. Unpublishing a missing key is not an error (it
+// writes a delete marker all the same, without asking a possibly stale
+// replica whether the key exists).
+func (b *Bucket[T]) Unpublish(ctx context.Context, key string) error {
+	if err := ValidKey(key); err != nil {
+		return fmt.Errorf("unpublish %s: %w", b.name, err)
+	}
+	if err := b.kv.Delete(ctx, key); err != nil {
+		return fmt.Errorf("unpublish %s/%s: %w", b.name, key, err)
+	}
+	return nil
+}
+
+// Get returns key's current value and revision. It returns an error wrapping
+// ErrNotFound when the key has no value and one wrapping ErrDecode (counted)
+// when the stored payload does not decode.
+func (b *Bucket[T]) Get(ctx context.Context, key string) (T, uint64, error) {
+	var zero T
+	if err := ValidKey(key); err != nil {
+		return zero, 0, fmt.Errorf("get %s: %w", b.name, err)
+	}
+	entry, err := b.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	}
+	if err != nil {
+		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	}
+	v, err := b.decode(key, entry.Revision(), entry.Value())
+	if err != nil {
+		return zero, entry.Revision(), err
+	}
+	return v, entry.Revision(), nil
+}
+
+// Keys returns the keys that currently have a value, sorted; an empty bucket
+// gives an empty slice and no error.
+func (b *Bucket[T]) Keys(ctx context.Context) ([]string, error) {
+	keys, err := b.kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keys %s: %w", b.name, err)
+	}
+	return keys, nil
+}
+
+// decode decodes one payload, counting and describing failures.
+func (b *Bucket[T]) decode(key string, rev uint64, data []byte) (T, error) {
+	v, err := b.codec.Decode(data)
+	if err == nil {
+		return v, nil
+	}
+	b.decodeCount.Add(1)
+	if b.decodeMetric != nil {
+		b.decodeMetric.Inc()
+	}
+	var zero T
+	return zero, fmt.Errorf("%s/%s revision %d: %w: %w", b.name, key, rev, ErrDecode, err)
+}

@@ -1,0 +1,36 @@
+package pubsub
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is returned when a ConnectOptions, EmbeddedConfig or
+	// BucketConfig fails validation.
+	ErrInvalidConfig = errors.New("invalid configuration")
+
+	// ErrInvalidKey is returned for a key that JetStream key-value buckets
+	// cannot store.
+	ErrInvalidKey = errors.New("invalid key")
+
+	// ErrNotFound is returned by Get when a key has no value (never
+	// published, or unpublished).
+	ErrNotFound = errors.New("key not found")
+
+	// ErrDecode wraps every failure to decode a stored payload into the
+	// bucket's value type.
+	ErrDecode = errors.New("decode payload")
+
+	// ErrEncode wraps every failure to encode a value before publishing it.
+	ErrEncode = errors.New("encode value")
+
+	// ErrValueTooLarge is returned when an encoded value exceeds the bucket's
+	// maximum value size.
+	ErrValueTooLarge = errors.New("value too large")
+
+	// ErrIncompatibleBucket is returned by OpenBucket when an existing bucket
+	// has a setting that cannot be changed to the requested one.
+	ErrIncompatibleBucket = errors.New("incompatible existing bucket")
+
+	// ErrServerNotReady is returned by StartEmbedded when the server does not
+	// accept connections in time or fails to start JetStream.
+	ErrServerNotReady = errors.New("nats server not ready")
+)

@@ -1,0 +1,264 @@
+package pubsub
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+)
+
+// Backoff between attempts to re-create a broken watch.
+const (
+	resumeBackoffMin = 100 * time.Millisecond
+	resumeBackoffMax = 5 * time.Second
+)
+
+// Watcher delivers the events of one watch on a Bucket. It is created by
+// Bucket.Watch and ends when its context is cancelled or Stop is called.
+//
+// A watcher first delivers the current value of every key (keys that were
+// unpublished are left out), then one EventSnapshotDone, then every put and
+// delete in revision order. A delete is only reported for a key the watcher
+// delivered a value (or decode error) for. The bucket keeps BucketConfig.History
+// revisions per key: a value overwritten (or unpublished) before the watcher
+// received it is skipped, so with History 1 a burst of changes to one key may
+// arrive as its last value only. The latest value of every key always
+// arrives.
+//
+// It survives NATS reconnects and server restarts. The JetStream consumer
+// behind a watch lives in the memory of one server; nats.go re-creates it
+// only after missing two heartbeats (10 to 20 s). A Watcher instead
+// re-creates it as soon as the connection is back, or when nats.go gives up
+// on it, starting right after the last revision it delivered: the changes
+// made meanwhile arrive in order (subject to History as above), none twice,
+// and the latest value of every key is never lost. If the bucket itself was
+// replaced (deleted and created again, or the server came back without its
+// store), the watcher reads every key again: callers get current values
+// again and a delete for each key that no longer exists.
+type Watcher[T any] struct {
+	b       *Bucket[T]
+	nc      *nats.Conn
+	log     logrus.FieldLogger
+	events  chan Event[T]
+	cancel  context.CancelFunc
+	done    chan struct{}
+	resumes atomic.Uint64
+
+	mu  sync.Mutex
+	err error
+}
+
+// inner is one underlying JetStream key watcher.
+type inner struct {
+	kw     jetstream.KeyWatcher
+	cancel context.CancelFunc
+}
+
+// stop ends the underlying watcher; its channel is drained in the
+// background so the nats.go callback blocked on it can return.
+func (in *inner) stop() {
+	in.cancel()
+	_ = in.kw.Stop()
+	go func() {
+		for range in.kw.Updates() {
+		}
+	}()
+}
+
+// Watch starts watching every key of the bucket. It fails only if the first
+// watch cannot be created; later interruptions are repaired in the
+// background.
+func (b *Bucket[T]) Watch(ctx context.Context) (*Watcher[T], error) {
+	nc := b.js.Conn()
+	ctx, cancel := context.WithCancel(ctx)
+	// Listen before the first watch exists so no reconnect is missed.
+	status := nc.StatusChanged(nats.CONNECTED)
+	fail := func(err error) (*Watcher[T], error) {
+		nc.RemoveStatusListener(status)
+		cancel()
+		return nil, fmt.Errorf("watch %s: %w", b.name, err)
+	}
+	created, _, err := b.streamState(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	in, err := b.startInner(ctx, 0)
+	if err != nil {
+		return fail(err)
+	}
+	w := &Watcher[T]{
+		b:      b,
+		nc:     nc,
+		log:    b.log,
+		events: make(chan Event[T], 64),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	st := &watchState{created: created, present: map[string]struct{}{}}
+	go w.run(ctx, status, in, st)
+	return w, nil
+}
+
+// startInner creates a JetStream key watcher: a snapshot of the last value per
+// key when from is 0, else every message from revision from on.
+func (b *Bucket[T]) startInner(ctx context.Context, from uint64) (*inner, error) {
+	ictx, cancel := context.WithCancel(ctx)
+	var opts []jetstream.WatchOpt
+	if from > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(from))
+	}
+	kw, err := b.kv.WatchAll(ictx, opts...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &inner{kw: kw, cancel: cancel}, nil
+}
+
+// streamState returns when the bucket's stream was created and its last
+// revision.
+func (b *Bucket[T]) streamState(ctx context.Context) (created time.Time, lastRev uint64, err error) {
+	st, err := b.kv.Status(ctx)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return time.Time{}, 0, nil
+	}
+	info := bs.StreamInfo()
+	return info.Created, info.State.LastSeq, nil
+}
+
+// Events returns the event channel; it is closed when the watch ends.
+func (w *Watcher[T]) Events() <-chan Event[T] { return w.events }
+
+// Stop ends the watch, waits until the event channel is closed and returns
+// nil; it is safe to call more than once.
+func (w *Watcher[T]) Stop() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+// Err returns why the watch ended on its own (the NATS connection was
+// closed); it is nil while the watch runs and after Stop or cancellation.
+func (w *Watcher[T]) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Resumes returns how many times the watch was re-created after a reconnect
+// or an interrupted consumer.
+func (w *Watcher[T]) Resumes() uint64 { return w.resumes.Load() }
+
+func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner, st *watchState) {
+	defer close(w.done)
+	defer close(w.events)
+	defer w.nc.RemoveStatusListener(status)
+
+	reconnected := (<-chan nats.Status)(status) // set to nil if ever closed
+	backoff := resumeBackoffMin
+	failing := false
+	for {
+		if in == nil {
+			if w.nc.IsClosed() {
+				w.mu.Lock()
+				w.err = fmt.Errorf("watch %s: %w", w.b.name, nats.ErrConnectionClosed)
+				w.mu.Unlock()
+				w.log.Warn("watch ended: nats connection closed")
+				return
+			}
+			var err error
+			in, err = w.resume(ctx, st)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				entry := w.log.WithError(err).WithField("revision", st.lastRev)
+				if !failing {
+					entry.Warn("watch interrupted; retrying")
+					failing = true
+				} else {
+					entry.Debug("watch retry failed")
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case _, ok := <-reconnected: // retry at once
+					if !ok {
+						reconnected = nil
+					}
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, resumeBackoffMax)
+				continue
+			}
+			backoff, failing = resumeBackoffMin, false
+			w.resumes.Add(1)
+		}
+
+		select {
+		case <-ctx.Done():
+			in.stop()
+			return
+		case _, ok := <-reconnected:
+			if !ok {
+				reconnected = nil
+				continue
+			}
+			// The consumer may have died with a restarted server; nats.go
+			// would notice only after missing heartbeats. Re-create it now.
+			in.stop()
+			in = nil
+		case e, ok := <-in.kw.Updates():
+			if !ok {
+				// nats.go gave up on the consumer (or the connection closed).
+				in.cancel()
+				in = nil
+				continue
+			}
+			for _, ev := range apply(st, w.b, e) {
+				if ev.Kind == EventDecodeError {
+					// The caller gets the event and the metric; log quietly.
+					w.log.WithError(ev.Err).WithField("key", ev.Key).Debug("undecodable payload")
+				}
+				select {
+				case w.events <- ev:
+				case <-ctx.Done():
+					in.stop()
+					return
+				}
+			}
+		}
+	}
+}
+
+// resume re-creates the underlying watch after the last delivered revision,
+// or from scratch when the bucket was replaced since.
+func (w *Watcher[T]) resume(ctx context.Context, st *watchState) (*inner, error) {
+	created, last, err := w.b.streamState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	from := st.lastRev + 1
+	if !created.Equal(st.created) || last < st.lastRev {
+		w.log.WithField("revision", st.lastRev).Warn("bucket was replaced; reading every key again")
+		st.startResync(created)
+		from = 0
+	} else if !st.snapshotDone && st.lastRev == 0 {
+		from = 0 // nothing delivered yet: a plain snapshot
+	}
+	in, err := w.b.startInner(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	w.log.WithField("revision", from).Info("watch resumed")
+	return in, nil
+}
