@@ -29,7 +29,7 @@ test-short:
 fuzz:
 	@for f in $$($(GO) test -list '^Fuzz' ./pkg/nodedrain | grep '^Fuzz'); do \
 		echo "fuzz $$f for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./pkg/nodedrain || exit 1; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 3s ./pkg/nodedrain || exit 1; \
 	done
 
 lint:

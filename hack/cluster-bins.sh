@@ -8,12 +8,13 @@
 #   kwok                                                              v0.8.0             (hack/tools/kwok)
 #
 # A cold build takes about 10 minutes and 2.5 GB of memory on 2 cores; progress goes to stderr.
-# Environment: EDGEDRAIN_CACHE (default: <repo>/.cache).
+# Environment: EDGEDRAIN_CACHE (default: $XDG_CACHE_HOME/edgedrain or ~/.cache/edgedrain), outside the
+# checkout so that every clone on a machine (CI's fresh ones too) shares one build.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/hack/tools"
-cache="${EDGEDRAIN_CACHE:-$root/.cache}"
+cache="${EDGEDRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgedrain}"
 key=$(cat "$tools"/kube/go.mod "$tools"/kube/go.sum "$tools"/etcd/go.mod "$tools"/etcd/go.sum \
 	"$tools"/etcd/main.go "$tools"/kwok/go.mod "$tools"/kwok/go.sum | sha256sum | cut -c1-16)
 bin="$cache/cluster-bins/$key"
