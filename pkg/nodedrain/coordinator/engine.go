@@ -272,9 +272,13 @@ func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
 	if !ok {
 		d = nodedrain.Drain{Status: nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}}
 	}
+	prev := d.Request
 	d, actions := nodedrain.Step(d, ev, e.cfg.Now(), e.cfg.Policy)
 	e.drains[node] = d
 	e.act(ctx, node, actions)
+	if prev != nil && (d.Request == nil || d.Request.RequestID != prev.RequestID) {
+		e.ops.release(ctx, node)
+	}
 }
 
 func (e *Engine) act(ctx context.Context, node string, actions []nodedrain.Action) {

@@ -62,6 +62,24 @@ func (x *executor) cancel(node string) {
 	}
 }
 
+// release tells a gate that did work for node's drain that the drain is over (in the background:
+// it must not hold up the loop, and a failure is only logged: the gate's state is its own).
+func (x *executor) release(ctx context.Context, node string) {
+	r, ok := x.e.cfg.Gate.(GateReleaser)
+	if !ok {
+		return
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := r.Release(rctx, node); err != nil {
+			x.e.log.WithField("node", node).WithError(err).Warn("volume gate could not release the drain's work")
+		}
+	}()
+}
+
 // stopAll cancels everything and waits for the goroutines to return.
 func (x *executor) stopAll() {
 	x.mu.Lock()
@@ -103,7 +121,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		cordoned, err := x.nodeOps.cordoned(ctx, node)
 		return nodedrain.EvResult{Err: err, Cordoned: cordoned}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
-		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster})
+		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate})
 		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers}
 	case nodedrain.OpEvict:
 		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Policy.DrainAttemptTimeout)

@@ -20,6 +20,17 @@ type GateOptions struct {
 	// WholeCluster is true during a planned whole-cluster shutdown (every node has requested a
 	// drain): replicas on nodes already down for it are not lost, only stopped.
 	WholeCluster bool
+	// AfterEviction is true for the check just before COMPLETE (the node's pods are gone), false
+	// for the one before eviction. Work that must wait for the pods to be gone (a drainer Job on
+	// a node-local volume) starts on the second.
+	AfterEviction bool
+}
+
+// GateReleaser is implemented by gates that start work for a drain (asking the storage system
+// to move replicas away, drainer Jobs): Release undoes or stops it when the node's request is
+// withdrawn — cancelled mid-drain, or the node is back after its maintenance.
+type GateReleaser interface {
+	Release(ctx context.Context, node string) error
 }
 
 // GateResult is a gate's answer.

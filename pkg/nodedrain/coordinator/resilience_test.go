@@ -27,8 +27,26 @@ import (
 
 // testGate is a volume gate the test opens and closes per node.
 type testGate struct {
-	mu   sync.Mutex
-	safe map[string]bool
+	mu       sync.Mutex
+	safe     map[string]bool
+	released map[string]int
+	after    map[string]bool // a check with AfterEviction was made
+}
+
+func (g *testGate) Release(_ context.Context, node string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.released == nil {
+		g.released = map[string]int{}
+	}
+	g.released[node]++
+	return nil
+}
+
+func (g *testGate) count(node string) (released int, after bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.released[node], g.after[node]
 }
 
 func (g *testGate) set(node string, safe bool) {
@@ -37,9 +55,15 @@ func (g *testGate) set(node string, safe bool) {
 	g.safe[node] = safe
 }
 
-func (g *testGate) Check(_ context.Context, node string, _ GateOptions) (GateResult, error) {
+func (g *testGate) Check(_ context.Context, node string, opts GateOptions) (GateResult, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if opts.AfterEviction {
+		if g.after == nil {
+			g.after = map[string]bool{}
+		}
+		g.after[node] = true
+	}
 	if g.safe[node] {
 		return GateResult{Safe: true}, nil
 	}
@@ -64,6 +88,12 @@ func TestVolumeGateHoldsCompleteBack(t *testing.T) {
 		time.Second, 50*time.Millisecond, "COMPLETE while the gate blocks")
 	gate.set(h.nodes[0], true)
 	h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 20*time.Second)
+	released, after := gate.count(h.nodes[0])
+	assert.True(t, after, "the check before COMPLETE says the pods are gone")
+	assert.Zero(t, released)
+	h.withdraw(h.nodes[0])
+	require.Eventually(t, func() bool { r, _ := gate.count(h.nodes[0]); return r == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the gate is told the drain is over")
 }
 
 // A coordinator killed mid-drain is replaced by a new one that finishes it without a second cordon.
