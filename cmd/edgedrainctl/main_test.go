@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// bus starts NATS with the two buckets holding a few nodes in different states.
+func bus(t *testing.T) string {
+	t.Helper()
+	srv := testenv.StartNATS(t)
+	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx := context.Background()
+	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	require.NoError(t, err)
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	now := time.Now()
+	_, err = requests.Publish(ctx, "edge-1.shop", nodedrain.NodeDrainRequest{Node: "edge-1.shop", RequestID: "r1",
+		RequestedAt: now.Add(-90 * time.Second), RequestedBy: nodedrain.RequesterUpdate, Context: "update v1.2.3"})
+	require.NoError(t, err)
+	_, err = statuses.Publish(ctx, "edge-1.shop", nodedrain.NodeDrainStatus{Node: "edge-1.shop", RequestID: "r1",
+		Status: nodedrain.StatusCordoned, RequestedBy: nodedrain.RequesterUpdate, Attempt: 1, StartedAt: now.Add(-80 * time.Second),
+		UpdatedAt: now, Message: "waiting for 1 volume(s) to be safe on other nodes", CordonedByUs: true,
+		Blockers: []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Namespace: "apps", Name: "pvc-x", Reason: "last healthy replica", Progress: 45}}})
+	require.NoError(t, err)
+	_, err = statuses.Publish(ctx, "edge-2.shop", nodedrain.NodeDrainStatus{Node: "edge-2.shop", Status: nodedrain.StatusNotRequested,
+		UpdatedAt: now.Add(-3 * time.Hour), Message: "idle; node uncordoned"})
+	require.NoError(t, err)
+	// A request the coordinator has not answered yet.
+	_, err = requests.Publish(ctx, "edge-3.shop", nodedrain.NodeDrainRequest{Node: "edge-3.shop", RequestID: "r3",
+		RequestedAt: now.Add(-5 * time.Second), RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+	require.NoError(t, err)
+	return srv.ClientURL()
+}
+
+func ctl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestStatusTable(t *testing.T) {
+	url := bus(t)
+	out, errOut, code := ctl(t, "--nats-url", url, "status")
+	require.Equal(t, 0, code, errOut)
+	lines := bytes.Split([]byte(out), []byte("\n"))
+	assert.Regexp(t, `^NODE\s+STATUS\s+REQUESTER\s+ATTEMPT\s+AGE\s+MESSAGE`, string(lines[0]))
+	assert.Regexp(t, `edge-1\.shop\s+CORDONED\s+UPDATE \(update v1\.2\.3\)\s+1\s+1m2\ds\s+waiting for 1 volume`, out)
+	assert.Regexp(t, `blocked by volume apps/pvc-x \[45%\]\s+last healthy replica`, out)
+	assert.Regexp(t, `edge-2\.shop\s+NOTREQUESTED\s+-\s+-\s+3h0m\s+idle`, out)
+	assert.Regexp(t, `edge-3\.shop\s+UNKNOWN\s+DEVICEOP \(reboot\)\s+-\s+[5-9]s`, out)
+}
+
+func TestStatusJSON(t *testing.T) {
+	url := bus(t)
+	out, errOut, code := ctl(t, "--nats-url", url, "status", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var rows []nodedrain.StatusView
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 3)
+	assert.Equal(t, "edge-1.shop", rows[0].Status.Node)
+	assert.Equal(t, nodedrain.StatusCordoned, rows[0].Status.Status)
+	assert.Equal(t, 45, rows[0].Status.Blockers[0].Progress)
+	require.NotNil(t, rows[0].Request)
+	assert.Equal(t, "update v1.2.3", rows[0].Request.Context)
+	assert.Nil(t, rows[1].Request)
+	assert.Contains(t, out, `"Status": 5`, "statuses keep their wire numbers")
+}
+
+func TestWithdraw(t *testing.T) {
+	url := bus(t)
+	out, errOut, code := ctl(t, "--nats-url", url, "withdraw", "edge-3.shop")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "withdrew")
+	out, _, _ = ctl(t, "--nats-url", url, "status", "-o", "json")
+	var rows []nodedrain.StatusView
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	assert.Len(t, rows, 2, "edge-3 had only a request")
+}
+
+func TestBadInput(t *testing.T) {
+	url := bus(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+		code int
+	}{
+		{"no command", []string{"--nats-url", url}, "Usage", 2},
+		{"unknown command", []string{"--nats-url", url, "drain"}, `unknown command "drain"`, 1},
+		{"bad output", []string{"--nats-url", url, "status", "-o", "yaml"}, `want table or json`, 1},
+		{"bad node", []string{"--nats-url", url, "withdraw", "Node_1"}, "Node_1", 1},
+		{"bad url", []string{"--nats-url", "http://x", "status"}, "nats", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errOut, code := ctl(t, tt.args...)
+			assert.Equal(t, tt.code, code)
+			assert.Contains(t, errOut, tt.want)
+		})
+	}
+}
+
+func TestNoCoordinatorYet(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, errOut, code := ctl(t, "--nats-url", srv.ClientURL(), "status")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "has a coordinator run on this bus?")
+}
