@@ -69,6 +69,7 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 	assert.Contains(t, node.Annotations, CordonAnnotation)
 	assert.Equal(t, uint64(1), histogramCount(t, cfg.Metrics, "DEVICEOP", "COMPLETE"))
 	assert.Equal(t, float64(nodedrain.StatusComplete), testutil.ToFloat64(cfg.Metrics.Status.WithLabelValues(target)))
+	assert.Equal(t, float64(1), testutil.ToFloat64(cfg.Metrics.CordonedByEdgedrain.WithLabelValues(target)))
 	require.Eventually(t, func() bool {
 		evs, err := h.c.Client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + target + ",reason=DrainCOMPLETE"})
@@ -82,6 +83,7 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 	})
 	node = h.node(target)
 	assert.False(t, node.Spec.Unschedulable, "node left cordoned")
+	assert.Equal(t, float64(0), testutil.ToFloat64(cfg.Metrics.CordonedByEdgedrain.WithLabelValues(target)))
 	assert.NotContains(t, node.Annotations, CordonAnnotation)
 	assert.Equal(t, 1, cordons())
 }

@@ -17,6 +17,8 @@ type Metrics struct {
 	CordonAttempts *prometheus.CounterVec
 	// EvictionAttempts counts eviction attempts by result (ok, error).
 	EvictionAttempts *prometheus.CounterVec
+	// CordonedByEdgedrain is 1 for each node edgedrain has cordoned and not yet uncordoned.
+	CordonedByEdgedrain *prometheus.GaugeVec
 	// BlockedPods is how many pods refuse to leave each node.
 	BlockedPods *prometheus.GaugeVec
 	// BlockedVolumes is how many volumes hold each node's drain back.
@@ -45,6 +47,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_eviction_attempts_total",
 			Help: "Eviction attempts (each evicts every pod of the node), by result.",
 		}, []string{"result"}),
+		CordonedByEdgedrain: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_node_cordoned_by_edgedrain",
+			Help: "1 while edgedrain holds the node cordoned (it uncordons it when the request is withdrawn).",
+		}, []string{"node"}),
 		BlockedPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "edgedrain_blocked_pods",
 			Help: "Pods refusing to leave each node being drained.",
@@ -59,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"bucket"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.CompletionTime, m.Status, m.CordonAttempts, m.EvictionAttempts,
+		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
 			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors)
 	}
 	return m
@@ -68,6 +74,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // observeStatus updates the per-node gauges from a published status.
 func (m *Metrics) observeStatus(st nodedrain.NodeDrainStatus) {
 	m.Status.WithLabelValues(st.Node).Set(float64(st.Status))
+	cordoned := 0.0
+	if st.CordonedByUs {
+		cordoned = 1
+	}
+	m.CordonedByEdgedrain.WithLabelValues(st.Node).Set(cordoned)
 	pods, volumes := 0, 0
 	for _, b := range st.Blockers {
 		switch b.Kind {

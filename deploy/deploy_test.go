@@ -1,0 +1,153 @@
+// Package deploy_test checks the manifests against a real API server: every manifest passes a
+// server-side dry run, and the coordinator's RBAC is enough for its own drain flow.
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
+
+const namespace = "edgedrain-system"
+
+func kubectl(t *testing.T, c *testenv.Cluster, stdin []byte, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubectl %v: %s", args, stderr.String())
+	return out
+}
+
+func ensureNamespace(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	_, err := c.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
+func TestManifestsPassServerSideDryRun(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	ensureNamespace(t, c) // a dry run does not create the namespace the other objects go in
+	for _, dir := range []string{"base", "overlays/external-nats"} {
+		t.Run(dir, func(t *testing.T) {
+			rendered := kubectl(t, c, nil, "kustomize", dir)
+			require.Contains(t, string(rendered), "kind: Deployment")
+			out := kubectl(t, c, rendered, "apply", "--dry-run=server", "-f", "-")
+			assert.Contains(t, string(out), "deployment.apps/edgedrain-coordinator")
+			assert.Contains(t, string(out), "daemonset.apps/edgedrain-agent")
+			assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator")
+		})
+	}
+}
+
+// The coordinator, running with exactly the base's RBAC (as its ServiceAccount), drains a node,
+// names a blocking PodDisruptionBudget's state, records Events, holds its Lease and uncordons.
+func TestCoordinatorRBACIsEnough(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	ensureNamespace(t, c)
+	ctx := context.Background()
+	rendered := kubectl(t, c, nil, "kustomize", "base")
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			break
+		}
+		kind, _ := obj["kind"].(string)
+		if kind != "ClusterRole" && kind != "ClusterRoleBinding" && kind != "Role" && kind != "RoleBinding" {
+			continue
+		}
+		doc, err := json.Marshal(obj)
+		require.NoError(t, err)
+		kubectl(t, c, doc, "apply", "-f", "-")
+	}
+	rc, err := c.UserConfig("system:serviceaccount:"+namespace+":edgedrain-coordinator",
+		"system:serviceaccounts", "system:serviceaccounts:"+namespace)
+	require.NoError(t, err)
+	client, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+
+	nodes := c.AddNodes(t, "rbac-deploy", 2)
+	ns := c.Namespace(t)
+	c.CreateDeployment(t, testenv.DeploymentSpec{Namespace: ns, Name: "web", Group: "rbac-deploy", Replicas: 4})
+	require.Eventually(t, func() bool {
+		pods, err := c.RunningPods(ctx, ns, "app=web")
+		return err == nil && len(pods) == 4
+	}, time.Minute, 50*time.Millisecond)
+
+	srv := testenv.StartNATS(t)
+	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	cfg := coordinator.DefaultConfig()
+	cfg.Client, cfg.JetStream, cfg.NodeSelector = client, js, testenv.GroupLabel+"=rbac-deploy"
+	cfg.Policy.CordonAttempts = 2
+	engine, err := coordinator.NewEngine(cfg)
+	require.NoError(t, err)
+	lc := coordinator.DefaultLeaderConfig()
+	lc.Client, lc.Namespace, lc.Identity = client, namespace, "rbac-test"
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- coordinator.RunWithLeaderElection(runCtx, lc, engine.Run) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	require.NoError(t, err)
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	waitStatus := func(node string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
+		var st nodedrain.NodeDrainStatus
+		require.Eventually(t, func() bool {
+			st, _, err = statuses.Get(ctx, node)
+			return err == nil && ok(st)
+		}, time.Minute, 50*time.Millisecond, "last status: %s %q", st.Status, st.Message)
+		return st
+	}
+	target := nodes[0]
+	_, err = requests.Publish(ctx, target, nodedrain.NodeDrainRequest{Node: target, RequestID: "r1", RequestedAt: time.Now(),
+		RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+	require.NoError(t, err)
+	waitStatus(target, func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusComplete })
+	require.Eventually(t, func() bool {
+		evs, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + target})
+		return err == nil && len(evs.Items) > 0
+	}, 10*time.Second, 50*time.Millisecond, "events not recorded with the coordinator's permissions")
+	require.NoError(t, requests.Unpublish(ctx, target))
+	waitStatus(target, func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.False(t, node.Spec.Unschedulable)
+	lease, err := c.Client.CoordinationV1().Leases(namespace).Get(ctx, lc.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "rbac-test", *lease.Spec.HolderIdentity)
+
+	// Nothing beyond the documented verbs: the role cannot, e.g., delete pods.
+	err = client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the coordinator's role allows deleting pods: %v", err)
+}
