@@ -1,0 +1,155 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// Builders of Longhorn objects shaped like Longhorn's own (only the fields edgedrain's volume gate
+// reads), and ApplyLonghorn, which creates or changes them the way Longhorn's controllers would:
+// spec first, then status. Tests and the demo use them.
+
+// LonghornHealthyAt is the healthyAt time the builders write.
+var LonghornHealthyAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Format(time.RFC3339)
+
+var longhornGVR = map[string]schema.GroupVersionResource{
+	"Volume":  {Group: "longhorn.io", Version: "v1beta2", Resource: "volumes"},
+	"Replica": {Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"},
+	"Engine":  {Group: "longhorn.io", Version: "v1beta2", Resource: "engines"},
+	"Node":    {Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"},
+}
+
+// LonghornGVR returns the resource of a Longhorn object built here.
+func LonghornGVR(u *unstructured.Unstructured) (schema.GroupVersionResource, error) {
+	gvr, ok := longhornGVR[u.GetKind()]
+	if !ok {
+		return gvr, fmt.Errorf("not a Longhorn kind: %q", u.GetKind())
+	}
+	return gvr, nil
+}
+
+func longhornObject(kind, name string, spec, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	u.SetAPIVersion("longhorn.io/v1beta2")
+	u.SetKind(kind)
+	u.SetNamespace(LonghornNamespace)
+	u.SetName(name)
+	return u
+}
+
+// LonghornVolume is a Longhorn Volume used by the PVC pvcNS/pvcName (none when pvcName is "").
+func LonghornVolume(name string, replicas int64, state, pvcNS, pvcName string) *unstructured.Unstructured {
+	status := map[string]any{"state": state, "robustness": "healthy"}
+	if pvcName != "" {
+		status["kubernetesStatus"] = map[string]any{"pvName": name, "pvcName": pvcName, "namespace": pvcNS}
+	}
+	return longhornObject("Volume", name, map[string]any{"numberOfReplicas": replicas, "size": "1073741824"}, status)
+}
+
+// ReplicaState is what Longhorn says about a replica: "healthy" (healthyAt set, running),
+// "stopped" (healthyAt set, stopped), "failed" (failedAt set), "new" (never used, running),
+// "rebuilding" (running, not yet healthy).
+type ReplicaState string
+
+// LonghornReplica is a Longhorn Replica of volume on node, reachable at ip:10000. An unknown
+// state is treated as "new".
+func LonghornReplica(name, volume, node string, st ReplicaState, ip string) *unstructured.Unstructured {
+	spec := map[string]any{"volumeName": volume, "nodeID": node, "engineName": volume + "-e-0", "active": true,
+		"desireState": "running", "healthyAt": "", "failedAt": "", "diskID": "disk-1"}
+	status := map[string]any{"currentState": "running", "ip": ip, "storageIP": ip, "port": int64(10000), "started": true}
+	switch st {
+	case "healthy":
+		spec["healthyAt"] = LonghornHealthyAt
+	case "stopped":
+		spec["healthyAt"], spec["desireState"], status["currentState"], status["started"] = LonghornHealthyAt, "stopped", "stopped", false
+	case "failed":
+		spec["healthyAt"], spec["failedAt"], status["currentState"] = LonghornHealthyAt, LonghornHealthyAt, "error"
+	}
+	return longhornObject("Replica", name, spec, status)
+}
+
+// Rebuild is one rebuild in an engine's status: the rebuilding replica's address (ip:port), its
+// progress and its source addresses.
+type Rebuild struct {
+	To       string
+	Progress int64
+	From     []string
+}
+
+// LonghornEngine is a volume's Engine on node: replica name -> address, name -> mode (RW, WO,
+// ERR), and the rebuilds under way.
+func LonghornEngine(volume, node string, addrs, modes map[string]string, rebuilds ...Rebuild) *unstructured.Unstructured {
+	toAny := func(m map[string]string) map[string]any {
+		out := map[string]any{}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	rs := map[string]any{}
+	for _, r := range rebuilds {
+		from := make([]any, 0, len(r.From))
+		for _, f := range r.From {
+			from = append(from, "tcp://"+f)
+		}
+		rs["tcp://"+r.To] = map[string]any{"isRebuilding": true, "progress": r.Progress, "state": "in_progress",
+			"fromReplicaAddressList": from}
+	}
+	return longhornObject("Engine", volume+"-e-0", map[string]any{"volumeName": volume, "nodeID": node, "active": true,
+		"desireState": "running", "replicaAddressMap": toAny(addrs)},
+		map[string]any{"currentState": "running", "currentReplicaAddressMap": toAny(addrs), "replicaModeMap": toAny(modes),
+			"rebuildStatus": rs})
+}
+
+// LonghornNode is a Longhorn Node, Ready.
+func LonghornNode(name string, allowScheduling bool) *unstructured.Unstructured {
+	return longhornObject("Node", name, map[string]any{"name": name, "allowScheduling": allowScheduling, "evictionRequested": false},
+		map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
+}
+
+// ApplyLonghorn creates each object, or replaces it when it exists (keeping its annotations),
+// then writes its status, as Longhorn's controllers would. It returns the objects it created.
+func ApplyLonghorn(ctx context.Context, dyn dynamic.Interface, objs ...*unstructured.Unstructured) (created []*unstructured.Unstructured, err error) {
+	for _, obj := range objs {
+		gvr, err := LonghornGVR(obj)
+		if err != nil {
+			return created, err
+		}
+		res := dyn.Resource(gvr).Namespace(obj.GetNamespace())
+		status := obj.Object["status"]
+		cur, err := res.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if cur, err = res.Create(ctx, obj.DeepCopy(), metav1.CreateOptions{}); err != nil {
+				return created, fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+			created = append(created, obj)
+		case err == nil:
+			next := obj.DeepCopy()
+			next.SetResourceVersion(cur.GetResourceVersion())
+			next.SetAnnotations(cur.GetAnnotations())
+			if cur, err = res.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+				return created, fmt.Errorf("update %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+		default:
+			return created, fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if status != nil {
+			cur.Object["status"] = status
+			if _, err = res.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return created, fmt.Errorf("update status of %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	return created, nil
+}

@@ -1,0 +1,125 @@
+package volumes
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+)
+
+// DefaultLonghornNamespace is where Longhorn keeps its objects unless told otherwise.
+const DefaultLonghornNamespace = "longhorn-system"
+
+// Config configures a Gate. DefaultConfig fills everything but the clients.
+type Config struct {
+	// Client talks to the Kubernetes API. Required.
+	Client kubernetes.Interface
+	// Dynamic reads and patches the storage systems' custom resources (Longhorn). Required.
+	Dynamic dynamic.Interface
+	// Policy says what a volume that is not safe does (default PolicyWait).
+	Policy Policy
+	// LonghornNamespace is the namespace of Longhorn's objects (non-empty).
+	LonghornNamespace string
+	// Rules decide about each replicated volume, in order; nil: DefaultRules().
+	Rules []Rule
+	// Sources are extra storage systems, asked after Longhorn.
+	Sources []Source
+	// DrainerTimeout bounds one drainer Job run (at least a second): it is the Job's
+	// activeDeadlineSeconds (unless the template asks for less), and a Job still there half as
+	// long again (at most a minute more) is deleted; either way it counts as a timeout and is
+	// retried after the backoff.
+	DrainerTimeout time.Duration
+	// DrainerBackoff is the wait after a drainer Job's first failure; it doubles after each
+	// further failure up to DrainerBackoffMax (both > 0).
+	DrainerBackoff, DrainerBackoffMax time.Duration
+	// OrphanInterval is how often Run looks for orphaned PVCs besides reacting to changes (> 0).
+	OrphanInterval time.Duration
+	// SyncTimeout bounds Start's wait for the caches to fill (> 0).
+	SyncTimeout time.Duration
+	// WriteTimeout bounds each API write the gate makes (Job creation, labels, Longhorn
+	// eviction requests) (> 0).
+	WriteTimeout time.Duration
+	// Logger receives structured logs (fields node, volume, pvc); nil: discarded.
+	Logger logrus.FieldLogger
+	// Recorder records Kubernetes Events on PVCs, StatefulSets and Nodes; nil: none.
+	Recorder record.EventRecorder
+	// Metrics receives the gate's metrics; nil: NewMetrics(nil) (not exported).
+	Metrics *Metrics
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults: PolicyWait, Longhorn in longhorn-system, drainer Jobs
+// bounded by 30 minutes and retried after 30 s doubling to 10 minutes, orphans looked for
+// every minute, caches given 2 minutes to sync.
+func DefaultConfig() Config {
+	return Config{
+		Policy:            PolicyWait,
+		LonghornNamespace: DefaultLonghornNamespace,
+		DrainerTimeout:    30 * time.Minute,
+		DrainerBackoff:    30 * time.Second,
+		DrainerBackoffMax: 10 * time.Minute,
+		OrphanInterval:    time.Minute,
+		SyncTimeout:       2 * time.Minute,
+		WriteTimeout:      10 * time.Second,
+	}
+}
+
+// Validate reports a configuration the gate cannot run with, as one error matching
+// ErrInvalidConfig.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("a Kubernetes client is required"))
+	}
+	if c.Dynamic == nil {
+		errs = append(errs, errors.New("a dynamic client is required"))
+	}
+	if err := c.ValidateSettings(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+}
+
+// ValidateSettings checks everything but the clients (what flags set).
+func (c Config) ValidateSettings() error {
+	var errs []error
+	if !c.Policy.Valid() {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidPolicy, c.Policy))
+	}
+	if c.LonghornNamespace == "" {
+		errs = append(errs, errors.New("the Longhorn namespace must not be empty"))
+	}
+	if c.DrainerTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("drainer timeout must be at least 1s, got %s", c.DrainerTimeout))
+	}
+	if c.DrainerBackoff <= 0 || c.DrainerBackoffMax < c.DrainerBackoff {
+		errs = append(errs, fmt.Errorf("drainer backoff (%s) must be positive and at most its maximum (%s)", c.DrainerBackoff, c.DrainerBackoffMax))
+	}
+	for name, d := range map[string]time.Duration{"orphan interval": c.OrphanInterval, "sync timeout": c.SyncTimeout, "write timeout": c.WriteTimeout} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	for i, r := range c.Rules {
+		if r.Apply == nil {
+			errs = append(errs, fmt.Errorf("rule %d (%q) has no Apply function", i, r.Name))
+		}
+	}
+	for i, s := range c.Sources {
+		if s == nil {
+			errs = append(errs, fmt.Errorf("source %d is nil", i))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+}

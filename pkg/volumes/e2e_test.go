@@ -1,0 +1,182 @@
+package volumes
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// drainWorld is an in-process coordinator Engine with the real gate, on its own bus, draining a
+// group of simulated nodes; it records every status the engine publishes.
+type drainWorld struct {
+	t        *testing.T
+	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	mu       sync.Mutex
+	seen     map[string][]nodedrain.NodeDrainStatus
+}
+
+func startDrainWorld(t *testing.T, c *testenv.Cluster, group string, gate coordinator.VolumeGate) *drainWorld {
+	t.Helper()
+	w := &drainWorld{t: t, seen: map[string][]nodedrain.NodeDrainStatus{}}
+	srv := testenv.StartNATS(t)
+	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var err error
+	w.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	require.NoError(t, err)
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	watch, err := statuses.Watch(ctx)
+	require.NoError(t, err)
+	go func() {
+		for ev := range watch.Events() {
+			if ev.Kind == pubsub.EventPut {
+				w.mu.Lock()
+				w.seen[ev.Key] = append(w.seen[ev.Key], ev.Value)
+				w.mu.Unlock()
+			}
+		}
+	}()
+
+	cfg := coordinator.DefaultConfig()
+	cfg.Client, cfg.JetStream, cfg.Gate = c.Client, js, gate
+	cfg.NodeSelector = testenv.GroupLabel + "=" + group
+	cfg.Policy.CordonBackoff, cfg.Policy.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
+	cfg.Policy.DrainAttemptTimeout = 3 * time.Second
+	cfg.Policy.DrainBackoff, cfg.Policy.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond
+	cfg.Policy.GateRecheck, cfg.Policy.UncordonRetry = 100*time.Millisecond, 100*time.Millisecond
+	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
+	log := logrus.New()
+	cfg.Logger = log.WithField("test", t.Name())
+	engine, err := coordinator.NewEngine(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return w
+}
+
+func (w *drainWorld) request(node string) {
+	w.t.Helper()
+	_, err := w.requests.Publish(context.Background(), node, nodedrain.NodeDrainRequest{Node: node, RequestID: "r-" + node,
+		RequestedAt: time.Now(), RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+	require.NoError(w.t, err)
+}
+
+func (w *drainWorld) withdraw(node string) {
+	w.t.Helper()
+	require.NoError(w.t, w.requests.Unpublish(context.Background(), node))
+}
+
+// waitFor waits until a status published for node satisfies ok and returns it.
+func (w *drainWorld) waitFor(node, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
+	w.t.Helper()
+	var found nodedrain.NodeDrainStatus
+	require.Eventually(w.t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, st := range w.seen[node] {
+			if ok(st) {
+				found = st
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "node %s never reached %s; seen %v", node, what, w.history(node))
+	return found
+}
+
+func (w *drainWorld) last(node string) nodedrain.NodeDrainStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.seen[node]
+	if len(s) == 0 {
+		return nodedrain.NodeDrainStatus{}
+	}
+	return s[len(s)-1]
+}
+
+func (w *drainWorld) history(node string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, s := range w.seen[node] {
+		out = append(out, s.Status.String()+": "+s.Message)
+	}
+	return out
+}
+
+func TestCoordinatorHoldsCompleteBackForTheLastReplica(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	nodes := c.AddNodes(t, "e2e-last", 2)
+	g := startGate(t, c, nil)
+	vol := volumeOn{name: "vol-e2e", nodes: nodes, state: []replicaState{"healthy", "rebuilding"}}
+	vol.rebs = []rebuild{{to: vol.addr(1), progress: 45, from: []string{vol.addr(0)}}}
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	g.eventually(t, nodes[0], beforeEviction, "the gate has seen the volume", func(r coordinator.GateResult) bool {
+		return len(r.Blockers) == 1 && r.Blockers[0].Progress == 45
+	})
+	w := startDrainWorld(t, c, "e2e-last", g)
+
+	w.request(nodes[0])
+	st := w.waitFor(nodes[0], "CORDONED with the volume as blocker", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
+	})
+	assert.Equal(t, "vol-e2e", st.Blockers[0].Name)
+	assert.Equal(t, "shop", st.Blockers[0].Namespace)
+	assert.Equal(t, 45, st.Blockers[0].Progress)
+	assert.Contains(t, st.Blockers[0].Reason, "last healthy replica; rebuilding on e2e-last-1 45%")
+	assert.Never(t, func() bool { return w.last(nodes[0]).Status == nodedrain.StatusComplete },
+		time.Second, 50*time.Millisecond, "COMPLETE while the node holds the last healthy replica")
+
+	vol.state[1], vol.rebs = "healthy", nil
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	st = w.waitFor(nodes[0], "COMPLETE", func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusComplete })
+	assert.Empty(t, st.Blockers)
+}
+
+func TestCoordinatorCancelWithdrawsLonghornEviction(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	nodes := c.AddNodes(t, "e2e-evict", 3)
+	g := startGate(t, c, func(cfg *Config) { cfg.Policy = PolicyEvict })
+	for _, n := range nodes {
+		applyLonghorn(t, c.Dynamic, lhNode(n, true))
+	}
+	vol := volumeOn{name: "vol-e2e-evict", nodes: nodes[:2], state: []replicaState{"healthy", "healthy"}}
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	w := startDrainWorld(t, c, "e2e-evict", g)
+
+	w.request(nodes[0])
+	st := w.waitFor(nodes[0], "waiting for the eviction", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1 && strings.Contains(s.Blockers[0].Reason, "evicting replicas from this node: 1 of 2")
+	})
+	assert.Equal(t, "vol-e2e-evict", st.Blockers[0].Name)
+	requested := func() bool {
+		v, _, _ := unstructured.NestedBool(getLonghornNode(t, c, nodes[0]).Object, "spec", "evictionRequested")
+		return v
+	}
+	require.True(t, requested())
+
+	w.withdraw(nodes[0])
+	w.waitFor(nodes[0], "NOTREQUESTED", func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusNotRequested })
+	require.Eventually(t, func() bool { return !requested() }, 10*time.Second, 50*time.Millisecond, "the cancelled drain withdraws the eviction")
+	allow, _, _ := unstructured.NestedBool(getLonghornNode(t, c, nodes[0]).Object, "spec", "allowScheduling")
+	assert.True(t, allow)
+}

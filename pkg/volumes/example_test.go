@@ -1,0 +1,48 @@
+package volumes_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// The coordinator builds the gate once, starts its caches, hands it to the engine as its
+// Gate, and runs the orphaned-PVC loop while it is the leader.
+func Example() {
+	var (
+		ctx    = context.Background()
+		client kubernetes.Interface // the coordinator's clientset
+		dyn    dynamic.Interface    // dynamic.NewForConfig of the same rest.Config
+		reg    = prometheus.NewRegistry()
+		log    = logrus.New()
+	)
+	cfg := volumes.DefaultConfig()
+	cfg.Client, cfg.Dynamic, cfg.Logger = client, dyn, log
+	cfg.Policy = volumes.PolicyWait // --volume-policy, parsed by volumes.ParsePolicy
+	cfg.DrainerTimeout = 30 * time.Minute
+	cfg.Metrics = volumes.NewMetrics(reg)
+	gate, err := volumes.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := gate.Start(ctx); err != nil { // informers; bounded by cfg.SyncTimeout
+		log.Fatal(err)
+	}
+	ccfg := coordinator.DefaultConfig()
+	ccfg.Gate = gate // the engine calls Check, and Release when a drain is over
+	_ = coordinator.RunWithLeaderElection(ctx, coordinator.DefaultLeaderConfig(), func(ctx context.Context) error {
+		go func() { _ = gate.Run(ctx) }() // orphaned PVCs, only on the leader
+		engine, err := coordinator.NewEngine(ccfg)
+		if err != nil {
+			return err
+		}
+		return engine.Run(ctx)
+	})
+}

@@ -1,0 +1,341 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+)
+
+// drainerSelector selects drainer Jobs.
+var drainerSelector = labels.SelectorFromSet(labels.Set{DrainerLabel: "true"})
+
+// Gate is the volume gate the coordinator asks before a node goes down (coordinator.VolumeGate):
+// New, then Start (caches), then Check and Release from the coordinator, and Run for orphaned
+// PVCs while the coordinator is the leader.
+type Gate struct {
+	cfg      Config
+	log      logrus.FieldLogger
+	metrics  *Metrics
+	rules    []Rule
+	longhorn *Longhorn
+	sources  []Source
+
+	starting atomic.Bool
+	ready    atomic.Bool
+	nodes    listersv1.NodeLister
+	pvs      listersv1.PersistentVolumeLister
+	pvIndex  cache.Indexer
+	pvcs     listersv1.PersistentVolumeClaimLister
+	podIndex cache.Indexer
+	sts      appslisters.StatefulSetLister
+	jobs     batchlisters.JobLister
+	wake     chan struct{} // a change Run may care about
+
+	nodeMu    sync.Mutex
+	nodeLocks map[string]*sync.Mutex
+	taskMu    sync.Mutex
+	tasks     map[string]*drainTask
+	badMu     sync.Mutex
+	bad       map[string]uint64 // object -> hash of the invalid template already reported
+}
+
+var (
+	_ coordinator.VolumeGate   = (*Gate)(nil)
+	_ coordinator.GateReleaser = (*Gate)(nil)
+)
+
+// New checks cfg and returns a gate; Start fills its caches.
+func New(cfg Config) (*Gate, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		l := logrus.New()
+		l.SetLevel(logrus.PanicLevel)
+		cfg.Logger = l
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rules := cfg.Rules
+	if rules == nil {
+		rules = DefaultRules()
+	}
+	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules,
+		wake: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{}}
+	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
+	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
+	return g, nil
+}
+
+// Start starts the gate's informers (nodes, PVs, PVCs, pods, StatefulSets, drainer Jobs, and
+// each source's), which run until ctx ends, and waits at most Config.SyncTimeout for them to
+// fill. It may be called once.
+func (g *Gate) Start(ctx context.Context) error {
+	if !g.starting.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	factory := informers.NewSharedInformerFactory(g.cfg.Client, 0)
+	jobFactory := informers.NewSharedInformerFactoryWithOptions(g.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = drainerSelector.String() }))
+	nodes := factory.Core().V1().Nodes()
+	pvs := factory.Core().V1().PersistentVolumes()
+	pvcs := factory.Core().V1().PersistentVolumeClaims()
+	pods := factory.Core().V1().Pods()
+	sts := factory.Apps().V1().StatefulSets()
+	jobs := jobFactory.Batch().V1().Jobs()
+	if err := errors.Join(
+		pvs.Informer().AddIndexers(cache.Indexers{indexByHostname: pvHostnames}),
+		pods.Informer().AddIndexers(cache.Indexers{indexByClaim: podClaims}),
+		pods.Informer().SetTransform(trimPod),
+	); err != nil {
+		return fmt.Errorf("volume gate informers: %w", err)
+	}
+	wake := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { g.signal() },
+		UpdateFunc: func(any, any) { g.signal() },
+		DeleteFunc: func(any) { g.signal() },
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), pvs.Informer(), pvcs.Informer(), pods.Informer(), sts.Informer(), jobs.Informer()} {
+		synced = append(synced, inf.HasSynced)
+	}
+	for _, inf := range []cache.SharedIndexInformer{pvcs.Informer(), sts.Informer(), jobs.Informer()} {
+		if _, err := inf.AddEventHandler(wake); err != nil {
+			return fmt.Errorf("volume gate informers: %w", err)
+		}
+	}
+	g.nodes, g.pvs, g.pvIndex, g.pvcs = nodes.Lister(), pvs.Lister(), pvs.Informer().GetIndexer(), pvcs.Lister()
+	g.podIndex, g.sts, g.jobs = pods.Informer().GetIndexer(), sts.Lister(), jobs.Lister()
+	factory.Start(ctx.Done())
+	jobFactory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+		jobFactory.Shutdown()
+	}()
+	for _, s := range g.sources {
+		if err := s.Start(ctx); err != nil {
+			return fmt.Errorf("volume source %s: %w", s.Name(), err)
+		}
+		synced = append(synced, s.HasSynced)
+	}
+	sctx, cancel := context.WithTimeout(ctx, g.cfg.SyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx.Done(), synced...) {
+		return fmt.Errorf("%w within %s", ErrNotSynced, g.cfg.SyncTimeout)
+	}
+	for _, s := range g.sources {
+		available := 0.0
+		if s.Available() {
+			available = 1
+		}
+		g.metrics.SourceAvailable.WithLabelValues(s.Name()).Set(available)
+	}
+	g.ready.Store(true)
+	g.log.WithField("policy", g.cfg.Policy.String()).Info("volume gate ready")
+	return nil
+}
+
+// Check reports whether node may go down: every replicated volume with data on node is safe on
+// other nodes (by the rules, under the policy), and, on the check after eviction, every drainer
+// Job configured for the node's local volumes has succeeded (it starts them). It answers from
+// the caches; the only writes are those the policy and the drainers need.
+func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOptions) (coordinator.GateResult, error) {
+	if !g.ready.Load() {
+		return coordinator.GateResult{}, ErrNotStarted
+	}
+	start := time.Now()
+	defer func() { g.metrics.CheckDuration.Observe(time.Since(start).Seconds()) }()
+	lock := g.nodeLock(node)
+	lock.Lock()
+	defer lock.Unlock()
+	log := g.log.WithField("node", node)
+
+	all, err := g.nodes.List(labels.Everything())
+	if err != nil {
+		return coordinator.GateResult{}, fmt.Errorf("list nodes: %w", err)
+	}
+	states := nodeStates(all)
+	var blockers []nodedrain.Blocker
+	blocked := false
+	for _, s := range g.sources {
+		if !s.Available() {
+			continue
+		}
+		vols, err := s.Volumes(node)
+		if err != nil {
+			return coordinator.GateResult{}, fmt.Errorf("%s volumes on node %s: %w", s.Name(), node, err)
+		}
+		view := &View{Node: node, WholeCluster: opts.WholeCluster, Policy: g.cfg.Policy, Nodes: withStorage(states, s.StorageDisabled())}
+		for _, f := range Evaluate(vols, view, g.rules) {
+			blockers = append(blockers, f.Blocker())
+			blocked = blocked || f.Decision.Verdict == Block
+			log.WithFields(logrus.Fields{"volume": f.Volume.Name, "rule": f.Rule, "verdict": f.Decision.Verdict.String()}).Debug(f.Decision.Reason)
+		}
+		if ev, ok := s.(Evictor); ok && g.cfg.Policy == PolicyEvict && !opts.WholeCluster && len(vols) > 0 && ctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+			changed, err := ev.RequestEviction(wctx, node)
+			cancel()
+			switch {
+			case err != nil:
+				log.WithError(err).Warn("could not ask the storage system to evict the node's replicas; will ask again")
+			case changed:
+				g.event(nodeRef(node), corev1.EventTypeNormal, "VolumeEvictionRequested", "asked %s to move this node's replicas to other nodes (volume policy evict)", s.Name())
+			}
+		}
+	}
+	local, localBlocked := g.checkLocal(ctx, node, opts)
+	blockers = append(blockers, local...)
+	blocked = blocked || localBlocked
+	if g.cfg.Policy == PolicyAllow {
+		blocked = false
+	}
+	return coordinator.GateResult{Safe: !blocked, Blockers: blockers}, nil
+}
+
+// checkLocal handles the node-local volumes: their data stays on the node, so only a configured
+// drainer can block, and it runs on the check after eviction (the pods are gone).
+func (g *Gate) checkLocal(ctx context.Context, node string, opts coordinator.GateOptions) ([]nodedrain.Blocker, bool) {
+	var out []nodedrain.Blocker
+	blocked := false
+	for _, lv := range g.localVolumes(node) {
+		src, ok := g.templateFor(lv.pvc)
+		if !ok || lv.pvc.Labels[DrainStatusLabel] == DrainStatusDrained {
+			continue
+		}
+		tmpl, err := g.parseTemplate(src)
+		if err != nil {
+			out = append(out, volumeBlocker("local", lv.pv.Name, lv.pvc.Namespace, lv.pvc.Name, fmt.Sprintf("drainer template on %s: %v", src.where, err), 0))
+			blocked = true
+			continue
+		}
+		if !opts.AfterEviction {
+			continue
+		}
+		done, reason := g.drainPVC(ctx, lv.pvc, tmpl, node, TriggerNodeDrain)
+		if !done {
+			out = append(out, volumeBlocker("local", lv.pv.Name, lv.pvc.Namespace, lv.pvc.Name, reason, 0))
+			blocked = true
+		}
+	}
+	return out, blocked
+}
+
+// Release undoes the work the gate started for node's drain, which is over (cancelled, or the
+// node is back): it withdraws the storage systems' eviction requests it made and stops the
+// node's drainer Jobs still running. PVCs already drained keep their label until used again.
+func (g *Gate) Release(ctx context.Context, node string) error {
+	lock := g.nodeLock(node)
+	lock.Lock()
+	defer lock.Unlock()
+	var errs []error
+	for _, s := range g.sources {
+		if ev, ok := s.(Evictor); ok {
+			changed, err := ev.CancelEviction(ctx, node)
+			if err != nil {
+				errs = append(errs, err)
+			} else if changed {
+				g.event(nodeRef(node), corev1.EventTypeNormal, "VolumeEvictionWithdrawn", "withdrew the request to %s to move this node's replicas", s.Name())
+			}
+		}
+	}
+	if g.ready.Load() {
+		g.stopNodeDrainers(ctx, node)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("release node %s: %w", node, err)
+	}
+	return nil
+}
+
+// parseTemplate parses a template, reporting an invalid one once (Event, metric, log).
+func (g *Gate) parseTemplate(src templateSource) (DrainerTemplate, error) {
+	t, err := ParseDrainerTemplate(src.raw)
+	if err == nil {
+		return t, nil
+	}
+	key := src.ref.Kind + "/" + src.ref.Namespace + "/" + src.ref.Name
+	h := templateHash(src.raw)
+	g.badMu.Lock()
+	fresh := g.bad[key] != h
+	g.bad[key] = h
+	g.badMu.Unlock()
+	if fresh {
+		g.metrics.TemplateErrors.Inc()
+		g.log.WithField("object", src.where).WithError(err).Warn("invalid drainer template")
+		g.event(src.ref, corev1.EventTypeWarning, "InvalidDrainerTemplate", "annotation %s: %v", DrainerTemplateAnnotation, err)
+	}
+	return t, err
+}
+
+func (g *Gate) nodeLock(node string) *sync.Mutex {
+	g.nodeMu.Lock()
+	defer g.nodeMu.Unlock()
+	l := g.nodeLocks[node]
+	if l == nil {
+		l = &sync.Mutex{}
+		g.nodeLocks[node] = l
+	}
+	return l
+}
+
+func (g *Gate) event(ref *corev1.ObjectReference, kind, reason, format string, args ...any) {
+	if g.cfg.Recorder != nil {
+		g.cfg.Recorder.Eventf(ref, kind, reason, format, args...)
+	}
+}
+
+func nodeRef(node string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+}
+
+func (g *Gate) now() time.Time { return g.cfg.Now() }
+
+// signal wakes Run.
+func (g *Gate) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trimPod keeps only what the gate reads of a pod (name, labels, node, phase, claims), so that
+// caching every pod of the cluster stays cheap.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+		Labels: pod.Labels, ResourceVersion: pod.ResourceVersion, DeletionTimestamp: pod.DeletionTimestamp}}
+	out.Spec.NodeName = pod.Spec.NodeName
+	out.Status.Phase = pod.Status.Phase
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name,
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim}})
+		}
+	}
+	return out, nil
+}
