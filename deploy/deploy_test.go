@@ -17,12 +17,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 var cluster *testenv.Cluster
@@ -103,8 +105,17 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 
 	srv := testenv.StartNATS(t)
 	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	// The volume gate's informers (Longhorn objects, PVs, PVCs, StatefulSets, Jobs) must sync
+	// with the same permissions.
+	dyn, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	vcfg := volumes.DefaultConfig()
+	vcfg.Client, vcfg.Dynamic, vcfg.SyncTimeout = client, dyn, 30*time.Second
+	gate, err := volumes.New(vcfg)
+	require.NoError(t, err)
+	require.NoError(t, gate.Start(ctx), "the volume gate cannot start with the coordinator's RBAC")
 	cfg := coordinator.DefaultConfig()
-	cfg.Client, cfg.JetStream, cfg.NodeSelector = client, js, testenv.GroupLabel+"=rbac-deploy"
+	cfg.Client, cfg.JetStream, cfg.NodeSelector, cfg.Gate = client, js, testenv.GroupLabel+"=rbac-deploy", gate
 	cfg.Policy.CordonAttempts = 2
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
@@ -112,7 +123,12 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 	lc.Client, lc.Namespace, lc.Identity = client, namespace, "rbac-test"
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- coordinator.RunWithLeaderElection(runCtx, lc, engine.Run) }()
+	go func() {
+		done <- coordinator.RunWithLeaderElection(runCtx, lc, func(ctx context.Context) error {
+			go func() { _ = gate.Run(ctx) }()
+			return engine.Run(ctx)
+		})
+	}()
 	t.Cleanup(func() { stop(); <-done })
 
 	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // options are the coordinator's flags.
@@ -21,6 +22,7 @@ type options struct {
 	natsListen         string
 	natsStoreDir       string
 	cfg                coordinator.Config
+	volumes            volumes.Config
 	leaderElect        bool
 	leaderNamespace    string
 	leaderName         string
@@ -33,7 +35,7 @@ type options struct {
 }
 
 func registerFlags(fs *flag.FlagSet) *options {
-	o := &options{cfg: coordinator.DefaultConfig()}
+	o := &options{cfg: coordinator.DefaultConfig(), volumes: volumes.DefaultConfig()}
 	p := &o.cfg.Policy
 	host, _ := os.Hostname()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster configuration, else $KUBECONFIG or ~/.kube/config")
@@ -57,6 +59,13 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.cfg.EvictRetryDelay, "evict-retry-delay", o.cfg.EvictRetryDelay, "within an attempt, wait before asking again to evict a pod that was refused (PodDisruptionBudget, webhook)")
 	fs.BoolVar(&o.cfg.EvictUnmanagedPods, "evict-unmanaged-pods", o.cfg.EvictUnmanagedPods, "also evict pods no controller manages (they die with the node anyway); false: such pods fail the drain")
 	fs.DurationVar(&o.unreachableTimeout, "api-unreachable-timeout", o.cfg.APIUnreachableTimeout, "after the Kubernetes API has been unreachable this long, a drain under way proceeds to COMPLETE if its volumes were safe (0: never)")
+	fs.Var(&o.volumes.Policy, "volume-policy", "what a volume whose data is not yet safe elsewhere does: wait (block the drain until it is), evict (ask Longhorn to move the node's replicas, then wait), allow (never block; still reported)")
+	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's volumes, replicas, engines and nodes")
+	fs.DurationVar(&o.volumes.DrainerTimeout, "drainer-timeout", o.volumes.DrainerTimeout, "longest a drainer Job (node-local volumes) may run before it counts as failed")
+	fs.DurationVar(&o.volumes.DrainerBackoff, "drainer-backoff", o.volumes.DrainerBackoff, "wait after a drainer Job's first failure; doubles each time")
+	fs.DurationVar(&o.volumes.DrainerBackoffMax, "drainer-backoff-max", o.volumes.DrainerBackoffMax, "longest wait between drainer Job runs")
+	fs.DurationVar(&o.volumes.OrphanInterval, "orphan-interval", o.volumes.OrphanInterval, "how often PVCs left by scaled-down StatefulSets are looked for (besides reacting to changes)")
+	fs.DurationVar(&o.volumes.SyncTimeout, "volume-sync-timeout", o.volumes.SyncTimeout, "longest the volume gate's caches may take to fill at start")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active replica with a coordination.k8s.io Lease")
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "edgedrain-system"), "namespace of the Lease")
 	fs.StringVar(&o.leaderName, "leader-election-name", "edgedrain-coordinator", "name of the Lease")
@@ -95,5 +104,5 @@ func (o *options) validate() error {
 	if o.leaderElect && (o.leaderNamespace == "" || o.leaderName == "" || o.identity == "") {
 		errs = append(errs, errors.New("--leader-elect needs --leader-election-namespace, --leader-election-name and --identity"))
 	}
-	return errors.Join(append(errs, o.cfg.ValidateSettings())...)
+	return errors.Join(append(errs, o.cfg.ValidateSettings(), o.volumes.ValidateSettings())...)
 }

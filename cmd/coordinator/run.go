@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -20,6 +22,7 @@ import (
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 func run(ctx context.Context, o *options) error {
@@ -66,13 +69,26 @@ func run(ctx context.Context, o *options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator", Host: o.identity})
+	gate, err := startVolumeGate(ctx, o, rc, client, reg, recorder, log)
+	if err != nil {
+		return err
+	}
 	cfg := o.cfg
-	cfg.Client, cfg.JetStream, cfg.Logger = client, js, log
+	cfg.Client, cfg.JetStream, cfg.Logger, cfg.Gate, cfg.Recorder = client, js, log, gate, recorder
 	cfg.Metrics = coordinator.NewMetrics(reg)
-	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator", Host: o.identity})
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {
 		return err
+	}
+	// While this replica is active: the engine, and the volume gate's orphaned-PVC loop.
+	active := func(ctx context.Context) error {
+		go func() {
+			if err := gate.Run(ctx); err != nil {
+				log.WithError(err).Error("orphaned PVC loop stopped")
+			}
+		}()
+		return engine.Run(ctx)
 	}
 
 	if o.listen != "" {
@@ -93,12 +109,34 @@ func run(ctx context.Context, o *options) error {
 
 	if !o.leaderElect {
 		log.Info("leader election off: this replica is the active coordinator")
-		coordinator.KeepRunning(ctx, log, engine.Run)
+		coordinator.KeepRunning(ctx, log, active)
 		return nil
 	}
 	lc := coordinator.DefaultLeaderConfig()
 	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = client, o.leaderNamespace, o.leaderName, o.identity, log
-	return coordinator.RunWithLeaderElection(ctx, lc, engine.Run)
+	return coordinator.RunWithLeaderElection(ctx, lc, active)
+}
+
+// startVolumeGate starts the volume gate's caches (for the process's lifetime: a standby replica
+// keeps them warm for a quick takeover).
+func startVolumeGate(ctx context.Context, o *options, rc *rest.Config, client kubernetes.Interface,
+	reg prometheus.Registerer, recorder record.EventRecorder, log logrus.FieldLogger) (*volumes.Gate, error) {
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	vcfg := o.volumes
+	vcfg.Client, vcfg.Dynamic, vcfg.Recorder = client, dyn, recorder
+	vcfg.Logger = log.WithField("component", "volume-gate")
+	vcfg.Metrics = volumes.NewMetrics(reg)
+	gate, err := volumes.New(vcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := gate.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start the volume gate: %w", err)
+	}
+	return gate, nil
 }
 
 // kubeConfig loads the given kubeconfig, or the in-cluster configuration, or the default

@@ -180,7 +180,8 @@ func (e *Engine) checkAPIUnreachable(ctx context.Context) {
 			continue
 		}
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		r, err := e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.wholeCluster})
+		after := d.Waiting >= nodedrain.OpFinalGate || d.RetryOp == nodedrain.OpFinalGate
+		r, err := e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.wholeCluster, AfterEviction: after})
 		cancel()
 		safe := r.Safe && err == nil
 		if err != nil {
