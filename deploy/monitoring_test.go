@@ -47,8 +47,8 @@ func collectors() []prometheus.Collector {
 type collecting struct{ cs []prometheus.Collector }
 
 func (c *collecting) Register(col prometheus.Collector) error { c.cs = append(c.cs, col); return nil }
-func (c *collecting) MustRegister(cs ...prometheus.Collector)  { c.cs = append(c.cs, cs...) }
-func (c *collecting) Unregister(prometheus.Collector) bool     { return true }
+func (c *collecting) MustRegister(cs ...prometheus.Collector) { c.cs = append(c.cs, cs...) }
+func (c *collecting) Unregister(prometheus.Collector) bool    { return true }
 
 var metricName = regexp.MustCompile(`\bedgedrain_[a-z_]+\b`)
 
