@@ -8,12 +8,17 @@ PKGS      := ./...
 FUZZTIME  ?= 5s
 TESTFLAGS ?=
 
-.PHONY: all build test test-short fuzz lint cluster-bins cluster-up cluster-down bench clean
+.PHONY: all build demo test test-short fuzz lint cluster-bins cluster-up cluster-down bench clean
 
 all: build
 
 build:
 	$(GO) build -o bin/ ./cmd/...
+
+## demo: the whole job on a local cluster: a node's reboot drained to COMPLETE, volume data kept
+## safe, the node uncordoned when back. The first run builds the cluster binaries (~10 minutes).
+demo:
+	$(GO) run ./hack/demo
 
 ## test: everything — lint, unit tests, the cluster tests on a real local control plane, and a
 ## short run of every fuzzer. The first run builds the cluster binaries (about 10 minutes).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // exported returns the metric names the binaries export, histograms with their series.
@@ -39,6 +40,7 @@ func exported(t *testing.T) map[string]bool {
 func collectors() []prometheus.Collector {
 	reg := &collecting{}
 	coordinator.NewMetrics(reg)
+	volumes.NewMetrics(reg)
 	registerAgentMetrics(reg)
 	return reg.cs
 }
