@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+const requestIntro = `Usage: agent request reboot|shutdown|update [--context TEXT] [--socket PATH]
+
+Asks the agent running on this node (over its unix socket) for an operation. The agent publishes a
+drain request and runs the operation's command once the drain is COMPLETE; the context text is
+published with the request and given to the command as EDGEDRAIN_CONTEXT (e.g. "update v1.2.3").
+Exit status 0: accepted (or the same operation is already pending); 1: refused (another operation
+is pending, no command configured) or the agent cannot be reached; 2: usage error.`
+
+const statusIntro = `Usage: agent status [--json] [--socket PATH]
+
+Prints this node's drain status as the agent running on this node sees it: the status it acts on
+(from the bus or the override file), the coordinator's message and blockers, and the operation it
+holds back, if any.`
+
+func clientFlags(name, intro string, stderr io.Writer) (*flag.FlagSet, *string, *time.Duration) {
+	fs := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", agent.DefaultSocket, "unix socket of the running agent")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the agent's answer")
+	fs.Usage = cli.Usage(fs, intro)
+	return fs, socket, timeout
+}
+
+func requestMain(args []string, stdout, stderr io.Writer) int {
+	fs, socket, timeout := clientFlags("request", requestIntro, stderr)
+	opContext := fs.String("context", "", "free text published with the request and given to the command (default: the operation)")
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var op agent.Operation
+	switch {
+	case err != nil:
+	case len(pos) != 1:
+		err = fmt.Errorf("want exactly one operation (reboot, shutdown or update), got %q", pos)
+	default:
+		op, err = agent.ParseOperation(pos[0])
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "agent request:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	msg, err := agent.Request(ctx, *socket, op, *opContext)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent request:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, msg)
+	return 0
+}
+
+func statusMain(args []string, stdout, stderr io.Writer) int {
+	fs, socket, timeout := clientFlags("status", statusIntro, stderr)
+	asJSON := fs.Bool("json", false, "print the agent's full answer as JSON")
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil && len(pos) > 0 {
+		err = fmt.Errorf("unexpected arguments %q", pos)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "agent status:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	st, err := agent.QueryStatus(ctx, *socket)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent status:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return 0
+	}
+	printStatus(stdout, st, time.Now())
+	return 0
+}
+
+// printStatus writes the report for people.
+func printStatus(w io.Writer, st agent.StatusReport, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	line := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	line("node", "%s", st.Node)
+	status := fmt.Sprintf("%s (%d), from %s", st.StatusName, int(st.Status), st.Source)
+	if st.Bus != nil && st.Source == agent.SourceBus && st.Bus.RequestID != "" {
+		status += ", for request " + st.Bus.RequestID
+		if st.Bus.Attempt > 0 {
+			status += fmt.Sprintf(", attempt %d", st.Bus.Attempt)
+		}
+	}
+	line("status", "%s", status)
+	if st.Message != "" {
+		line("message", "%s", st.Message)
+	}
+	if st.Bus != nil && st.Source == agent.SourceBus {
+		for _, b := range st.Bus.Blockers {
+			name := b.Name
+			if b.Namespace != "" {
+				name = b.Namespace + "/" + b.Name
+			}
+			line("blocker", "%s %s: %s", b.Kind, name, b.Reason)
+		}
+	}
+	s := st.State
+	if s.Phase == agent.PhaseIdle {
+		line("operation", "none")
+	} else {
+		line("operation", "%s, %s (request %s, context %q, asked %s ago)", s.Operation, s.Phase, s.RequestID, s.Context,
+			now.Sub(s.RequestedAt).Round(time.Second))
+		if !s.RetryAt.IsZero() && s.RetryAt.After(now) {
+			line("next", "%s in %s", nextWhat(s.Phase), s.RetryAt.Sub(now).Round(time.Second))
+		}
+		if s.CommandFailures > 0 {
+			line("failures", "%d failed command run(s)", s.CommandFailures)
+		}
+	}
+	if st.Override != nil {
+		by := "any operation"
+		if st.Override.RequestedBy != 0 {
+			by = st.Override.RequestedBy.String()
+		}
+		line("override", "%s forced for %s", st.Override.Status, by)
+	}
+	line("bus", "%s", map[bool]string{true: "connected", false: "not connected"}[st.BusConnected])
+}
+
+func nextWhat(p agent.Phase) string {
+	switch p {
+	case agent.PhaseBackoff:
+		return "asking again for a drain"
+	case agent.PhaseWaitingBoot:
+		return "giving up waiting for the node to go down"
+	}
+	return strings.TrimSpace("running the command again")
+}

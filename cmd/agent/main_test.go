@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+)
+
+var (
+	cluster  *testenv.Cluster
+	agentBin string // the agent binary, built once for the package's process tests
+)
+
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, &cluster, func() (func(), error) {
+		dir, err := os.MkdirTemp("", "edgedrain-agent-bin-")
+		if err != nil {
+			return nil, err
+		}
+		cleanup := func() { _ = os.RemoveAll(dir) }
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		agentBin, err = testenv.BuildGo(ctx, "./cmd/agent", dir)
+		if err != nil {
+			cleanup()
+			return nil, err
+		}
+		return cleanup, nil
+	})
+}
+
+// TestNoKubernetesClient keeps the agent free of client-go (DESIGN §4): it must hold no
+// Kubernetes credentials and stay small.
+func TestNoKubernetesClient(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	cmd := exec.Command("go", "list", "-deps", "./cmd/agent")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", out)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/edgedrain/edgedrain/pkg/nodedrain/agent", "go list output looks wrong")
+	for _, d := range deps {
+		assert.False(t, d == "k8s.io/client-go" || strings.HasPrefix(d, "k8s.io/client-go/"), "the agent links %s", d)
+		assert.False(t, strings.HasPrefix(d, "github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"), "the agent links %s", d)
+		assert.False(t, strings.HasPrefix(d, "k8s.io/kubectl"), "the agent links %s", d)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		wantCode int
+		wantErr  []string
+	}{
+		{name: "help", args: []string{"--help"}, wantCode: 0, wantErr: []string{"agent request reboot|shutdown|update",
+			"COMPLETE for its current request", "[EDGEDRAIN_NODE_NAME]", "--force-status-file"}},
+		{name: "help command", args: []string{"help"}, wantCode: 0, wantErr: []string{"Usage: agent [run]"}},
+		{name: "request help", args: []string{"request", "--help"}, wantCode: 0, wantErr: []string{"--context"}},
+		{name: "status help", args: []string{"status", "-h"}, wantCode: 0, wantErr: []string{"--json"}},
+		{name: "node name required", args: []string{"--state-dir", dir}, wantCode: 2,
+			wantErr: []string{"--node-name is required", "NODE_NAME"}},
+		{name: "invalid node name", args: []string{"--node-name", "Edge_1"}, wantCode: 2, wantErr: []string{`invalid node name "Edge_1"`}},
+		{name: "every problem at once", args: []string{"--node-name", "edge-1", "--sentinel-interval", "0", "--update-sentinel", "/x",
+			"--force-status-poll", "5s", "--listen", "nowhere", "--log-format", "xml", "--drain-retry-backoff", "0"},
+			wantCode: 2, wantErr: []string{"sentinel interval (0s) must be positive", "update sentinel /x is set but no update command is",
+				"override poll interval 5s", `--listen "nowhere"`, `--log-format "xml"`, "drain retry backoff"}},
+		{name: "bad NATS settings", args: []string{"--node-name", "edge-1", "--nats-url", "http://x:1", "--nats-password", "p"},
+			wantCode: 2, wantErr: []string{`unsupported scheme "http"`}},
+		{name: "bad environment value names the variable", env: map[string]string{"EDGEDRAIN_REBOOT_TIMEOUT": "soon"},
+			args: []string{"--node-name", "edge-1"}, wantCode: 2, wantErr: []string{"EDGEDRAIN_REBOOT_TIMEOUT"}},
+		{name: "socket path too long", args: []string{"--node-name", "edge-1", "--socket", "/" + strings.Repeat("s", 120)},
+			wantCode: 2, wantErr: []string{"longer than the 107 a unix socket allows"}},
+		{name: "stray argument", args: []string{"--node-name", "edge-1", "now"}, wantCode: 2, wantErr: []string{`unexpected arguments ["now"]`}},
+		{name: "unknown command", args: []string{"reboot"}, wantCode: 2, wantErr: []string{`unknown command "reboot"`}},
+		{name: "request without operation", args: []string{"request"}, wantCode: 2, wantErr: []string{"want exactly one operation"}},
+		{name: "request unknown operation", args: []string{"request", "poweroff"}, wantCode: 2, wantErr: []string{`unknown operation "poweroff"`}},
+		{name: "request two operations", args: []string{"request", "reboot", "update"}, wantCode: 2, wantErr: []string{"want exactly one"}},
+		{name: "request with no agent running", args: []string{"request", "reboot", "--context", "x", "--socket", filepath.Join(dir, "none.sock")},
+			wantCode: 1, wantErr: []string{"agent not reachable", "is it running?"}},
+		{name: "status with no agent running", args: []string{"status", "--socket", filepath.Join(dir, "none.sock")},
+			wantCode: 1, wantErr: []string{"agent not reachable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NODE_NAME", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := realMain(tt.args, &stdout, &stderr)
+			assert.Equal(t, tt.wantCode, code, "stderr: %s", stderr.String())
+			for _, want := range tt.wantErr {
+				assert.Contains(t, stderr.String(), want)
+			}
+		})
+	}
+}
+
+func TestNodeNameFromDownwardAPI(t *testing.T) {
+	t.Setenv("NODE_NAME", "edge-7.shop")
+	var stderr bytes.Buffer
+	o := registerRunFlags(newFlagSet(&stderr))
+	require.NoError(t, o.validate())
+	assert.Equal(t, "edge-7.shop", o.cfg.Node)
+}
+
+func TestParseInterleaved(t *testing.T) {
+	var stderr bytes.Buffer
+	fs := newFlagSet(&stderr)
+	ctx := fs.String("context", "", "")
+	js := fs.Bool("json", false, "")
+	pos, err := parseInterleaved(fs, []string{"--json", "update", "--context", "v1.2.3 --not-a-flag"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"update"}, pos)
+	assert.Equal(t, "v1.2.3 --not-a-flag", *ctx)
+	assert.True(t, *js)
+}
+
+func newFlagSet(w *bytes.Buffer) *flag.FlagSet {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(w)
+	return fs
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// options are the flags of `agent run`.
+type options struct {
+	nats      cli.NATSFlags
+	cfg       agent.Config
+	commands  map[agent.Operation]*string
+	sentinels map[agent.Operation]*string
+	listen    string
+	logFormat string
+	logLevel  string
+}
+
+func registerRunFlags(fs *flag.FlagSet) *options {
+	o := &options{cfg: agent.DefaultConfig(), commands: map[agent.Operation]*string{}, sentinels: map[agent.Operation]*string{}}
+	c, p := &o.cfg, &o.cfg.Policy
+	fs.StringVar(&c.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (required; on Kubernetes from the downward API, spec.nodeName; NODE_NAME is read too)")
+	o.nats.Register(fs)
+	for _, op := range agent.Operations {
+		o.commands[op] = fs.String(string(op)+"-command", c.Commands[op], fmt.Sprintf(
+			"shell command (/bin/sh -c) that performs the %s once the drain is COMPLETE; empty: %s not offered.\n"+
+				"It gets EDGEDRAIN_OPERATION, EDGEDRAIN_CONTEXT, EDGEDRAIN_REQUEST_ID, EDGEDRAIN_NODE and EDGEDRAIN_ATTEMPT", op, op))
+		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(
+			"file whose presence asks for the %s (its first line is added to the context); empty: none", op))
+	}
+	fs.DurationVar(&c.SentinelInterval, "sentinel-interval", c.SentinelInterval, "how often the sentinel files are checked")
+	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory of the state file that keeps a deferred operation across agent restarts (a hostPath)")
+	fs.StringVar(&c.BootIDFile, "boot-id-file", c.BootIDFile, "file holding the node's boot ID; a new one means the node rebooted")
+	fs.StringVar(&c.OverrideFile, "force-status-file", c.OverrideFile, `forced-status file, e.g. {"Status":9,"RequestedBy":2}: replaces the bus status for this node while present; a COMPLETE is removed once acted on; empty: off`)
+	fs.DurationVar(&c.OverridePoll, "force-status-poll", c.OverridePoll, "how often the forced-status file is checked (at most 1s)")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "unix socket for \"agent request\" and \"agent status\"; empty: off")
+	fs.DurationVar(&c.CommandTimeout, "command-timeout", c.CommandTimeout, "longest one run of an operation command may take before it is killed and counted as failed (0: no limit)")
+	fs.DurationVar(&p.DrainRetryBackoff, "drain-retry-backoff", p.DrainRetryBackoff, "after FAILEDCORDON or FAILEDDRAIN, wait this long before asking again; doubles each time")
+	fs.DurationVar(&p.DrainRetryBackoffMax, "drain-retry-backoff-max", p.DrainRetryBackoffMax, "longest wait before asking again after a failed drain")
+	fs.DurationVar(&p.CommandRetryBackoff, "command-retry-backoff", p.CommandRetryBackoff, "after a failed command, wait this long before running it again; doubles each time")
+	fs.DurationVar(&p.CommandRetryBackoffMax, "command-retry-backoff-max", p.CommandRetryBackoffMax, "longest wait before running a failed command again")
+	fs.DurationVar(&p.RebootTimeout, "reboot-timeout", p.RebootTimeout, "after a reboot or shutdown command returned, how long the node has to go down (a new boot ID) before the command counts as failed and runs again")
+	fs.BoolVar(&p.UpdateReboots, "update-reboots", false, "the update command reboots the node: an update is over when the node is back (new boot ID), not when its command returns")
+	fs.StringVar(&o.listen, "listen", ":9091", "host:port serving /metrics, /healthz and /readyz (empty: off)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	return o
+}
+
+// validate checks what the flags alone can tell and completes the agent's Config.
+func (o *options) validate() error {
+	o.cfg.Commands, o.cfg.Sentinels = map[agent.Operation]string{}, map[agent.Operation]string{}
+	for op, v := range o.commands {
+		if s := strings.TrimSpace(*v); s != "" {
+			o.cfg.Commands[op] = s
+		}
+	}
+	for op, v := range o.sentinels {
+		if s := strings.TrimSpace(*v); s != "" {
+			o.cfg.Sentinels[op] = s
+		}
+	}
+	var errs []error
+	cfg := o.cfg
+	if cfg.Node == "" {
+		errs = append(errs, errors.New("--node-name is required (or EDGEDRAIN_NODE_NAME, or NODE_NAME from the downward API)"))
+		cfg.Node = "node" // still check everything else
+	}
+	if err := cfg.ValidateSettings(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.nats.Options("edgedrain-agent").Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.listen != "" {
+		if _, _, err := cli.SplitHostPort(o.listen); err != nil {
+			errs = append(errs, fmt.Errorf("--listen %q: %w", o.listen, err))
+		}
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", o.logFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// parseInterleaved parses args into fs allowing flags before and after the positional
+// arguments (`agent request reboot --context x`), and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			positional = append(positional, args[i+1:]...)
+			i = len(args)
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
+			}
+			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			positional = append(positional, a)
+		}
+	}
+	if err := cli.Parse(fs, flags); err != nil {
+		return nil, err
+	}
+	return positional, nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

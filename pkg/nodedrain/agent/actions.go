@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// perform carries out one action of the machine.
+func (a *Agent) perform(ctx context.Context, act Action) {
+	switch act := act.(type) {
+	case PublishRequest:
+		a.entry().Debug("publishing the drain request")
+		a.busOp(busOp{publish: true, req: act.Request})
+	case WithdrawRequest:
+		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
+		a.busOp(busOp{id: act.RequestID})
+	case RunCommand:
+		a.startCommand(ctx, act)
+	case RemoveOverride:
+		a.consumeOverride()
+	case TriggerResult:
+		if c := a.call; c != nil {
+			a.call = nil
+			reply := SocketReply{OK: act.Accepted, Message: act.Message}
+			entry := a.entry().WithField("operation", c.req.Operation)
+			if !act.Accepted {
+				reply = SocketReply{Error: act.Message}
+				entry.Warnf("local request refused: %s", act.Message)
+			} else {
+				entry.Infof("local request: %s", act.Message)
+			}
+			c.reply <- reply
+		}
+	case DrainFailed:
+		a.metrics.DrainFailures.WithLabelValues(string(act.Operation), act.Status.String()).Inc()
+		a.entry().WithFields(logrus.Fields{"failures": act.Failures, "retryAt": act.RetryAt.UTC().Format(time.RFC3339)}).
+			Warnf("drain %s (%s): request withdrawn, the %s stays deferred; asking again in %s",
+				act.Status, act.Message, act.Operation, act.RetryAt.Sub(a.cfg.Now()).Round(time.Second))
+	case CommandFailed:
+		a.metrics.CommandFailures.WithLabelValues(string(act.Operation)).Inc()
+		a.entry().WithFields(logrus.Fields{"failures": act.Failures, "retryAt": act.RetryAt.UTC().Format(time.RFC3339)}).
+			Errorf("%s failed: %s; running it again in %s", act.Operation, act.Reason, act.RetryAt.Sub(a.cfg.Now()).Round(time.Second))
+	case Report:
+		e := a.entry()
+		switch act.Level {
+		case LevelWarn:
+			e.Warn(act.Message)
+		case LevelError:
+			e.Error(act.Message)
+		default:
+			e.Info(act.Message)
+		}
+	}
+}
+
+// busOp hands op to the bus; when too many wait, its failure comes back as an event at once.
+func (a *Agent) busOp(op busOp) {
+	if err := a.bus.enqueue(op); err != nil {
+		id := op.id
+		if op.publish {
+			id = op.req.RequestID
+		}
+		a.queue = append(a.queue, EvBusDone{Publish: op.publish, RequestID: id, Err: err})
+	}
+}
+
+// startCommand runs the operation's command in the background; its result comes back as an
+// event. Nothing is started once the agent is stopping.
+func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
+	if ctx.Err() != nil {
+		return
+	}
+	command := a.cfg.Commands[act.Operation]
+	entry := a.entry().WithField("attempt", act.Attempt)
+	if command == "" {
+		a.queue = append(a.queue, EvCommandDone{RequestID: act.RequestID,
+			Err: fmt.Errorf("no %s command configured (--%s-command)", act.Operation, act.Operation)})
+		return
+	}
+	entry.WithField("command", command).Infof("running the %s command", act.Operation)
+	go func() {
+		started := time.Now()
+		out, err := runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
+		if err == nil {
+			e := entry.WithField("took", time.Since(started).Round(time.Millisecond).String())
+			if out != "" {
+				e = e.WithField("output", truncateTail(out, 1024))
+			}
+			e.Infof("%s command succeeded", act.Operation)
+		}
+		select {
+		case a.events <- EvCommandDone{RequestID: act.RequestID, Err: err}:
+		case <-ctx.Done():
+		}
+	}()
+}

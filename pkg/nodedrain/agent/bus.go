@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Bus timings.
+const (
+	busOpTimeout   = 5 * time.Second
+	openBackoffMin = 500 * time.Millisecond
+	openBackoffMax = 30 * time.Second
+	busQueueSize   = 32
+)
+
+// errBusQueueFull is the result of a bus action queued while too many wait.
+var errBusQueueFull = errors.New("too many bus operations waiting")
+
+// busOp is one publish or withdrawal of the node's request.
+type busOp struct {
+	publish bool
+	req     nodedrain.NodeDrainRequest
+	id      string
+}
+
+// bus does the agent's NATS work in the background: it opens both buckets (retrying until the
+// bus answers), watches the node's status and performs publishes and withdrawals in order.
+// Everything it learns goes to out as machine events.
+type bus struct {
+	js      jetstream.JetStream
+	node    string
+	log     logrus.FieldLogger
+	metrics *Metrics
+	ops     chan busOp
+	out     chan<- Event
+}
+
+func newBus(js jetstream.JetStream, node string, log logrus.FieldLogger, m *Metrics, out chan<- Event) *bus {
+	return &bus{js: js, node: node, log: log, metrics: m, ops: make(chan busOp, busQueueSize), out: out}
+}
+
+// enqueue queues op without blocking; it fails when the queue is full.
+func (b *bus) enqueue(op busOp) error {
+	select {
+	case b.ops <- op:
+		return nil
+	default:
+		return errBusQueueFull
+	}
+}
+
+func (b *bus) send(ctx context.Context, ev Event) {
+	select {
+	case b.out <- ev:
+	case <-ctx.Done():
+	}
+}
+
+// run works until ctx ends.
+func (b *bus) run(ctx context.Context) {
+	var requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	var watcher *pubsub.Watcher[nodedrain.NodeDrainStatus]
+	b.retry(ctx, "open the bus buckets", func() error {
+		var err error
+		requests, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, Logger: b.log},
+			nodedrain.RequestCodec{})
+		if err != nil {
+			return err
+		}
+		statuses, err := pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log,
+			DecodeErrors: b.metrics.BusDecodeErrors}, nodedrain.StatusCodec{})
+		if err != nil {
+			return err
+		}
+		watcher, err = statuses.Watch(ctx)
+		return err
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	defer func() { _ = watcher.Stop() }()
+	b.log.Info("bus buckets open; watching this node's drain status")
+	go b.forward(ctx, watcher)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case op := <-b.ops:
+			b.send(ctx, b.do(ctx, requests, op))
+		}
+	}
+}
+
+// retry calls f until it succeeds or ctx ends, backing off; the first failure is logged as a
+// warning, later ones at debug level.
+func (b *bus) retry(ctx context.Context, what string, f func() error) {
+	wait := openBackoffMin
+	for failures := 0; ctx.Err() == nil; failures++ {
+		err := f()
+		if err == nil {
+			return
+		}
+		entry := b.log.WithError(err)
+		if failures == 0 {
+			entry.Warnf("cannot %s yet; retrying in the background", what)
+		} else {
+			entry.Debugf("cannot %s yet", what)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, openBackoffMax)
+	}
+}
+
+func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], op busOp) Event {
+	octx, cancel := context.WithTimeout(ctx, busOpTimeout)
+	defer cancel()
+	if op.publish {
+		_, err := requests.Publish(octx, b.node, op.req)
+		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: err}
+	}
+	return EvBusDone{RequestID: op.id, Err: requests.Unpublish(octx, b.node)}
+}
+
+// forward turns the status watch's events for this node into machine events.
+func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrainStatus]) {
+	for ev := range w.Events() {
+		if ev.Kind != pubsub.EventSnapshotDone && ev.Key != b.node {
+			continue
+		}
+		switch ev.Kind {
+		case pubsub.EventPut:
+			if ev.Value.Node != b.node {
+				b.metrics.BusDecodeErrors.Inc()
+				b.log.WithField("status", ev.Value.Status).Warnf("ignoring a drain status for node %q published under this node's key", ev.Value.Node)
+				continue
+			}
+			st := ev.Value
+			b.send(ctx, EvBusStatus{Status: &st})
+		case pubsub.EventDelete:
+			b.send(ctx, EvBusStatus{})
+		case pubsub.EventSnapshotDone:
+			b.send(ctx, EvBusSnapshot{})
+		case pubsub.EventDecodeError:
+			b.log.WithError(ev.Err).Warn("ignoring a drain status for this node that does not decode")
+		}
+	}
+	if err := w.Err(); err != nil && ctx.Err() == nil {
+		b.log.WithError(err).Error("status watch ended")
+	}
+}

@@ -1,0 +1,42 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunCommandEnvironment(t *testing.T) {
+	t.Setenv("EDGEDRAIN_NATS_PASSWORD", "secret")
+	out := filepath.Join(t.TempDir(), "env")
+	a := RunCommand{Operation: OpUpdate, Context: `update "v1.2.3"; $(not run)`, RequestID: "r1", Attempt: 2}
+	_, err := runCommand(`env | grep -E '^EDGEDRAIN_' | sort > `+out, "edge-1", a, time.Minute)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "EDGEDRAIN_ATTEMPT=2\nEDGEDRAIN_CONTEXT=update \"v1.2.3\"; $(not run)\nEDGEDRAIN_NODE=edge-1\n"+
+		"EDGEDRAIN_OPERATION=update\nEDGEDRAIN_REQUEST_ID=r1\n", string(data), "the agent's own settings are not passed on")
+}
+
+func TestRunCommandFailures(t *testing.T) {
+	a := RunCommand{Operation: OpReboot, RequestID: "r1", Attempt: 1}
+	_, err := runCommand("echo going down; echo no permission >&2; exit 3", "edge-1", a, time.Minute)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "reboot command: exit status 3")
+	assert.Contains(t, err.Error(), "no permission")
+
+	start := time.Now()
+	_, err = runCommand("sleep 30 & sleep 30", "edge-1", a, 200*time.Millisecond)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "timed out after 200ms")
+	assert.Less(t, time.Since(start), 10*time.Second, "the whole process group was killed")
+
+	out, err := runCommand(strings.Repeat("echo 0123456789abcdef;", 1000), "edge-1", a, time.Minute)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(out), maxOutput)
+}

@@ -1,0 +1,160 @@
+// Package agent is edgedrain's per-node agent (DESIGN §4): it notices that its node wants a
+// reboot, shutdown or OS update (a sentinel file, or a local request over a unix socket),
+// publishes a NodeDrainRequest on the bus, holds the operation back until the coordinator has
+// drained the node (COMPLETE for that very request), runs the operation's command, and withdraws
+// the request once the node is back (a new boot ID) so the coordinator uncordons it.
+//
+// Its decisions are a pure state machine (Step), tested with tables of events; Agent is the
+// runtime around it: one loop that feeds it bus events, file polls, command results and timers,
+// performs its actions and keeps its State in a file that survives restarts. The agent speaks
+// only NATS; it links no Kubernetes client.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Defaults of Config.
+const (
+	// DefaultRebootCommand reboots a systemd host.
+	DefaultRebootCommand = "systemctl reboot"
+	// DefaultShutdownCommand powers a systemd host off.
+	DefaultShutdownCommand = "systemctl poweroff"
+	// DefaultStateDir holds the state file; on Kubernetes it is a hostPath so that it survives
+	// the agent's pod.
+	DefaultStateDir = "/var/lib/edgedrain/agent"
+	// DefaultBootIDFile is the kernel's boot ID, new at every boot.
+	DefaultBootIDFile = "/proc/sys/kernel/random/boot_id"
+	// DefaultSocket is the local socket of `agent request` and `agent status`.
+	DefaultSocket = "/run/edgedrain/agent.sock"
+)
+
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes).
+const maxSocketPath = 107
+
+// Config configures an Agent. DefaultConfig fills everything but Node and JetStream.
+type Config struct {
+	// Node is this node's name, the key of its request and status on the bus. Required.
+	Node string
+	// JetStream is the bus. Required.
+	JetStream jetstream.JetStream
+	// Commands holds the shell command (run with /bin/sh -c) of each operation; an operation
+	// without one is refused.
+	Commands map[Operation]string
+	// Sentinels holds the sentinel file of each operation whose presence asks for it; "" or
+	// absent: none.
+	Sentinels map[Operation]string
+	// SentinelInterval is how often sentinel files are checked (> 0); each check waits a random
+	// extra of up to SentinelJitter (≥ 0), and the first one only that extra.
+	SentinelInterval, SentinelJitter time.Duration
+	// StateDir holds the state file. Required.
+	StateDir string
+	// BootIDFile holds the node's boot ID. Required.
+	BootIDFile string
+	// OverrideFile is the forced-status file; "" disables it. It is checked every OverridePoll
+	// (> 0, at most 1 s so that an override acts within a second).
+	OverrideFile string
+	OverridePoll time.Duration
+	// Socket is the unix socket local requests come in on; "" disables it.
+	Socket string
+	// CommandTimeout bounds one run of an operation command; zero: no limit.
+	CommandTimeout time.Duration
+	// Policy holds the retry delays.
+	Policy Policy
+	// Metrics receives the agent's metrics; nil: NewMetrics(nil) (not exported).
+	Metrics *Metrics
+	// Logger receives structured logs (fields node, status, request); nil discards them.
+	Logger logrus.FieldLogger
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults: systemd reboot and shutdown commands, no update command,
+// the reboot sentinel /var/run/reboot-required checked every minute (plus up to 30 s of jitter),
+// the override file of DESIGN §4 polled every 250 ms, and DefaultPolicy.
+func DefaultConfig() Config {
+	return Config{
+		Commands:         map[Operation]string{OpReboot: DefaultRebootCommand, OpShutdown: DefaultShutdownCommand},
+		Sentinels:        map[Operation]string{OpReboot: DefaultRebootSentinel},
+		SentinelInterval: time.Minute,
+		SentinelJitter:   30 * time.Second,
+		StateDir:         DefaultStateDir,
+		BootIDFile:       DefaultBootIDFile,
+		OverrideFile:     DefaultOverrideFile,
+		OverridePoll:     250 * time.Millisecond,
+		Socket:           DefaultSocket,
+		CommandTimeout:   time.Hour,
+		Policy:           DefaultPolicy(),
+	}
+}
+
+// Validate reports every problem with c, as one error matching ErrInvalidConfig.
+func (c Config) Validate() error {
+	var errs []error
+	if c.JetStream == nil {
+		errs = append(errs, errors.New("a JetStream context is required"))
+	}
+	return joinConfig(append(errs, c.ValidateSettings())...)
+}
+
+// ValidateSettings checks everything but the bus (what flags set).
+func (c Config) ValidateSettings() error {
+	var errs []error
+	if err := nodedrain.ValidNodeName(c.Node); err != nil {
+		errs = append(errs, fmt.Errorf("node name: %w", err))
+	} else if err := pubsub.ValidKey(c.Node); err != nil {
+		errs = append(errs, fmt.Errorf("node name: %w", err))
+	}
+	for op := range c.Commands {
+		if !op.Valid() {
+			errs = append(errs, fmt.Errorf("command for %w %q", ErrUnknownOperation, op))
+		}
+	}
+	for op, path := range c.Sentinels {
+		switch {
+		case !op.Valid():
+			errs = append(errs, fmt.Errorf("sentinel for %w %q", ErrUnknownOperation, op))
+		case path != "" && c.Commands[op] == "":
+			errs = append(errs, fmt.Errorf("%s sentinel %s is set but no %s command is", op, path, op))
+		}
+	}
+	if c.SentinelInterval <= 0 || c.SentinelJitter < 0 {
+		errs = append(errs, fmt.Errorf("sentinel interval (%s) must be positive and its jitter (%s) not negative",
+			c.SentinelInterval, c.SentinelJitter))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("a state directory is required"))
+	}
+	if c.BootIDFile == "" {
+		errs = append(errs, errors.New("a boot ID file is required"))
+	}
+	if c.OverrideFile != "" && (c.OverridePoll <= 0 || c.OverridePoll > time.Second) {
+		errs = append(errs, fmt.Errorf("override poll interval %s: want more than 0 and at most 1s", c.OverridePoll))
+	}
+	if len(c.Socket) > maxSocketPath {
+		errs = append(errs, fmt.Errorf("socket path is %d bytes, longer than the %d a unix socket allows", len(c.Socket), maxSocketPath))
+	}
+	if c.CommandTimeout < 0 {
+		errs = append(errs, fmt.Errorf("command timeout must not be negative, got %s", c.CommandTimeout))
+	}
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return joinConfig(errs...)
+}
+
+// joinConfig joins errs into one error matching ErrInvalidConfig, or nil.
+func joinConfig(errs ...error) error {
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+package agent
+
+import "errors"
+
+// ErrCorruptState is matched by errors for a state file that cannot be read back: not JSON, an
+// unknown version or phase, or fields that break the wire contract.
+var ErrCorruptState = errors.New("corrupt agent state file")
+
+// ErrUnknownOperation is matched by errors for an operation name other than reboot, shutdown
+// and update.
+var ErrUnknownOperation = errors.New("unknown operation")
+
+// ErrInvalidConfig is matched by the errors of Config.Validate.
+var ErrInvalidConfig = errors.New("invalid agent configuration")
+
+// ErrAgentUnreachable is matched by errors of the local client (Request, QueryStatus) when no
+// agent answers on the socket.
+var ErrAgentUnreachable = errors.New("agent not reachable")
+
+// ErrRefused is matched by errors of Request when the running agent refused the request (for
+// example because another operation is pending).
+var ErrRefused = errors.New("request refused")

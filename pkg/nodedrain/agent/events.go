@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// Event is an input to Step: start-up, a trigger, a bus change or result, the override file, a
+// command's result or the clock.
+type Event interface{ event() }
+
+// EvStart is the first event after the state file was loaded; BootID is the node's boot ID now.
+type EvStart struct{ BootID string }
+
+// EvTrigger asks for an operation: a sentinel file was seen, or a local request came in.
+type EvTrigger struct {
+	Operation Operation
+	Context   string
+	// RequestID is the ID a request started by this trigger carries (unique; made by the caller).
+	RequestID string
+	// Sentinel is the sentinel file that asked ("" for a local request), SentinelModTime its
+	// modification time in Unix nanoseconds.
+	Sentinel        string
+	SentinelModTime int64
+}
+
+// EvBusStatus is the status published for this node: a new value, or nil when it was removed.
+// Values delivered before EvBusSnapshot are the watch's snapshot.
+type EvBusStatus struct{ Status *nodedrain.NodeDrainStatus }
+
+// EvBusSnapshot says the status watch has delivered the current value (if any): from now on a
+// missing status means none is published.
+type EvBusSnapshot struct{}
+
+// EvBusDone is the result of a PublishRequest (Publish true) or a WithdrawRequest.
+type EvBusDone struct {
+	Publish   bool
+	RequestID string
+	Err       error
+}
+
+// EvOverride is the override file's content after a change; nil when the file is gone.
+type EvOverride struct{ Override *nodedrain.StatusOverride }
+
+// EvCommandDone is the result of a RunCommand; Err nil is success.
+type EvCommandDone struct {
+	RequestID string
+	Err       error
+}
+
+// EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
+type EvTimer struct{ RequestID string }
+
+func (EvStart) event()       {}
+func (EvTrigger) event()     {}
+func (EvBusStatus) event()   {}
+func (EvBusSnapshot) event() {}
+func (EvBusDone) event()     {}
+func (EvOverride) event()    {}
+func (EvCommandDone) event() {}
+func (EvTimer) event()       {}
+
+// Action is an output of Step for the runtime.
+type Action interface{ action() }
+
+// PublishRequest asks for Request to be published under the node's key; the result comes back
+// as EvBusDone.
+type PublishRequest struct{ Request nodedrain.NodeDrainRequest }
+
+// WithdrawRequest asks for the node's request to be removed from the bus; the result comes back
+// as EvBusDone. RequestID names the request withdrawn, for logs ("" for a clean-up).
+type WithdrawRequest struct{ RequestID string }
+
+// RunCommand asks for the operation's command to run; its result comes back as EvCommandDone.
+type RunCommand struct {
+	Operation Operation
+	Context   string
+	RequestID string
+	// Attempt numbers the runs of this operation's command from 1.
+	Attempt int
+}
+
+// RemoveOverride asks for the override file to be removed: its COMPLETE was acted on.
+type RemoveOverride struct{}
+
+// TriggerResult answers an EvTrigger (the reply to a local request).
+type TriggerResult struct {
+	Accepted bool
+	Message  string
+}
+
+// DrainFailed reports a failed drain (for the log and the metrics): the request was withdrawn
+// and will be made again at RetryAt.
+type DrainFailed struct {
+	Operation Operation
+	Status    nodedrain.DrainStatus
+	Failures  int
+	RetryAt   time.Time
+	Message   string
+}
+
+// CommandFailed reports a failed command (for the log and the metrics); it runs again at RetryAt.
+type CommandFailed struct {
+	Operation Operation
+	Failures  int
+	RetryAt   time.Time
+	Reason    string
+}
+
+// Level is the severity of a Report.
+type Level int
+
+// Report levels.
+const (
+	// LevelInfo reports a decision.
+	LevelInfo Level = iota
+	// LevelWarn reports something an operator may want to look at.
+	LevelWarn
+	// LevelError reports a failure.
+	LevelError
+)
+
+// Report is a line for the log: what the agent decided and why.
+type Report struct {
+	Level   Level
+	Message string
+}
+
+func (PublishRequest) action()  {}
+func (WithdrawRequest) action() {}
+func (RunCommand) action()      {}
+func (RemoveOverride) action()  {}
+func (TriggerResult) action()   {}
+func (DrainFailed) action()     {}
+func (CommandFailed) action()   {}
+func (Report) action()          {}

@@ -1,0 +1,95 @@
+package agent
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the agent's Prometheus metrics (DESIGN §6).
+type Metrics struct {
+	// DeferredOperations is 1 for the operation held back for the drain (pending, requested, or
+	// backing off after a failed drain), else 0.
+	DeferredOperations *prometheus.GaugeVec
+	// OverrideActive is 1 while a valid override file forces the status.
+	OverrideActive prometheus.Gauge
+	// OverrideErrors counts override files that could not be used (unreadable, invalid).
+	OverrideErrors prometheus.Counter
+	// BusConnected is 1 while the NATS connection is up (set by the runtime).
+	BusConnected prometheus.Gauge
+	// LastStatus is the status the agent acts on (0 UNKNOWN .. 9 COMPLETE).
+	LastStatus prometheus.Gauge
+	// CommandFailures counts failed operation commands, by operation.
+	CommandFailures *prometheus.CounterVec
+	// DrainFailures counts failed drains (FAILEDCORDON, FAILEDDRAIN) the agent backed off from,
+	// by operation and status.
+	DrainFailures *prometheus.CounterVec
+	// BusDecodeErrors counts status payloads on the bus that did not decode.
+	BusDecodeErrors prometheus.Counter
+	// StateErrors counts state files that could not be read back or written.
+	StateErrors prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		DeferredOperations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_deferred_operations",
+			Help: "1 for the operation held back until the node is drained (pending, requested, or backing off after a failed drain).",
+		}, []string{"operation"}),
+		OverrideActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_override_active",
+			Help: "1 while a valid override file forces this node's drain status.",
+		}),
+		OverrideErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_agent_override_errors_total",
+			Help: "Override files that could not be used (unreadable or invalid); they change nothing.",
+		}),
+		BusConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_bus_connected",
+			Help: "1 while the agent is connected to the NATS bus.",
+		}),
+		LastStatus: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_last_status",
+			Help: "The drain status the agent acts on (0 UNKNOWN .. 9 COMPLETE, see DESIGN §1), from the bus or the override file.",
+		}),
+		CommandFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_agent_command_failures_total",
+			Help: "Operation commands that failed (non-zero exit, timeout, or a node that did not go down); each is retried.",
+		}, []string{"operation"}),
+		DrainFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_agent_drain_failures_total",
+			Help: "Failed drains (FAILEDCORDON, FAILEDDRAIN) after which the agent withdrew its request and backed off.",
+		}, []string{"operation", "status"}),
+		BusDecodeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_agent_bus_decode_errors_total",
+			Help: "Drain status payloads on the bus that did not decode; they change nothing.",
+		}),
+		StateErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_agent_state_errors_total",
+			Help: "State files that could not be read back (moved aside) or written.",
+		}),
+	}
+	for _, op := range Operations {
+		m.DeferredOperations.WithLabelValues(string(op))
+		m.CommandFailures.WithLabelValues(string(op))
+	}
+	if reg != nil {
+		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors)
+	}
+	return m
+}
+
+// observe sets the gauges from the machine.
+func (m *Metrics) observe(mc Machine) {
+	for _, op := range Operations {
+		v := 0.0
+		if mc.State.Operation == op && mc.State.Phase.deferred() {
+			v = 1
+		}
+		m.DeferredOperations.WithLabelValues(string(op)).Set(v)
+	}
+	active := 0.0
+	if mc.Override != nil {
+		active = 1
+	}
+	m.OverrideActive.Set(active)
+	m.LastStatus.Set(float64(mc.Effective().Status))
+}

@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// Step returns the machine after ev happened at now, and the actions to take, in order. It never
+// runs an operation for a COMPLETE that answers another request than the current one.
+func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
+	s := stepper{m: m, now: now, p: p}
+	edge := false // a status change the agent has not reacted to yet
+	switch e := ev.(type) {
+	case EvStart:
+		s.start(e.BootID)
+	case EvTrigger:
+		s.trigger(e)
+	case EvBusStatus:
+		s.m.Bus = nil
+		if e.Status != nil {
+			c := *e.Status
+			s.m.Bus = &c
+		}
+		edge = s.m.BusKnown
+	case EvBusSnapshot:
+		s.m.BusKnown, edge = true, true
+	case EvBusDone:
+		s.busDone(e)
+	case EvOverride:
+		s.m.Override = nil
+		if e.Override != nil {
+			c := *e.Override
+			s.m.Override = &c
+		}
+	case EvCommandDone:
+		s.commandDone(e)
+	case EvTimer:
+		s.timer(e.RequestID)
+	}
+	s.reconcile(edge)
+	return s.m, s.actions
+}
+
+type stepper struct {
+	m       Machine
+	now     time.Time
+	p       Policy
+	actions []Action
+	synced  bool // a publish or withdrawal was queued in this step
+}
+
+func (s *stepper) report(l Level, format string, args ...any) {
+	s.actions = append(s.actions, Report{Level: l, Message: fmt.Sprintf(format, args...)})
+}
+
+// sync queues the bus action that makes the bus hold what State.OnBus asks for.
+func (s *stepper) sync() {
+	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
+	if s.m.State.OnBus {
+		s.actions = append(s.actions, PublishRequest{Request: s.m.Request()})
+		return
+	}
+	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID})
+}
+
+func (s *stepper) start(boot string) {
+	s.m.Boot = boot
+	st := &s.m.State
+	switch {
+	case st.Phase != PhaseIdle && st.BootID != "" && st.BootID != boot:
+		if st.CommandRan {
+			s.finish(fmt.Sprintf("the node is back after the %s (boot ID changed): withdrawing request %s so the coordinator uncordons the node",
+				st.Operation, st.RequestID))
+		} else {
+			s.report(LevelWarn, "the node rebooted while the %s was still %s (not by edgedrain): withdrawing request %s; its trigger asks again if it is still needed",
+				st.Operation, st.Phase, st.RequestID)
+			s.end(st.Handled)
+		}
+	case st.Phase == PhaseRunning && st.Operation.goesDown(s.p):
+		st.Phase, st.RetryAt = PhaseWaitingBoot, st.CommandStartedAt.Add(s.p.RebootTimeout)
+		s.report(LevelInfo, "the agent restarted while the %s command ran: waiting for the node to go down until %s",
+			st.Operation, st.RetryAt.UTC().Format(time.RFC3339))
+	case st.Phase == PhaseRunning:
+		s.commandFailed("interrupted: the agent restarted while the command ran")
+	}
+	if !s.synced {
+		s.sync() // re-publish a deferred request, or withdraw any leftover one
+	}
+}
+
+func (s *stepper) trigger(e EvTrigger) {
+	st := &s.m.State
+	reply := func(ok bool, format string, args ...any) {
+		s.actions = append(s.actions, TriggerResult{Accepted: ok, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case !e.Operation.Valid():
+		reply(false, "unknown operation %q", e.Operation)
+	case st.Phase == PhaseIdle && e.Sentinel != "" && st.Handled[e.Operation] == e.SentinelModTime:
+		reply(false, "the %s asked for by %s is already done", e.Operation, e.Sentinel)
+	case st.Phase == PhaseIdle:
+		*st = State{Phase: PhasePending, Operation: e.Operation, Context: e.Context, RequestID: e.RequestID,
+			RequestedAt: s.now, BootID: s.m.Boot, Sentinel: e.Sentinel, SentinelModTime: e.SentinelModTime, Handled: st.Handled}
+		by := "a local request"
+		if e.Sentinel != "" {
+			by = "sentinel " + e.Sentinel
+		}
+		s.report(LevelInfo, "%s asked for by %s (context %q): held back until the node is drained", e.Operation, by, e.Context)
+		reply(true, "%s deferred until the node is drained (request %s)", e.Operation, e.RequestID)
+	case st.Operation == e.Operation:
+		reply(true, "%s already %s (request %s)", e.Operation, st.Phase, st.RequestID)
+	default:
+		reply(false, "%s is already %s (request %s); ask again once it is done", st.Operation.withArticle(), st.Phase, st.RequestID)
+	}
+}
+
+func (s *stepper) busDone(e EvBusDone) {
+	st := s.m.State
+	if e.Publish != st.OnBus || (e.Publish && e.RequestID != st.RequestID) {
+		return // the result of an action since superseded
+	}
+	verb := "withdraw"
+	if e.Publish {
+		verb = "publish"
+	}
+	if e.Err == nil {
+		if s.m.BusFailures > 0 {
+			s.report(LevelInfo, "%s of the drain request succeeded after %d failed attempt(s)", verb, s.m.BusFailures)
+		}
+		s.m.BusSynced, s.m.BusRetryAt, s.m.BusFailures = true, time.Time{}, 0
+		return
+	}
+	s.m.BusFailures++
+	s.m.BusRetryAt = s.now.Add(s.p.BusRetry)
+	if s.m.BusFailures == 1 {
+		s.report(LevelWarn, "cannot %s the drain request: %v; retrying every %s", verb, e.Err, s.p.BusRetry)
+	}
+}
+
+func (s *stepper) commandDone(e EvCommandDone) {
+	st := &s.m.State
+	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
+		return // stale
+	}
+	switch {
+	case e.Err != nil:
+		s.commandFailed(e.Err.Error())
+	case st.Operation.goesDown(s.p):
+		st.Phase, st.RetryAt = PhaseWaitingBoot, s.now.Add(s.p.RebootTimeout)
+		s.report(LevelInfo, "%s command returned: waiting for the node to go down (a new boot ID); if it is still up after %s the command runs again",
+			st.Operation, s.p.RebootTimeout)
+	default:
+		s.finish(fmt.Sprintf("%s command succeeded: withdrawing request %s so the coordinator uncordons the node", st.Operation, st.RequestID))
+	}
+}
+
+func (s *stepper) commandFailed(reason string) {
+	st := &s.m.State
+	st.CommandFailures++
+	st.Phase, st.RetryAt = PhaseCleared, s.now.Add(backoff(st.CommandFailures, s.p.CommandRetryBackoff, s.p.CommandRetryBackoffMax))
+	s.actions = append(s.actions, CommandFailed{Operation: st.Operation, Failures: st.CommandFailures, RetryAt: st.RetryAt, Reason: reason})
+}
+
+func (s *stepper) timer(id string) {
+	if !s.m.BusSynced && !s.m.BusRetryAt.IsZero() && !s.now.Before(s.m.BusRetryAt) {
+		s.sync()
+	}
+	st := &s.m.State
+	if s.now.Before(st.RetryAt) {
+		return
+	}
+	switch st.Phase {
+	case PhaseBackoff:
+		st.Phase, st.RequestID, st.RequestedAt, st.RetryAt = PhasePending, id, s.now, time.Time{}
+		s.report(LevelInfo, "backoff over: asking again for a drain for the %s (request %s)", st.Operation, id)
+	case PhaseWaitingBoot:
+		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
+	}
+}
+
+// reconcile acts on the effective status for the current phase. edge says the bus status just
+// changed, which is when a missing or outdated request is published again.
+func (s *stepper) reconcile(edge bool) {
+	switch s.m.State.Phase {
+	case PhaseIdle:
+		s.idle(edge)
+	case PhasePending:
+		s.pending(edge)
+	case PhaseDeferred:
+		s.deferred(edge)
+	case PhaseBackoff:
+		if v := s.m.Effective(); v.Source == SourceOverride &&
+			(v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported) {
+			s.clear(v)
+		}
+	}
+	s.runIfDue()
+}
+
+// idle withdraws a request the coordinator still serves for this node although the agent has
+// no operation (a state file lost, a request left from before a restart).
+func (s *stepper) idle(edge bool) {
+	b := s.m.Bus
+	if !edge || b == nil || !s.m.BusSynced || b.RequestID == "" ||
+		b.Status == nodedrain.StatusNotRequested || b.Status == nodedrain.StatusUnknown {
+		return
+	}
+	s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, for which this agent has no operation: withdrawing it",
+		b.RequestID, b.Status)
+	s.sync()
+}
+
+// pending waits for a known status before the request is published (UNKNOWN waits).
+func (s *stepper) pending(edge bool) {
+	v := s.m.Effective()
+	st := &s.m.State
+	switch {
+	case v.Status == nodedrain.StatusUnknown:
+		return
+	case v.Source == SourceBus && v.RequestID == st.RequestID:
+		// Our request is on the bus already (published just before a restart): adopt it.
+		st.Phase, st.OnBus = PhaseDeferred, true
+		s.deferred(false)
+	case v.Source == SourceBus && v.RequestID != "":
+		if edge && s.m.BusSynced {
+			s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, which is not this agent's: withdrawing it before asking",
+				v.RequestID, v.Status)
+			s.sync()
+		}
+	case v.Status == nodedrain.StatusNotSupported:
+		s.clear(v)
+	case v.Source == SourceBus:
+		s.publish() // NOTREQUESTED, or a status that answers no request
+	case v.Status == nodedrain.StatusNotRequested:
+		s.publish()
+	case v.Status == nodedrain.StatusComplete:
+		s.clear(v)
+	case v.Status.Failed():
+		s.failed(v)
+	}
+}
+
+// deferred holds the operation back until the status answers the current request.
+func (s *stepper) deferred(edge bool) {
+	v := s.m.Effective()
+	if v.Status == nodedrain.StatusUnknown {
+		return
+	}
+	ours := v.Source == SourceOverride || v.RequestID == s.m.State.RequestID
+	switch {
+	case v.Status == nodedrain.StatusNotSupported && (ours || v.RequestID == ""):
+		s.clear(v)
+	case ours && v.Status == nodedrain.StatusComplete:
+		s.clear(v)
+	case ours && v.Status.Failed():
+		s.failed(v)
+	case !ours && edge && s.m.BusSynced:
+		// The status answers no request or an older one: make sure ours is there (idempotent:
+		// the coordinator ignores a request it already serves).
+		s.sync()
+	}
+}
+
+func (s *stepper) publish() {
+	st := &s.m.State
+	st.Phase, st.OnBus = PhaseDeferred, true
+	s.report(LevelInfo, "publishing drain request %s; the %s waits for COMPLETE", st.RequestID, st.Operation)
+	s.sync()
+}
+
+func (s *stepper) failed(v View) {
+	st := &s.m.State
+	st.DrainFailures++
+	st.Phase, st.RetryAt = PhaseBackoff, s.now.Add(backoff(st.DrainFailures, s.p.DrainRetryBackoff, s.p.DrainRetryBackoffMax))
+	s.actions = append(s.actions, DrainFailed{Operation: st.Operation, Status: v.Status, Failures: st.DrainFailures,
+		RetryAt: st.RetryAt, Message: v.Message})
+	if st.OnBus {
+		st.OnBus = false
+		s.sync()
+	}
+}
+
+func (s *stepper) clear(v View) {
+	st := &s.m.State
+	st.Phase, st.RetryAt, st.ClearedBy = PhaseCleared, time.Time{}, v.Status.String()
+	if v.Source == SourceOverride {
+		st.ClearedBy = "override " + st.ClearedBy
+		if v.Status == nodedrain.StatusComplete {
+			s.m.Override = nil // consumed: acted on now
+			s.actions = append(s.actions, RemoveOverride{})
+		}
+	}
+	s.report(LevelInfo, "%s for request %s: running the %s", st.ClearedBy, st.RequestID, st.Operation)
+}
+
+func (s *stepper) runIfDue() {
+	st := &s.m.State
+	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) {
+		return
+	}
+	st.Phase, st.CommandRan, st.CommandStartedAt, st.RetryAt = PhaseRunning, true, s.now, time.Time{}
+	s.actions = append(s.actions, RunCommand{Operation: st.Operation, Context: st.Context, RequestID: st.RequestID,
+		Attempt: st.CommandFailures + 1})
+}
+
+// finish ends the operation as done: its sentinel is recorded as handled and the request withdrawn.
+func (s *stepper) finish(msg string) {
+	st := s.m.State
+	handled := st.Handled
+	if st.Sentinel != "" {
+		handled = maps.Clone(handled)
+		if handled == nil {
+			handled = map[Operation]int64{}
+		}
+		handled[st.Operation] = st.SentinelModTime
+	}
+	s.report(LevelInfo, "%s", msg)
+	s.end(handled)
+}
+
+// end returns to idle and withdraws the request.
+func (s *stepper) end(handled map[Operation]int64) {
+	id := s.m.State.RequestID
+	s.m.State = State{Phase: PhaseIdle, Handled: handled}
+	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
+	s.actions = append(s.actions, WithdrawRequest{RequestID: id})
+}
