@@ -1,6 +1,10 @@
 package deploy_test
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// registerAgentMetrics registers the agent's metrics (wired once the agent package exists).
-func registerAgentMetrics(prometheus.Registerer) {}
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// registerAgentMetrics registers the agent's metrics.
+func registerAgentMetrics(reg prometheus.Registerer) { agent.NewMetrics(reg) }

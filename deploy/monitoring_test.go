@@ -148,3 +148,15 @@ func TestDashboard(t *testing.T) {
 		assert.True(t, used[m], "dashboard does not show %s", m)
 	}
 }
+
+// README's metrics section names every metric the binaries export.
+func TestReadmeListsEveryMetric(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	for name := range exported(t) {
+		if strings.HasSuffix(name, "_bucket") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count") {
+			continue
+		}
+		assert.True(t, strings.Contains(string(readme), name), "README does not mention %s", name)
+	}
+}

@@ -136,3 +136,14 @@ func newFlagSet(w *bytes.Buffer) *flag.FlagSet {
 	fs.SetOutput(w)
 	return fs
 }
+
+// README's configuration section must list every flag the agent has.
+func TestReadmeDocumentsEveryAgentFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	registerRunFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		assert.True(t, strings.Contains(string(readme), "`--"+f.Name+"`"), "README does not document --%s", f.Name)
+	})
+}

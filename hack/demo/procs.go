@@ -116,6 +116,7 @@ func (d *demo) startAgent(_ context.Context, node, bootID string) error {
 		"--state-dir", filepath.Join(dir, "state"),
 		"--boot-id-file", filepath.Join(dir, "boot_id"),
 		"--reboot-sentinel", filepath.Join(dir, "reboot-required"),
+		"--sentinel-interval", "500ms", "--sentinel-jitter", "0s",
 		"--reboot-command", "touch "+filepath.Join(dir, "rebooted"),
 		"--force-status-file", filepath.Join(dir, "force-status.json"),
 		"--socket", filepath.Join(dir, "agent.sock"),
