@@ -153,7 +153,8 @@ func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string
 	return nil
 }
 
-// WaitNodeReady waits until the node's Ready condition is True.
+// WaitNodeReady waits until the node's Ready condition is True and the controller-manager has
+// removed its not-ready taint, so the scheduler places pods on it.
 func (c *Cluster) WaitNodeReady(ctx context.Context, name string, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -161,6 +162,12 @@ func (c *Cluster) WaitNodeReady(ctx context.Context, name string, timeout time.D
 		if err != nil {
 			last = err.Error()
 			return false, nil
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady {
+				last = "not-ready taint still set"
+				return false, nil
+			}
 		}
 		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
