@@ -13,12 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
@@ -31,55 +29,28 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-// scene is one test's world: a bus, optionally simulated nodes of its own (a group) and a
-// coordinator in this process, agents as separate processes, and a record of every status
-// published on the bus.
+// scene is one test's world: a bus (with a record of every status published), optionally
+// simulated nodes of its own (a group) and a coordinator in this process, and agents as separate
+// processes.
 type scene struct {
-	t        testing.TB
-	c        *testenv.Cluster // nil for bus-only scenes
-	group    string
-	nodes    []string
-	ns       string
-	nats     *pubsub.Embedded
-	js       jetstream.JetStream
-	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
-	statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
-
-	mu   sync.Mutex
-	seen map[string][]nodedrain.NodeDrainStatus
+	*testenv.Bus
+	t     testing.TB
+	c     *testenv.Cluster // nil for bus-only scenes
+	group string
+	nodes []string
+	ns    string
 }
 
 // newScene makes a scene with n simulated nodes in group; n = 0 makes a bus-only scene.
 func newScene(t testing.TB, group string, n int) *scene {
 	t.Helper()
-	s := &scene{t: t, group: group, seen: map[string][]nodedrain.NodeDrainStatus{}}
+	s := &scene{t: t, group: group}
 	if n > 0 {
 		s.c = testenv.RequireCluster(t, cluster)
 		s.nodes = s.c.AddNodes(t, group, n)
 		s.ns = s.c.Namespace(t)
 	}
-	s.nats = testenv.StartNATS(t)
-	_, s.js = testenv.ConnectNATS(t, s.nats.ClientURL())
-	ctx := context.Background()
-	var err error
-	s.requests, err = pubsub.OpenBucket(ctx, s.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
-	require.NoError(t, err)
-	// History above 1 so the recorder sees every transition, not only the latest value.
-	s.statuses, err = pubsub.OpenBucket(ctx, s.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
-	require.NoError(t, err)
-	wctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	w, err := s.statuses.Watch(wctx)
-	require.NoError(t, err)
-	go func() {
-		for ev := range w.Events() {
-			if ev.Kind == pubsub.EventPut {
-				s.mu.Lock()
-				s.seen[ev.Key] = append(s.seen[ev.Key], ev.Value)
-				s.mu.Unlock()
-			}
-		}
-	}()
+	s.Bus = testenv.StartBus(t)
 	return s
 }
 
@@ -88,7 +59,7 @@ func newScene(t testing.TB, group string, n int) *scene {
 func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
 	s.t.Helper()
 	cfg := coordinator.DefaultConfig()
-	cfg.Client, cfg.JetStream = s.c.Client, s.js
+	cfg.Client, cfg.JetStream = s.c.Client, s.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + s.group
 	p := &cfg.Policy
 	p.CordonBackoff, p.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
@@ -117,57 +88,15 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
 // holding the most of them.
 func (s *scene) deploy(name string, replicas int32, termination int64) string {
 	s.t.Helper()
-	s.c.CreateDeployment(s.t, testenv.DeploymentSpec{Namespace: s.ns, Name: name, Group: s.group, Replicas: replicas, TerminationSeconds: termination})
-	count := map[string]int{}
-	require.Eventually(s.t, func() bool {
-		pods, err := s.c.RunningPods(context.Background(), s.ns, "app="+name)
-		if err != nil || len(pods) != int(replicas) {
-			return false
-		}
-		clear(count)
-		for _, p := range pods {
-			count[p.Spec.NodeName]++
-		}
-		return true
-	}, 60*time.Second, 50*time.Millisecond, "pods of %s not running", name)
-	best := ""
-	for n, c := range count {
-		if best == "" || c > count[best] || (c == count[best] && n < best) {
-			best = n
-		}
-	}
-	return best
+	_, busiest := s.c.Deploy(s.t, testenv.DeploymentSpec{Namespace: s.ns, Name: name, Group: s.group, Replicas: replicas, TerminationSeconds: termination})
+	return busiest
 }
 
-// history lists the statuses published for node, consecutive repeats folded.
-func (s *scene) history(node string) []nodedrain.DrainStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []nodedrain.DrainStatus
-	for _, st := range s.seen[node] {
-		if len(out) == 0 || out[len(out)-1] != st.Status {
-			out = append(out, st.Status)
-		}
-	}
-	return out
-}
+func (s *scene) history(node string) []nodedrain.DrainStatus { return s.History(node) }
 
-// waitFor waits until a status published for node satisfies ok and returns the first that did.
 func (s *scene) waitFor(node string, timeout time.Duration, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
 	s.t.Helper()
-	var found nodedrain.NodeDrainStatus
-	require.Eventually(s.t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, st := range s.seen[node] {
-			if ok(st) {
-				found = st
-				return true
-			}
-		}
-		return false
-	}, timeout, 20*time.Millisecond, "node %s never reached %s; history %v", node, what, s.history(node))
-	return found
+	return s.WaitFor(s.t, node, timeout, what, ok)
 }
 
 func (s *scene) waitStatus(node string, want nodedrain.DrainStatus, id string, timeout time.Duration) nodedrain.NodeDrainStatus {
@@ -183,7 +112,7 @@ func (s *scene) request(node, not string) nodedrain.NodeDrainRequest {
 	var r nodedrain.NodeDrainRequest
 	require.Eventually(s.t, func() bool {
 		var err error
-		r, _, err = s.requests.Get(context.Background(), node)
+		r, _, err = s.Requests.Get(context.Background(), node)
 		return err == nil && r.RequestID != not
 	}, 30*time.Second, 20*time.Millisecond, "no new drain request for %s on the bus", node)
 	return r
@@ -193,7 +122,7 @@ func (s *scene) request(node, not string) nodedrain.NodeDrainRequest {
 func (s *scene) waitWithdrawn(node string) {
 	s.t.Helper()
 	require.Eventually(s.t, func() bool {
-		_, _, err := s.requests.Get(context.Background(), node)
+		_, _, err := s.Requests.Get(context.Background(), node)
 		return errors.Is(err, pubsub.ErrNotFound)
 	}, 30*time.Second, 20*time.Millisecond, "request of %s not withdrawn", node)
 }
@@ -236,7 +165,7 @@ func (s *scene) newAgent(node string, extra ...string) *agentProc {
 		}
 	})
 	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID $EDGEDRAIN_CONTEXT" >> ` + a.ran
-	a.args = append([]string{"--node-name", node, "--nats-url", s.nats.ClientURL(),
+	a.args = append([]string{"--node-name", node, "--nats-url", s.NATS.ClientURL(),
 		"--state-dir", a.stateDir, "--boot-id-file", a.bootID, "--force-status-file", a.override, "--socket", a.socket,
 		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
 		"--sentinel-interval", "200ms", "--sentinel-jitter", "100ms", "--reboot-timeout", "1h",

@@ -30,14 +30,11 @@ func waitDeferredUntilComplete(a *agentProc, id string) nodedrain.NodeDrainStatu
 	deadline := time.Now().Add(drainTimeout)
 	for {
 		a.noRunBeforeComplete(id)
-		a.s.mu.Lock()
-		for _, st := range a.s.seen[a.node] {
+		for _, st := range a.s.Seen(a.node) {
 			if st.Status == nodedrain.StatusComplete && st.RequestID == id {
-				a.s.mu.Unlock()
 				return st
 			}
 		}
-		a.s.mu.Unlock()
 		require.True(a.s.t, time.Now().Before(deadline), "no COMPLETE for %s; history %v", id, a.s.history(a.node))
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -90,7 +87,7 @@ func TestSentinelRebootAndBack(t *testing.T) {
 		assert.Equal(t, agent.PhaseIdle, a.status().State.Phase)
 		// The sentinel file is still there (a real reboot clears /run): it does not ask again.
 		assert.Never(t, func() bool {
-			_, _, err := s.requests.Get(context.Background(), target)
+			_, _, err := s.Requests.Get(context.Background(), target)
 			return err == nil
 		}, time.Second, 50*time.Millisecond, "the handled sentinel asked again")
 		assert.Len(t, a.runs(), 1, "the reboot command ran exactly once")
@@ -135,7 +132,7 @@ func TestKilledWhileDeferred(t *testing.T) {
 	assert.Equal(t, req.RequestID, runs[0].request)
 	assert.Equal(t, "kernel 6.12", runs[0].context)
 	assert.False(t, runs[0].at.Before(complete.UpdatedAt))
-	r, _, err := s.requests.Get(context.Background(), target)
+	r, _, err := s.Requests.Get(context.Background(), target)
 	require.NoError(t, err)
 	assert.Equal(t, req.RequestID, r.RequestID, "the restart did not replace the request")
 	assert.Len(t, a.runs(), 1)

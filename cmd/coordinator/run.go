@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -52,19 +48,12 @@ func run(ctx context.Context, o *options) error {
 		natsOpts = pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}, Name: "edgedrain-coordinator"}
 		log.WithField("listen", o.natsListen).Info("embedded NATS server with JetStream started for the agents")
 	}
-	natsOpts.Logger = log.WithField("component", "nats")
-	nc, err := pubsub.Connect(natsOpts)
+	nc, js, err := cli.ConnectBus(natsOpts, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cli.NewRegistry()
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -91,20 +80,8 @@ func run(ctx context.Context, o *options) error {
 		return engine.Run(ctx)
 	}
 
-	if o.listen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !pubsub.Connected(nc) {
-				http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = w.Write([]byte("ok\n"))
-		})
-		if err := cli.Serve(ctx, o.listen, mux, log); err != nil {
-			return err
-		}
+	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, cli.NATSReady(nc), log); err != nil {
+		return err
 	}
 
 	if !o.leaderElect {

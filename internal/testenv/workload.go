@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,4 +73,35 @@ func (c *Cluster) RunningPods(ctx context.Context, namespace, selector string) (
 		}
 	}
 	return out, nil
+}
+
+// Deploy creates the Deployment, waits until all its pods run, and returns them with the node
+// holding the most of them (the first by name on a tie).
+func (c *Cluster) Deploy(t testing.TB, s DeploymentSpec) ([]corev1.Pod, string) {
+	t.Helper()
+	c.CreateDeployment(t, s)
+	var pods []corev1.Pod
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		pods, err = c.RunningPods(context.Background(), s.Namespace, "app="+s.Name)
+		if err == nil && len(pods) == int(s.Replicas) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods of %s/%s not running: %s", s.Namespace, s.Name, Describe(pods))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	count := map[string]int{}
+	busiest := ""
+	for _, p := range pods {
+		count[p.Spec.NodeName]++
+	}
+	for n, k := range count {
+		if busiest == "" || k > count[busiest] || (k == count[busiest] && n < busiest) {
+			busiest = n
+		}
+	}
+	return pods, busiest
 }

@@ -19,58 +19,31 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
-	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
 
-// harness is one test's world: its own bus, its own simulated nodes (a group), a namespace, and
-// a record of every status published on the bus.
+// harness is one test's world: its own bus (with a record of every status published), its own
+// simulated nodes (a group) and a namespace.
 type harness struct {
-	t        *testing.T
-	c        *testenv.Cluster
-	group    string
-	nodes    []string
-	ns       string
-	nats     *pubsub.Embedded
-	js       jetstream.JetStream
-	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
-	statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
-
-	mu   sync.Mutex
-	seen map[string][]nodedrain.NodeDrainStatus
+	*testenv.Bus
+	t     *testing.T
+	c     *testenv.Cluster
+	group string
+	nodes []string
+	ns    string
+	js    jetstream.JetStream
 }
 
 func newHarness(t *testing.T, group string, nodes int) *harness {
 	t.Helper()
 	c := testenv.RequireCluster(t, cluster)
-	h := &harness{t: t, c: c, group: group, seen: map[string][]nodedrain.NodeDrainStatus{}}
+	h := &harness{t: t, c: c, group: group, Bus: testenv.StartBus(t)}
+	h.js = h.JS
 	h.nodes = c.AddNodes(t, group, nodes)
 	h.ns = c.Namespace(t)
-	h.nats = testenv.StartNATS(t)
-	_, h.js = testenv.ConnectNATS(t, h.nats.ClientURL())
-	ctx := context.Background()
-	var err error
-	h.requests, err = pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
-	require.NoError(t, err)
-	// History above 1 so the test's watcher sees every transition, not only the latest value.
-	h.statuses, err = pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
-	require.NoError(t, err)
-	wctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	w, err := h.statuses.Watch(wctx)
-	require.NoError(t, err)
-	go func() {
-		for ev := range w.Events() {
-			if ev.Kind == pubsub.EventPut {
-				h.mu.Lock()
-				h.seen[ev.Key] = append(h.seen[ev.Key], ev.Value)
-				h.mu.Unlock()
-			}
-		}
-	}()
 	return h
 }
 
@@ -112,67 +85,22 @@ func (h *harness) run(cfg Config) (stop func()) {
 	return stop
 }
 
-func (h *harness) request(node, id string, at time.Time) {
-	h.t.Helper()
-	_, err := h.requests.Publish(context.Background(), node, nodedrain.NodeDrainRequest{
-		Node: node, RequestID: id, RequestedAt: at, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
-	require.NoError(h.t, err)
-}
+func (h *harness) request(node, id string, at time.Time) { h.Request(h.t, node, id, at) }
 
-func (h *harness) withdraw(node string) {
-	h.t.Helper()
-	require.NoError(h.t, h.requests.Unpublish(context.Background(), node))
-}
+func (h *harness) withdraw(node string) { h.Withdraw(h.t, node) }
 
-// last returns the latest status published for node.
-func (h *harness) last(node string) (nodedrain.NodeDrainStatus, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.seen[node]
-	if len(s) == 0 {
-		return nodedrain.NodeDrainStatus{}, false
-	}
-	return s[len(s)-1], true
-}
+func (h *harness) last(node string) (nodedrain.NodeDrainStatus, bool) { return h.Last(node) }
 
-// waitFor waits until a status published for node satisfies ok, and returns the first that did.
-// Every published status counts, not only the latest: drains move on quickly.
+func (h *harness) history(node string) []nodedrain.DrainStatus { return h.History(node) }
+
 func (h *harness) waitFor(node string, timeout time.Duration, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		h.mu.Lock()
-		for _, st := range h.seen[node] {
-			if ok(st) {
-				h.mu.Unlock()
-				return st
-			}
-		}
-		h.mu.Unlock()
-		if time.Now().After(deadline) {
-			last, _ := h.last(node)
-			h.t.Fatalf("node %s never reached %s within %s; last: %s %q; history %v", node, what, timeout, last.Status, last.Message, h.history(node))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return h.WaitFor(h.t, node, timeout, what, ok)
 }
 
 func (h *harness) waitStatus(node string, want nodedrain.DrainStatus, timeout time.Duration) nodedrain.NodeDrainStatus {
 	h.t.Helper()
-	return h.waitFor(node, timeout, want.String(), func(s nodedrain.NodeDrainStatus) bool { return s.Status == want })
-}
-
-// history lists the statuses published for node, consecutive repeats folded.
-func (h *harness) history(node string) []nodedrain.DrainStatus {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []nodedrain.DrainStatus
-	for _, s := range h.seen[node] {
-		if len(out) == 0 || out[len(out)-1] != s.Status {
-			out = append(out, s.Status)
-		}
-	}
-	return out
+	return h.WaitStatus(h.t, node, want, timeout)
 }
 
 func (h *harness) node(name string) *corev1.Node {
@@ -186,17 +114,8 @@ func (h *harness) node(name string) *corev1.Node {
 // node holding the most of them.
 func (h *harness) deploy(name string, replicas int32, termination int64) string {
 	h.t.Helper()
-	h.c.CreateDeployment(h.t, testenv.DeploymentSpec{Namespace: h.ns, Name: name, Group: h.group, Replicas: replicas, TerminationSeconds: termination})
-	pods := h.waitRunning(name, replicas)
-	count := map[string]int{}
-	best := ""
-	for _, p := range pods {
-		count[p.Spec.NodeName]++
-		if best == "" || count[p.Spec.NodeName] > count[best] {
-			best = p.Spec.NodeName
-		}
-	}
-	return best
+	_, busiest := h.c.Deploy(h.t, testenv.DeploymentSpec{Namespace: h.ns, Name: name, Group: h.group, Replicas: replicas, TerminationSeconds: termination})
+	return busiest
 }
 
 // waitRunning waits until the Deployment's pods are all running.

@@ -1,0 +1,138 @@
+package testenv
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Bus is a test's drain bus: an embedded NATS server, both drain buckets, and a record of every
+// status published, for tests that watch a drain go by.
+type Bus struct {
+	NATS     *pubsub.Embedded
+	JS       jetstream.JetStream
+	Requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	Statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
+
+	mu   sync.Mutex
+	seen map[string][]nodedrain.NodeDrainStatus
+}
+
+// StartBus starts an embedded NATS server for the test, opens both buckets and records every
+// status published until the test ends.
+func StartBus(t testing.TB) *Bus {
+	t.Helper()
+	b := &Bus{seen: map[string][]nodedrain.NodeDrainStatus{}}
+	b.NATS = StartNATS(t)
+	_, b.JS = ConnectNATS(t, b.NATS.ClientURL())
+	ctx := context.Background()
+	var err error
+	b.Requests, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// History above 1 so the recorder sees every transition, not only the latest value.
+	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	w, err := b.Statuses.Watch(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.Events() {
+			if ev.Kind == pubsub.EventPut {
+				b.mu.Lock()
+				b.seen[ev.Key] = append(b.seen[ev.Key], ev.Value)
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// Request publishes a drain request for node, as its agent would.
+func (b *Bus) Request(t testing.TB, node, id string, at time.Time) {
+	t.Helper()
+	_, err := b.Requests.Publish(context.Background(), node, nodedrain.NodeDrainRequest{
+		Node: node, RequestID: id, RequestedAt: at, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Withdraw deletes node's request.
+func (b *Bus) Withdraw(t testing.TB, node string) {
+	t.Helper()
+	if err := b.Requests.Unpublish(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Last returns the latest status published for node.
+func (b *Bus) Last(node string) (nodedrain.NodeDrainStatus, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.seen[node]
+	if len(s) == 0 {
+		return nodedrain.NodeDrainStatus{}, false
+	}
+	return s[len(s)-1], true
+}
+
+// History lists the statuses published for node, consecutive repeats folded.
+func (b *Bus) History(node string) []nodedrain.DrainStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []nodedrain.DrainStatus
+	for _, s := range b.seen[node] {
+		if len(out) == 0 || out[len(out)-1] != s.Status {
+			out = append(out, s.Status)
+		}
+	}
+	return out
+}
+
+// WaitFor waits until a status published for node satisfies ok, and returns the first that did.
+// Every published status counts, not only the latest: drains move on quickly.
+func (b *Bus) WaitFor(t testing.TB, node string, timeout time.Duration, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b.mu.Lock()
+		for _, st := range b.seen[node] {
+			if ok(st) {
+				b.mu.Unlock()
+				return st
+			}
+		}
+		b.mu.Unlock()
+		if time.Now().After(deadline) {
+			last, _ := b.Last(node)
+			t.Fatalf("node %s never reached %s within %s; last: %s %q; history %v", node, what, timeout, last.Status, last.Message, b.History(node))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitStatus waits until node has been published in status want.
+func (b *Bus) WaitStatus(t testing.TB, node string, want nodedrain.DrainStatus, timeout time.Duration) nodedrain.NodeDrainStatus {
+	t.Helper()
+	return b.WaitFor(t, node, timeout, want.String(), func(s nodedrain.NodeDrainStatus) bool { return s.Status == want })
+}
+
+// Seen returns every status published for node so far, oldest first.
+func (b *Bus) Seen(node string) []nodedrain.NodeDrainStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]nodedrain.NodeDrainStatus(nil), b.seen[node]...)
+}
