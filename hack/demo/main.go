@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"golang.org/x/term"
 )
 
 func main() {
@@ -30,14 +32,13 @@ Flags:`)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	fi, err := os.Stdin.Stat()
-	interactive := err == nil && fi.Mode()&os.ModeCharDevice != 0
+	interactive := term.IsTerminal(int(os.Stdin.Fd()))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	d := &demo{out: os.Stdout, keep: *keep || interactive}
-	err = d.run(ctx)
+	err := d.run(ctx)
 	d.cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
