@@ -39,6 +39,9 @@ type Engine struct {
 	timer        *time.Timer
 }
 
+// statusHistory is how many statuses per node the status bucket keeps.
+const statusHistory = 8
+
 // nodeEvent is an operation's result for a node's drain, or (probe set) whether the API answered.
 type nodeEvent struct {
 	node  string
@@ -84,8 +87,12 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.statuses, err = pubsub.OpenBucket(ctx, e.cfg.JetStream,
-		bucket(nodedrain.StatusBucket, "edgedrain: drain status of each node, written by the coordinator"), nodedrain.StatusCodec{})
+	// A few values of history per node, so that a watcher that is a moment behind (a status view,
+	// the demo) still sees every transition instead of only the latest; Get and a new watcher's
+	// snapshot still give the last value.
+	statusCfg := bucket(nodedrain.StatusBucket, "edgedrain: drain status of each node, written by the coordinator")
+	statusCfg.History = statusHistory
+	e.statuses, err = pubsub.OpenBucket(ctx, e.cfg.JetStream, statusCfg, nodedrain.StatusCodec{})
 	return err
 }
 
