@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -67,21 +66,7 @@ func StartCluster(ctx context.Context) (*Cluster, func(), error) {
 //	var cluster *testenv.Cluster
 //	func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
 func Main(m *testing.M, c **Cluster) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	cluster, stop, err := StartCluster(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv: start local cluster:", err)
-		os.Exit(1)
-	}
-	*c = cluster
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	MainWith(m, c, func() (func(), error) { return func() {}, nil })
 }
 
 // RequireCluster skips the test under -short and otherwise returns c, failing if it is nil.
