@@ -75,6 +75,11 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 			FieldSelector: "involvedObject.name=" + target + ",reason=DrainCOMPLETE"})
 		return err == nil && len(evs.Items) == 1
 	}, 10*time.Second, 50*time.Millisecond, "no DrainCOMPLETE event on the node")
+	evs, err := h.c.Client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + target + ",reason=DrainCORDONED"})
+	require.NoError(t, err)
+	require.Len(t, evs.Items, 1)
+	assert.Equal(t, int32(1), evs.Items[0].Count, "one Event per transition, not one per progress update")
 
 	// The node is back: the agent withdraws the request.
 	h.withdraw(target)

@@ -32,6 +32,7 @@ type Engine struct {
 
 	drains       map[string]nodedrain.Drain
 	unpublished  map[string]bool // statuses whose publication failed; retried every tick
+	announced    map[string]nodedrain.DrainStatus // the status of each node's last Event
 	wholeCluster bool
 	apiDownSince time.Time
 	results      chan nodeEvent
@@ -69,7 +70,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		drains: map[string]nodedrain.Drain{}, unpublished: map[string]bool{},
+		drains: map[string]nodedrain.Drain{}, unpublished: map[string]bool{}, announced: map[string]nodedrain.DrainStatus{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -104,6 +105,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer cancel()
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.drains, e.unpublished, e.apiDownSince, e.wholeCluster = map[string]nodedrain.Drain{}, map[string]bool{}, time.Time{}, false
+	e.announced = map[string]nodedrain.DrainStatus{}
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {

@@ -223,7 +223,9 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	delete(e.unpublished, st.Node)
 	e.metrics.observeStatus(st)
 	e.log.WithFields(statusFields(st)).Info(st.Message)
-	if e.cfg.Recorder != nil {
+	// An Event per transition, not per progress update.
+	if prev, ok := e.announced[st.Node]; e.cfg.Recorder != nil && (!ok || prev != st.Status) {
+		e.announced[st.Node] = st.Status
 		ref := &corev1.ObjectReference{Kind: "Node", Name: st.Node, UID: types.UID(st.Node)}
 		kind := corev1.EventTypeNormal
 		if st.Status.Failed() {
