@@ -53,8 +53,12 @@ cluster-up: cluster-bins
 cluster-down:
 	$(GO) run ./hack/localcluster down
 
+## bench: bus latency and fan-out, volume gate evaluation, agent COMPLETE-to-command latency;
+## drain times against kubectl drain: `go run ./bench/drain` (several minutes at 1000 pods).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
+	$(GO) test -short -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
+	$(GO) test -short -run '^$$' -bench . ./pkg/volumes
+	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
 
 clean:
 	rm -rf bin
