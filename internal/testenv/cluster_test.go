@@ -134,3 +134,46 @@ func waitDisruptionsAllowed(t *testing.T, c *Cluster, ns, name string, allowed, 
 			pdb.Status.DisruptionsAllowed == allowed && pdb.Status.CurrentHealthy == healthy
 	}, 30*time.Second, 50*time.Millisecond, "PDB status never reached allowed=%d healthy=%d: %+v", allowed, healthy, &last)
 }
+
+// The simulated kubelet finishes a deletion when the pod's grace period ends, or after the
+// duration in TerminateAfterAnnotation: drains take the time they take on a real node.
+// (kwok's delay is until metadata.deletionTimestamp, which has whole seconds.)
+func TestPodTerminationTakesItsTime(t *testing.T) {
+	c := RequireCluster(t, cluster)
+	c.AddNodes(t, "term", 1)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	pod := func(name string, grace int64, annotations map[string]string) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+			Spec: corev1.PodSpec{
+				NodeSelector:                  map[string]string{GroupLabel: "term"},
+				TerminationGracePeriodSeconds: &grace,
+				Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+			},
+		}
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	pod("graceful", 2, nil)
+	pod("quick", 600, map[string]string{TerminateAfterAnnotation: "300ms"})
+	require.Eventually(t, func() bool {
+		pods, err := c.RunningPods(ctx, ns, "")
+		return err == nil && len(pods) == 2
+	}, 30*time.Second, 50*time.Millisecond)
+	gone := func(name string) bool {
+		_, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}
+	deleted := time.Now()
+	for _, name := range []string{"graceful", "quick"} {
+		require.NoError(t, c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	require.Eventually(t, func() bool { return gone("quick") }, 10*time.Second, 20*time.Millisecond,
+		"the annotation's 300ms did not override a 600 s grace period")
+	// deletionTimestamp has a resolution of one second, so a 2 s grace period ends 1 to 2 s later.
+	assert.Never(t, func() bool { return gone("graceful") && time.Since(deleted) < 900*time.Millisecond },
+		time.Until(deleted.Add(900*time.Millisecond)), 20*time.Millisecond, "pod went before its grace period")
+	require.Eventually(t, func() bool { return gone("graceful") }, 15*time.Second, 20*time.Millisecond)
+	t.Logf("graceful pod gone %s after its deletion", time.Since(deleted).Round(10*time.Millisecond))
+}
