@@ -236,6 +236,8 @@ func (r *attemptRun) blockersLocked(includeTerminating bool) []nodedrain.Blocker
 		switch {
 		case st.gone:
 			continue
+		case !st.evicted && st.refusal == "" && !includeTerminating:
+			continue // its eviction request is still on its way: not refused, not a blocker yet
 		case !st.evicted:
 			reason = st.refusal
 			if reason == "" {
