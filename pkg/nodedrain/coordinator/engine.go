@@ -31,7 +31,7 @@ type Engine struct {
 	ops      *executor
 
 	drains       map[string]nodedrain.Drain
-	unpublished  map[string]bool // statuses whose publication failed; retried every tick
+	unpublished  map[string]bool                  // statuses whose publication failed; retried every tick
 	announced    map[string]nodedrain.DrainStatus // the status of each node's last Event
 	wholeCluster bool
 	apiDownSince time.Time
