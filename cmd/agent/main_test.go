@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,23 +20,7 @@ var (
 	agentBin string // the agent binary, built once for the package's process tests
 )
 
-func TestMain(m *testing.M) {
-	testenv.MainWith(m, &cluster, func() (func(), error) {
-		dir, err := os.MkdirTemp("", "edgedrain-agent-bin-")
-		if err != nil {
-			return nil, err
-		}
-		cleanup := func() { _ = os.RemoveAll(dir) }
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		agentBin, err = testenv.BuildGo(ctx, "./cmd/agent", dir)
-		if err != nil {
-			cleanup()
-			return nil, err
-		}
-		return cleanup, nil
-	})
-}
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, &cluster, "./cmd/agent", &agentBin) }
 
 // TestNoKubernetesClient keeps the agent free of client-go (DESIGN §4): it must hold no
 // Kubernetes credentials and stay small.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -20,16 +19,7 @@ var (
 	coordBin string // the coordinator binary, built once for the package's process tests
 )
 
-func TestMain(m *testing.M) {
-	testenv.MainWith(m, &cluster, func() (func(), error) {
-		dir, err := os.MkdirTemp("", "edgedrain-coordinator-bin-")
-		if err != nil {
-			return nil, err
-		}
-		coordBin, err = testenv.BuildGo(context.Background(), "./cmd/coordinator", dir)
-		return func() { _ = os.RemoveAll(dir) }, err
-	})
-}
+func TestMain(m *testing.M) { testenv.MainWithBinary(m, &cluster, "./cmd/coordinator", &coordBin) }
 
 // Two coordinator processes: one holds the Lease and drains; SIGKILLed (no chance to release
 // the Lease), the other takes over within 15 s and finishes the cycle by uncordoning the node.

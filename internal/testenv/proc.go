@@ -164,3 +164,18 @@ func (p *Proc) Tail(n int) string {
 	}
 	return "--- last lines of " + p.logPath + " ---\n" + strings.Join(lines, "\n")
 }
+
+// MainWithBinary is Main for a package that runs the program pkg (e.g. "./cmd/agent") as a
+// process: it builds it once into a temporary directory and sets *bin to its path.
+func MainWithBinary(m *testing.M, c **Cluster, pkg string, bin *string) {
+	MainWith(m, c, func() (func(), error) {
+		dir, err := os.MkdirTemp("", "edgedrain-bin-")
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		*bin, err = BuildGo(ctx, pkg, dir)
+		return func() { _ = os.RemoveAll(dir) }, err
+	})
+}
