@@ -88,8 +88,9 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// backoff returns base doubled (failures-1) times, capped at max.
-func backoff(failures int, base, max time.Duration) time.Duration {
+// Backoff returns base doubled (failures-1) times, capped at max: the wait after the given
+// number of consecutive failures. The coordinator and the agent both back off this way.
+func Backoff(failures int, base, max time.Duration) time.Duration {
 	d := base
 	for i := 1; i < failures && d < max; i++ {
 		d *= 2

@@ -172,7 +172,7 @@ func (s *stepper) result(e EvResult) {
 			s.set(StatusFailedCordon, fmt.Sprintf("cordon failed after %d attempts: %v", attempt, e.Err), nil)
 			s.outcome(StatusFailedCordon, false)
 		default:
-			wait := backoff(attempt, s.p.CordonBackoff, s.p.CordonBackoffMax)
+			wait := Backoff(attempt, s.p.CordonBackoff, s.p.CordonBackoffMax)
 			s.note(fmt.Sprintf("cordon attempt %d of %d failed: %v; retrying in %s", attempt, s.p.CordonAttempts, e.Err, wait), nil)
 			s.retry(OpCordon, attempt+1, wait)
 		}
@@ -237,7 +237,7 @@ func (s *stepper) evicted(e EvResult, attempt int) {
 		s.set(StatusFailedDrain, fmt.Sprintf("eviction failed after %d attempts: %v", attempt, e.Err), e.Blockers)
 		s.outcome(StatusFailedDrain, false)
 	default:
-		wait := backoff(attempt, s.p.DrainBackoff, s.p.DrainBackoffMax)
+		wait := Backoff(attempt, s.p.DrainBackoff, s.p.DrainBackoffMax)
 		s.set(StatusDrainRetrying, fmt.Sprintf("eviction attempt %d of %d failed: %v; retrying in %s",
 			attempt, s.p.DrainAttempts, e.Err, wait), e.Blockers)
 		s.retry(OpEvict, attempt+1, wait)

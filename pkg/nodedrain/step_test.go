@@ -144,7 +144,7 @@ func TestBackoffCapped(t *testing.T) {
 	p := DefaultPolicy()
 	var got []time.Duration
 	for i := 1; i <= 6; i++ {
-		got = append(got, backoff(i, p.CordonBackoff, p.CordonBackoffMax))
+		got = append(got, Backoff(i, p.CordonBackoff, p.CordonBackoffMax))
 	}
 	assert.Equal(t, []time.Duration{1e9, 2e9, 4e9, 8e9, 10e9, 10e9}, got)
 }

@@ -63,15 +63,6 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// backoff returns base doubled (failures-1) times, capped at max.
-func backoff(failures int, base, max time.Duration) time.Duration {
-	d := base
-	for i := 1; i < failures && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
 // Phase is where the node's operation stands.
 type Phase string
 

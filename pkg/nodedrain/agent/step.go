@@ -160,7 +160,7 @@ func (s *stepper) commandDone(e EvCommandDone) {
 func (s *stepper) commandFailed(reason string) {
 	st := &s.m.State
 	st.CommandFailures++
-	st.Phase, st.RetryAt = PhaseCleared, s.now.Add(backoff(st.CommandFailures, s.p.CommandRetryBackoff, s.p.CommandRetryBackoffMax))
+	st.Phase, st.RetryAt = PhaseCleared, s.now.Add(nodedrain.Backoff(st.CommandFailures, s.p.CommandRetryBackoff, s.p.CommandRetryBackoffMax))
 	s.actions = append(s.actions, CommandFailed{Operation: st.Operation, Failures: st.CommandFailures, RetryAt: st.RetryAt, Reason: reason})
 }
 
@@ -274,7 +274,7 @@ func (s *stepper) publish() {
 func (s *stepper) failed(v View) {
 	st := &s.m.State
 	st.DrainFailures++
-	st.Phase, st.RetryAt = PhaseBackoff, s.now.Add(backoff(st.DrainFailures, s.p.DrainRetryBackoff, s.p.DrainRetryBackoffMax))
+	st.Phase, st.RetryAt = PhaseBackoff, s.now.Add(nodedrain.Backoff(st.DrainFailures, s.p.DrainRetryBackoff, s.p.DrainRetryBackoffMax))
 	s.actions = append(s.actions, DrainFailed{Operation: st.Operation, Status: v.Status, Failures: st.DrainFailures,
 		RetryAt: st.RetryAt, Message: v.Message})
 	if st.OnBus {
