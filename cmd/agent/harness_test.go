@@ -61,11 +61,8 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
 	cfg := coordinator.DefaultConfig()
 	cfg.Client, cfg.JetStream = s.c.Client, s.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + s.group
-	p := &cfg.Policy
-	p.CordonBackoff, p.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
-	p.DrainAttemptTimeout = 10 * time.Second
-	p.DrainBackoff, p.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond
-	p.GateRecheck, p.UncordonRetry = 100*time.Millisecond, 100*time.Millisecond
+	cfg.Policy = testenv.FastPolicy()
+	cfg.Policy.DrainAttemptTimeout = 10 * time.Second // pods with a 1 s grace period on a loaded machine
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
 	log := logrus.New()

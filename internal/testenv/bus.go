@@ -136,3 +136,14 @@ func (b *Bus) Seen(node string) []nodedrain.NodeDrainStatus {
 	defer b.mu.Unlock()
 	return append([]nodedrain.NodeDrainStatus(nil), b.seen[node]...)
 }
+
+// FastPolicy is the drain policy tests run coordinators with: the default attempts, with delays
+// short enough that retries happen within a test.
+func FastPolicy() nodedrain.Policy {
+	p := nodedrain.DefaultPolicy()
+	p.CordonBackoff, p.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
+	p.DrainAttemptTimeout = 3 * time.Second
+	p.DrainBackoff, p.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond
+	p.GateRecheck, p.UncordonRetry = 100*time.Millisecond, 100*time.Millisecond
+	return p
+}

@@ -3,7 +3,6 @@ package volumes
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,54 +15,27 @@ import (
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
-	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-// drainWorld is an in-process coordinator Engine with the real gate, on its own bus, draining a
-// group of simulated nodes; it records every status the engine publishes.
+// drainWorld is an in-process coordinator Engine with the real gate, on its own bus (which
+// records every status the engine publishes), draining a group of simulated nodes.
 type drainWorld struct {
-	t        *testing.T
-	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
-	mu       sync.Mutex
-	seen     map[string][]nodedrain.NodeDrainStatus
+	*testenv.Bus
+	t *testing.T
 }
 
 func startDrainWorld(t *testing.T, c *testenv.Cluster, group string, gate coordinator.VolumeGate) *drainWorld {
 	t.Helper()
-	w := &drainWorld{t: t, seen: map[string][]nodedrain.NodeDrainStatus{}}
-	srv := testenv.StartNATS(t)
-	_, js := testenv.ConnectNATS(t, srv.ClientURL())
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	var err error
-	w.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
-	require.NoError(t, err)
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
-	require.NoError(t, err)
-	watch, err := statuses.Watch(ctx)
-	require.NoError(t, err)
-	go func() {
-		for ev := range watch.Events() {
-			if ev.Kind == pubsub.EventPut {
-				w.mu.Lock()
-				w.seen[ev.Key] = append(w.seen[ev.Key], ev.Value)
-				w.mu.Unlock()
-			}
-		}
-	}()
-
+	w := &drainWorld{Bus: testenv.StartBus(t), t: t}
 	cfg := coordinator.DefaultConfig()
-	cfg.Client, cfg.JetStream, cfg.Gate = c.Client, js, gate
+	cfg.Client, cfg.JetStream, cfg.Gate = c.Client, w.JS, gate
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
-	cfg.Policy.CordonBackoff, cfg.Policy.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
-	cfg.Policy.DrainAttemptTimeout = 3 * time.Second
-	cfg.Policy.DrainBackoff, cfg.Policy.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond
-	cfg.Policy.GateRecheck, cfg.Policy.UncordonRetry = 100*time.Millisecond, 100*time.Millisecond
+	cfg.Policy = testenv.FastPolicy()
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
-	log := logrus.New()
-	cfg.Logger = log.WithField("test", t.Name())
+	cfg.Logger = logrus.New().WithField("test", t.Name())
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- engine.Run(ctx) }()
 	t.Cleanup(func() {
@@ -73,54 +45,18 @@ func startDrainWorld(t *testing.T, c *testenv.Cluster, group string, gate coordi
 	return w
 }
 
-func (w *drainWorld) request(node string) {
-	w.t.Helper()
-	_, err := w.requests.Publish(context.Background(), node, nodedrain.NodeDrainRequest{Node: node, RequestID: "r-" + node,
-		RequestedAt: time.Now(), RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
-	require.NoError(w.t, err)
-}
+func (w *drainWorld) request(node string) { w.Request(w.t, node, "r-"+node, time.Now()) }
 
-func (w *drainWorld) withdraw(node string) {
-	w.t.Helper()
-	require.NoError(w.t, w.requests.Unpublish(context.Background(), node))
-}
+func (w *drainWorld) withdraw(node string) { w.Withdraw(w.t, node) }
 
-// waitFor waits until a status published for node satisfies ok and returns it.
 func (w *drainWorld) waitFor(node, what string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
 	w.t.Helper()
-	var found nodedrain.NodeDrainStatus
-	require.Eventually(w.t, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		for _, st := range w.seen[node] {
-			if ok(st) {
-				found = st
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 20*time.Millisecond, "node %s never reached %s; seen %v", node, what, w.history(node))
-	return found
+	return w.WaitFor(w.t, node, 30*time.Second, what, ok)
 }
 
 func (w *drainWorld) last(node string) nodedrain.NodeDrainStatus {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.seen[node]
-	if len(s) == 0 {
-		return nodedrain.NodeDrainStatus{}
-	}
-	return s[len(s)-1]
-}
-
-func (w *drainWorld) history(node string) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for _, s := range w.seen[node] {
-		out = append(out, s.Status.String()+": "+s.Message)
-	}
-	return out
+	st, _ := w.Last(node)
+	return st
 }
 
 func TestCoordinatorHoldsCompleteBackForTheLastReplica(t *testing.T) {

@@ -52,10 +52,7 @@ func (h *harness) config(client kubernetes.Interface) Config {
 	cfg := DefaultConfig()
 	cfg.Client, cfg.JetStream = client, h.js
 	cfg.NodeSelector = testenv.GroupLabel + "=" + h.group
-	cfg.Policy.CordonBackoff, cfg.Policy.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
-	cfg.Policy.DrainAttemptTimeout = 3 * time.Second
-	cfg.Policy.DrainBackoff, cfg.Policy.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond
-	cfg.Policy.GateRecheck, cfg.Policy.UncordonRetry = 100*time.Millisecond, 100*time.Millisecond
+	cfg.Policy = testenv.FastPolicy()
 	cfg.EvictRetryDelay = 200 * time.Millisecond
 	cfg.ProgressEvery = 100 * time.Millisecond
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
