@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -30,10 +29,8 @@ type Engine struct {
 	nodes    listersv1.NodeLister
 	ops      *executor
 
-	drains       map[string]nodedrain.Drain
-	unpublished  map[string]bool                  // statuses whose publication failed; retried every tick
-	announced    map[string]nodedrain.DrainStatus // the status of each node's last Event
-	wholeCluster bool
+	core         *Core
+	unpublished  map[string]bool // statuses whose publication failed; retried every tick
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -70,7 +67,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		drains: map[string]nodedrain.Drain{}, unpublished: map[string]bool{}, announced: map[string]nodedrain.DrainStatus{},
+		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -104,8 +101,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
-	e.drains, e.unpublished, e.apiDownSince, e.wholeCluster = map[string]nodedrain.Drain{}, map[string]bool{}, time.Time{}, false
-	e.announced = map[string]nodedrain.DrainStatus{}
+	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {
@@ -215,38 +211,18 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	if err != nil {
 		return err
 	}
+	cordoned := map[string]bool{}
 	for _, n := range nodes {
 		if _, ours := n.Annotations[CordonAnnotation]; ours && n.Spec.Unschedulable {
-			st, ok := statuses[n.Name]
-			if !ok {
-				st = nodedrain.NodeDrainStatus{Node: n.Name, Status: nodedrain.StatusNotRequested}
-			}
-			st.CordonedByUs = true
-			statuses[n.Name] = st
+			cordoned[n.Name] = true
 		}
 	}
-	names := map[string]bool{}
-	for n := range requests {
-		names[n] = true
+	actions := e.core.Resume(ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}, e.cfg.Now())
+	for _, node := range e.core.Nodes() {
+		d, _ := e.core.Drain(node)
+		e.log.WithFields(logrus.Fields{"node": node, "status": d.Status.Status, "request": d.Status.RequestID}).Info("resuming")
 	}
-	for n := range statuses {
-		names[n] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for _, node := range sorted {
-		st, ok := statuses[node]
-		if !ok {
-			st = nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}
-		}
-		d, actions := nodedrain.Resume(st, requests[node], e.cfg.Now(), e.cfg.Policy)
-		e.log.WithFields(logrus.Fields{"node": node, "status": st.Status, "request": st.RequestID}).Info("resuming")
-		e.drains[node] = d
-		e.act(ctx, node, actions)
-	}
+	e.act(ctx, actions)
 	return nil
 }
 
@@ -277,28 +253,22 @@ func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.Nod
 
 // step feeds one event to a node's drain and carries out the resulting actions.
 func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
-	d, ok := e.drains[node]
-	if !ok {
-		d = nodedrain.Drain{Status: nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}}
-	}
-	prev := d.Request
-	d, actions := nodedrain.Step(d, ev, e.cfg.Now(), e.cfg.Policy)
-	e.drains[node] = d
-	e.act(ctx, node, actions)
-	if prev != nil && (d.Request == nil || d.Request.RequestID != prev.RequestID) {
-		e.ops.release(ctx, node)
-	}
+	e.act(ctx, e.core.Step(node, ev, e.cfg.Now()))
 }
 
-func (e *Engine) act(ctx context.Context, node string, actions []nodedrain.Action) {
-	for _, a := range actions {
-		switch a := a.(type) {
+func (e *Engine) act(ctx context.Context, actions []NodeAction) {
+	for _, na := range actions {
+		if na.Release {
+			e.ops.release(ctx, na.Node)
+			continue
+		}
+		switch a := na.Action.(type) {
 		case nodedrain.Publish:
 			e.publish(ctx, a.Status)
 		case nodedrain.Start:
-			e.ops.start(ctx, node, e.drains[node].Status.RequestID, a, e.wholeCluster)
+			e.ops.start(ctx, na.Node, na.RequestID, a, e.core.WholeCluster())
 		case nodedrain.Cancel:
-			e.ops.cancel(node)
+			e.ops.cancel(na.Node)
 		case nodedrain.Outcome:
 			res := a.Result.String()
 			if a.Withdrawn {
@@ -311,38 +281,18 @@ func (e *Engine) act(ctx context.Context, node string, actions []nodedrain.Actio
 
 // afterEvents admits waiting drains and re-arms the timer for the earliest retry.
 func (e *Engine) afterEvents(ctx context.Context) {
-	adm := nodedrain.Admit(e.drains, e.nodeInfos(), e.cfg.MaxConcurrentDrains)
-	if adm.WholeCluster != e.wholeCluster {
-		e.log.WithField("wholeCluster", adm.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
-		e.wholeCluster = adm.WholeCluster
+	actions, ev := e.core.Admit(e.nodeInfos(), e.cfg.Now())
+	if ev.Changed {
+		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
 	}
-	for _, n := range adm.Admit {
-		e.step(ctx, n, nodedrain.EvAdmit{})
-	}
-	for n, reason := range adm.NotSupported {
-		e.step(ctx, n, nodedrain.EvNotSupported{Reason: reason})
-	}
-	for n, msg := range adm.Queued {
-		e.step(ctx, n, nodedrain.EvQueued{Message: msg})
-	}
-	var next time.Time
-	for _, d := range e.drains {
-		if d.RetryOp != nodedrain.OpNone && (next.IsZero() || d.RetryAt.Before(next)) {
-			next = d.RetryAt
-		}
-	}
-	if !next.IsZero() {
+	e.act(ctx, actions)
+	if next := e.core.NextTimer(); !next.IsZero() {
 		e.timer.Reset(max(next.Sub(e.cfg.Now()), 0))
 	}
 }
 
 func (e *Engine) fireTimers(ctx context.Context) {
-	now := e.cfg.Now()
-	for node, d := range e.drains {
-		if d.RetryOp != nodedrain.OpNone && !now.Before(d.RetryAt) {
-			e.step(ctx, node, nodedrain.EvTimer{})
-		}
-	}
+	e.act(ctx, e.core.Timers(e.cfg.Now()))
 }
 
 func (e *Engine) nodeInfos() []nodedrain.NodeInfo {

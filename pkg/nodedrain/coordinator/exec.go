@@ -18,14 +18,22 @@ import (
 )
 
 // executor performs the machine's operations, each in its own goroutine under a per-node
-// context that Cancel ends, and posts each result back to the engine's loop.
+// context that cancel ends, and posts each result back to the engine's loop.
 type executor struct {
 	e       *Engine
 	nodeOps nodeOps
 	evictor *evictor
 	mu      sync.Mutex
-	cancels map[string]context.CancelFunc
-	wg      sync.WaitGroup
+	// nodes holds each node's one live context: every operation for the node runs under it
+	// until cancel(node) ends it (a long drain must not pile up a context per operation).
+	nodes map[string]nodeCtx
+	wg    sync.WaitGroup
+}
+
+// nodeCtx is the context the operations of one node run under, and the func that ends it.
+type nodeCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newExecutor(e *Engine) *executor {
@@ -34,21 +42,25 @@ func newExecutor(e *Engine) *executor {
 		nodeOps: nodeOps{client: e.cfg.Client, now: e.cfg.Now},
 		evictor: &evictor{client: e.cfg.Client, retryDelay: e.cfg.EvictRetryDelay, force: e.cfg.EvictUnmanagedPods,
 			progressEvery: e.cfg.ProgressEvery, log: e.log},
-		cancels: map[string]context.CancelFunc{},
+		nodes: map[string]nodeCtx{},
 	}
 }
 
+// nodeContext returns the context for an operation of node: the node's live context, created
+// under ctx (the engine's run context, the same for every call) on first use and reused by
+// every later operation of the node until cancel(node) ends it; after that the next operation
+// gets a fresh one.
 func (x *executor) nodeContext(ctx context.Context, node string) context.Context {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	nctx, cancel := context.WithCancel(ctx)
-	prev := x.cancels[node]
-	x.cancels[node] = func() {
-		cancel()
-		if prev != nil {
-			prev()
+	if nc, ok := x.nodes[node]; ok {
+		if nc.ctx.Err() == nil {
+			return nc.ctx
 		}
+		nc.cancel() // ended with its parent: release it and start afresh
 	}
+	nctx, cancel := context.WithCancel(ctx)
+	x.nodes[node] = nodeCtx{ctx: nctx, cancel: cancel}
 	return nctx
 }
 
@@ -56,9 +68,9 @@ func (x *executor) nodeContext(ctx context.Context, node string) context.Context
 func (x *executor) cancel(node string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if c := x.cancels[node]; c != nil {
-		c()
-		delete(x.cancels, node)
+	if nc, ok := x.nodes[node]; ok {
+		nc.cancel()
+		delete(x.nodes, node)
 	}
 }
 
@@ -83,9 +95,9 @@ func (x *executor) release(ctx context.Context, node string) {
 // stopAll cancels everything and waits for the goroutines to return.
 func (x *executor) stopAll() {
 	x.mu.Lock()
-	for n, c := range x.cancels {
-		c()
-		delete(x.cancels, n)
+	for n, nc := range x.nodes {
+		nc.cancel()
+		delete(x.nodes, n)
 	}
 	x.mu.Unlock()
 	x.wg.Wait()
@@ -175,20 +187,12 @@ func (e *Engine) checkAPIUnreachable(ctx context.Context) {
 	if down < timeout {
 		return
 	}
-	for node, d := range e.drains {
-		if !d.Active() {
-			continue
-		}
+	view := func(node string, after bool) (GateResult, error) {
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		after := d.Waiting >= nodedrain.OpFinalGate || d.RetryOp == nodedrain.OpFinalGate
-		r, err := e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.wholeCluster, AfterEviction: after})
-		cancel()
-		safe := r.Safe && err == nil
-		if err != nil {
-			safe, r.Blockers = d.GateSafe, d.Status.Blockers
-		}
-		e.step(ctx, node, nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers})
+		defer cancel()
+		return e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.core.WholeCluster(), AfterEviction: after})
 	}
+	e.act(ctx, e.core.APIUnreachable(down, view, e.cfg.Now()))
 }
 
 func (e *Engine) apiReachable(reachable bool) {
@@ -224,8 +228,7 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	e.metrics.observeStatus(st)
 	e.log.WithFields(statusFields(st)).Info(st.Message)
 	// An Event per transition, not per progress update.
-	if prev, ok := e.announced[st.Node]; e.cfg.Recorder != nil && (!ok || prev != st.Status) {
-		e.announced[st.Node] = st.Status
+	if e.core.Announce(st) && e.cfg.Recorder != nil {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: st.Node, UID: types.UID(st.Node)}
 		kind := corev1.EventTypeNormal
 		if st.Status.Failed() {
@@ -237,7 +240,7 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 
 func (e *Engine) republish(ctx context.Context) {
 	for node := range e.unpublished {
-		if d, ok := e.drains[node]; ok {
+		if d, ok := e.core.Drain(node); ok {
 			e.publish(ctx, d.Status)
 		}
 	}

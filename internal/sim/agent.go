@@ -1,0 +1,198 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// agentProc is one node's agent: the real agent.Step, with its runtime's I/O (bus, state file,
+// commands, sentinel files, the override file) performed against the model.
+type agentProc struct {
+	s     *Sim
+	node  *node
+	alive bool
+	// inc numbers the process's lives: replies to an earlier life are dropped.
+	inc       int
+	m         agent.Machine
+	persisted agent.State
+	conn      *conn
+	watch     *watcher
+	timerGen  int
+	// files on the node's disk: sentinel modification times (0: no file) and the override file.
+	sentinel map[agent.Operation]int64
+	override *nodedrain.StatusOverride
+	// cmdRequest is the request whose command took the machine down last.
+	cmdRequest string
+	cmdByBus   bool
+}
+
+func (s *Sim) newAgent(n *node) *agentProc {
+	a := &agentProc{s: s, node: n, conn: &conn{b: s.bus, name: "agent/" + n.name}, sentinel: map[agent.Operation]int64{},
+		persisted: agent.State{Phase: agent.PhaseIdle}}
+	a.start()
+	return a
+}
+
+func (a *agentProc) later(d time.Duration, what string, f func()) {
+	inc := a.inc
+	a.s.w.after(d, what, func() {
+		if a.alive && a.inc == inc {
+			f()
+		}
+	})
+}
+
+// start runs the agent process: load the state file, EvStart, watch the status, poll files.
+func (a *agentProc) start() {
+	a.inc++
+	a.alive, a.conn.alive = true, true
+	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
+	a.step(agent.EvStart{BootID: a.bootID()})
+	a.openWatch()
+	if a.override != nil {
+		o := *a.override
+		a.later(a.s.w.between(0, 250*time.Millisecond), "override poll", func() { a.step(agent.EvOverride{Override: &o}) })
+	}
+	a.later(a.s.w.between(0, 2*time.Second), "sentinel poll", a.pollSentinels)
+}
+
+func (a *agentProc) bootID() string { return fmt.Sprintf("boot-%d", a.node.bootID) }
+
+// openWatch opens the status watch once the bus answers (the agent retries in the background).
+func (a *agentProc) openWatch() {
+	if !a.conn.connected() {
+		a.later(time.Second, "open bus", a.openWatch)
+		return
+	}
+	inc := a.inc
+	a.watch = a.s.bus.watch(a.conn, bucketStatus, a.node.name, func(_ string, r revision) {
+		if a.alive && a.inc == inc {
+			ev := agent.EvBusStatus{}
+			if r.val != nil {
+				st := r.val.(nodedrain.NodeDrainStatus)
+				ev.Status = &st
+			}
+			a.step(ev)
+		}
+	}, func() {
+		if a.alive && a.inc == inc {
+			a.step(agent.EvBusSnapshot{})
+		}
+	})
+}
+
+func (a *agentProc) crash(why string) {
+	if !a.alive {
+		return
+	}
+	a.s.w.logf("agent of %s stops (%s)", a.node.name, why)
+	a.alive, a.conn.alive = false, false
+	if a.watch != nil {
+		a.watch.stop()
+		a.watch = nil
+	}
+}
+
+func (a *agentProc) pollSentinels() {
+	for _, op := range agent.Operations {
+		if mt := a.sentinel[op]; mt != 0 && a.m.State.Phase == agent.PhaseIdle {
+			a.step(agent.EvTrigger{Operation: op, Context: string(op), RequestID: a.s.newRequestID(a.node.name),
+				Sentinel: "/var/run/" + string(op) + "-required", SentinelModTime: mt})
+		}
+	}
+	a.later(a.s.w.between(5*time.Second, 15*time.Second), "sentinel poll", a.pollSentinels)
+}
+
+// step feeds the real agent.Step, saves the state (before acting, as the runtime does) and
+// performs the actions.
+func (a *agentProc) step(ev agent.Event) {
+	m, actions := agent.Step(a.m, ev, a.s.w.now, a.s.cfg.AgentPolicy)
+	a.m = m
+	a.persisted = m.State
+	for _, act := range actions {
+		a.perform(act)
+	}
+	a.timerGen++
+	if next := a.m.NextWake(); !next.IsZero() {
+		gen := a.timerGen
+		a.later(next.Sub(a.s.w.now), "agent timer", func() {
+			if gen == a.timerGen {
+				a.step(agent.EvTimer{RequestID: a.s.newRequestID(a.node.name)})
+			}
+		})
+	}
+}
+
+func (a *agentProc) perform(act agent.Action) {
+	s := a.s
+	name := a.node.name
+	switch x := act.(type) {
+	case agent.PublishRequest:
+		req := x.Request
+		inc := a.inc
+		s.bus.op(a.conn, func() error {
+			s.bus.write(bucketRequests, name, req, "agent/"+name)
+			return nil
+		}, func(err error) {
+			if a.alive && a.inc == inc {
+				a.step(agent.EvBusDone{Publish: true, RequestID: req.RequestID, Err: err})
+			}
+		})
+	case agent.WithdrawRequest:
+		inc := a.inc
+		s.bus.op(a.conn, func() error {
+			if s.bus.value(bucketRequests, name) != nil {
+				s.bus.write(bucketRequests, name, nil, "agent/"+name)
+			}
+			return nil
+		}, func(err error) {
+			if a.alive && a.inc == inc {
+				a.step(agent.EvBusDone{RequestID: x.RequestID, Err: err})
+			}
+		})
+	case agent.RunCommand:
+		a.runCommand(x)
+	case agent.RemoveOverride:
+		a.override = nil
+	case agent.Report:
+		s.w.logf("agent of %s: %s", name, x.Message)
+	case agent.DrainFailed:
+		s.w.logf("agent of %s: drain %s; asking again at t=%.1fs", name, x.Status, x.RetryAt.Sub(epoch).Seconds())
+	case agent.CommandFailed:
+		s.w.logf("agent of %s: %s command failed (%s)", name, x.Operation, x.Reason)
+	}
+}
+
+// runCommand checks S1 and S5, then runs the operation: a reboot or shutdown takes the
+// machine down (and brings it back with a new boot ID); an update succeeds or fails.
+func (a *agentProc) runCommand(x agent.RunCommand) {
+	s := a.s
+	byBus := !strings.HasPrefix(a.m.State.ClearedBy, "override")
+	s.w.logf("agent of %s runs the %s command for request %s (cleared by %s)", a.node.name, x.Operation, x.RequestID, a.m.State.ClearedBy)
+	if byBus {
+		s.checkS1(a, x.RequestID)
+	}
+	s.commands[x.RequestID]++
+	goesDown := x.Operation != agent.OpUpdate || s.cfg.AgentPolicy.UpdateReboots
+	fails := s.w.chance(s.cfg.CommandFailure)
+	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
+		var err error
+		if fails {
+			err = fmt.Errorf("%s command exited 1 (simulated)", x.Operation)
+		}
+		if err == nil && x.Operation == agent.OpUpdate {
+			s.updateDone(a.node.name)
+		}
+		a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: err})
+		if err == nil && goesDown {
+			a.cmdRequest, a.cmdByBus = x.RequestID, byBus
+			a.later(s.w.between(100*time.Millisecond, 3*time.Second), "machine goes down", func() {
+				s.goDown(a, x.RequestID, byBus)
+			})
+		}
+	})
+}

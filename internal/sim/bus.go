@@ -1,0 +1,247 @@
+package sim
+
+import (
+	"errors"
+	"time"
+)
+
+// The model bus: JetStream key-value buckets as edgedrain uses them. Every put or delete gets
+// the next sequence number of the stream; each key keeps its last `history` revisions. A
+// watcher delivers the current value of every key (its snapshot), a marker, then every revision
+// after the last one it delivered, in order, each after a lag; while its connection is down it
+// delivers nothing, and on reconnect it replays the revisions it had not delivered that are
+// still kept (as pkg/pubsub's Watcher does after re-creating its consumer).
+
+var (
+	errBusDown    = errors.New("nats: no servers available (simulated outage)")
+	errBusTimeout = errors.New("nats: timeout (simulated lost reply)")
+	errBusWrongRv = errors.New("nats: wrong last sequence (simulated)")
+)
+
+// revision is one put (val != nil) or delete (val == nil) of a key.
+type revision struct {
+	seq uint64
+	at  time.Time
+	val any
+	by  string
+}
+
+type bucket struct {
+	name    string
+	history int
+	keys    map[string][]revision
+}
+
+type bus struct {
+	w        *world
+	up       bool
+	seq      uint64
+	buckets  map[string]*bucket
+	watchers []*watcher
+	// lossy makes some operations fail or lose their reply (a fault).
+	lossy bool
+}
+
+// conn is one client's connection; it is connected while its process runs, its network is up
+// and the bus is up.
+type conn struct {
+	b     *bus
+	name  string
+	alive bool
+	cut   bool // the client's own network is cut (a fault)
+}
+
+func (c *conn) connected() bool { return c.alive && !c.cut && c.b.up }
+
+func newBus(w *world) *bus {
+	return &bus{w: w, up: true, buckets: map[string]*bucket{
+		bucketRequests: {name: bucketRequests, history: 1, keys: map[string][]revision{}},
+		bucketStatus:   {name: bucketStatus, history: 8, keys: map[string][]revision{}},
+	}}
+}
+
+const (
+	bucketRequests = "requests"
+	bucketStatus   = "status"
+)
+
+// latest returns the key's last revision.
+func (b *bus) latest(bucket, key string) (revision, bool) {
+	revs := b.buckets[bucket].keys[key]
+	if len(revs) == 0 {
+		return revision{}, false
+	}
+	return revs[len(revs)-1], true
+}
+
+// value returns the key's current value, nil when unset or deleted.
+func (b *bus) value(bucket, key string) any {
+	r, ok := b.latest(bucket, key)
+	if !ok {
+		return nil
+	}
+	return r.val
+}
+
+// write applies a put or delete now and wakes the watchers.
+func (b *bus) write(bucket, key string, val any, by string) uint64 {
+	b.seq++
+	bk := b.buckets[bucket]
+	revs := append(bk.keys[key], revision{seq: b.seq, at: b.w.now, val: val, by: by})
+	if len(revs) > bk.history {
+		revs = revs[len(revs)-bk.history:]
+	}
+	bk.keys[key] = revs
+	for _, wt := range b.watchers {
+		if wt.bucket == bucket {
+			wt.pump()
+		}
+	}
+	return b.seq
+}
+
+// op performs a client operation that takes time: apply runs on the server (if the client is
+// connected when the request arrives), reply runs back at the client. Under a lossy bus an
+// operation may fail before it is applied, or be applied and answered with a timeout.
+func (b *bus) op(c *conn, apply func() error, reply func(error)) {
+	b.w.after(b.w.between(time.Millisecond, 20*time.Millisecond), "bus request", func() {
+		if !c.connected() {
+			b.w.after(b.w.between(0, 2*time.Second), "bus error", func() { reply(errBusDown) })
+			return
+		}
+		if b.lossy && b.w.chance(0.1) {
+			b.w.after(b.w.between(0, time.Second), "bus error", func() { reply(errBusTimeout) })
+			return
+		}
+		err := apply()
+		lost := b.lossy && b.w.chance(0.15)
+		b.w.after(b.w.between(time.Millisecond, 20*time.Millisecond), "bus reply", func() {
+			if lost && err == nil {
+				err = errBusTimeout
+			}
+			reply(err)
+		})
+	})
+}
+
+// watcher is one watch of a bucket, optionally filtered to one key.
+type watcher struct {
+	b       *bus
+	c       *conn
+	bucket  string
+	key     string // "" for every key
+	pos     uint64 // the last sequence delivered
+	busy    bool   // a delivery is scheduled
+	stopped bool
+	// slow makes deliveries lag by seconds (a fault).
+	slow bool
+	// deliver receives each revision; snapshotDone is called once after the snapshot.
+	deliver      func(key string, r revision)
+	snapshotDone func()
+}
+
+// watch starts a watcher: the snapshot of current values, the marker, then every change.
+func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision), snapshotDone func()) *watcher {
+	wt := &watcher{b: b, c: c, bucket: bucket, key: key, deliver: deliver, snapshotDone: snapshotDone}
+	b.watchers = append(b.watchers, wt)
+	// The snapshot is what the server holds when the watch is created.
+	var snap []struct {
+		key string
+		r   revision
+	}
+	for _, k := range sortedBusKeys(b.buckets[bucket].keys) {
+		if key != "" && k != key {
+			continue
+		}
+		r, _ := b.latest(bucket, k)
+		if r.val != nil {
+			snap = append(snap, struct {
+				key string
+				r   revision
+			}{k, r})
+		}
+	}
+	wt.pos = b.seq
+	wt.busy = true
+	delay := b.w.between(time.Millisecond, 30*time.Millisecond)
+	b.w.after(delay, "watch snapshot", func() {
+		wt.busy = false
+		if wt.stopped {
+			return
+		}
+		for _, s := range snap {
+			wt.deliver(s.key, s.r)
+		}
+		wt.snapshotDone()
+		wt.pump()
+	})
+	return wt
+}
+
+func (wt *watcher) stop() { wt.stopped = true }
+
+// pump schedules the delivery of the next revision the watcher has not delivered.
+func (wt *watcher) pump() {
+	if wt.busy || wt.stopped || !wt.c.connected() {
+		return
+	}
+	if _, _, ok := wt.next(); !ok {
+		return
+	}
+	lag := wt.b.w.between(time.Millisecond, 40*time.Millisecond)
+	if wt.slow {
+		lag = wt.b.w.between(time.Second, 15*time.Second)
+	}
+	wt.busy = true
+	wt.b.w.after(lag, "watch delivery", func() {
+		wt.busy = false
+		if wt.stopped {
+			return
+		}
+		if !wt.c.connected() {
+			return // not delivered; replayed on reconnect
+		}
+		// The revision may have been dropped from history meanwhile: take what is kept now.
+		key2, r, ok := wt.next()
+		if !ok {
+			return
+		}
+		wt.pos = r.seq
+		wt.deliver(key2, r)
+		wt.pump()
+	})
+}
+
+// next returns the kept revision with the lowest sequence after pos.
+func (wt *watcher) next() (string, revision, bool) {
+	var bestKey string
+	var best revision
+	found := false
+	for k, revs := range wt.b.buckets[wt.bucket].keys {
+		if wt.key != "" && k != wt.key {
+			continue
+		}
+		for _, r := range revs {
+			if r.seq > wt.pos && (!found || r.seq < best.seq) {
+				best, bestKey, found = r, k, true
+			}
+		}
+	}
+	return bestKey, best, found
+}
+
+// reconnected wakes every watcher (after an outage or a client's network coming back).
+func (b *bus) reconnected() {
+	for _, wt := range b.watchers {
+		wt.pump()
+	}
+}
+
+func sortedBusKeys(m map[string][]revision) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}

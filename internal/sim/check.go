@@ -1,0 +1,240 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// The invariants of DESIGN §8, as code. S1 and S2 are checked where the act happens (a command
+// starts, a COMPLETE is written); S3–S5 after every event; L1 at the end of the quiet period.
+
+// freshness bounds how long before a command starts the status that cleared it may have been
+// replaced on the bus: the time a confirmation read and its reply take.
+const freshness = time.Second
+
+// strandedFor bounds how long a node may carry edgedrain's cordon with no live request while a
+// coordinator leads and the API answers (the time to see the withdrawal and uncordon).
+const strandedFor = 90 * time.Second
+
+// checkS1: an agent runs its operation only after a COMPLETE (or NOTSUPPORTED) that the active
+// coordinator published for the agent's current request, and that was still the node's status
+// on the bus when the agent last confirmed it.
+func (s *Sim) checkS1(a *agentProc, rid string) {
+	ok := false
+	for _, st := range s.published[rid] {
+		if st == nodedrain.StatusComplete || st == nodedrain.StatusNotSupported {
+			ok = true
+		}
+	}
+	if !ok {
+		s.violate("S1", "the agent of %s runs its operation for request %s, for which no active coordinator published COMPLETE or NOTSUPPORTED (published: %v)",
+			a.node.name, rid, s.published[rid])
+		return
+	}
+	// When did the clearing status stop being the node's status on the bus?
+	revs := s.bus.buckets[bucketStatus].keys[a.node.name]
+	var validUntil time.Time
+	found := false
+	for i := len(revs) - 1; i >= 0; i-- {
+		st, isStatus := revs[i].val.(nodedrain.NodeDrainStatus)
+		if isStatus && st.RequestID == rid && (st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) {
+			found = true
+			validUntil = s.w.now
+			if i+1 < len(revs) {
+				validUntil = revs[i+1].at
+			}
+			break
+		}
+	}
+	if !found {
+		s.violate("S1", "the agent of %s runs its operation for request %s on a COMPLETE no longer in the bucket's history", a.node.name, rid)
+		return
+	}
+	if stale := s.w.now.Sub(validUntil); stale > freshness {
+		cur := s.bus.value(bucketStatus, a.node.name)
+		s.violate("S1", "the agent of %s runs its operation for request %s on a COMPLETE replaced %.1fs earlier (now: %s)",
+			a.node.name, rid, stale.Seconds(), describe(cur))
+	}
+}
+
+func describe(v any) string {
+	st, ok := v.(nodedrain.NodeDrainStatus)
+	if !ok {
+		return "nothing"
+	}
+	return fmt.Sprintf("%s for request %q", st.Status, st.RequestID)
+}
+
+// checkS2: COMPLETE only when the node's pods are gone, the node is cordoned and every volume
+// with data on the node has a healthy running copy on another Ready node — or the API has been
+// unreachable for the timeout and the gate's last view said the volumes were safe.
+func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
+	cl := s.cluster
+	n := cl.nodes[st.Node]
+	if !cl.apiUp && s.cfg.APIUnreachableTimeout > 0 && s.w.now.Sub(cl.apiDownAt) >= s.cfg.APIUnreachableTimeout {
+		if !s.gate(st.Node, false).Safe && !s.gate(st.Node, true).Safe {
+			s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
+		}
+		return
+	}
+	if n == nil || !n.exists {
+		return
+	}
+	if pods := cl.podsOn(st.Node); len(pods) > 0 {
+		s.violate("S2", "COMPLETE for %s while %d pod(s) are still on it (%s…)", st.Node, len(pods), pods[0].name)
+		return
+	}
+	if !n.unschedulable {
+		s.violate("S2", "COMPLETE for %s while it is not cordoned", st.Node)
+		return
+	}
+	for _, v := range cl.vols {
+		here, elsewhere := false, false
+		for _, r := range v.replicas {
+			if r.node == st.Node && r.intact {
+				here = true
+			}
+			o := cl.nodes[r.node]
+			if r.node != st.Node && r.intact && r.running && o.exists && o.up && o.ready {
+				elsewhere = true
+			}
+		}
+		if here && !elsewhere && !s.wholeClusterDeclared() {
+			s.violate("S2", "COMPLETE for %s while it holds the last healthy copy of %s", st.Node, v.name)
+			return
+		}
+	}
+}
+
+// wholeClusterDeclared reports whether every node asked with the documented declaration.
+func (s *Sim) wholeClusterDeclared() bool {
+	for _, name := range s.cluster.order {
+		r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		if !ok || !declaresShutdown(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// check runs after every event: S3, S4 and coverage.
+func (s *Sim) check() {
+	if s.violation != nil {
+		return
+	}
+	cl := s.cluster
+	// S3: at most MaxConcurrent nodes between admission and release — by their published
+	// status, or because they went down for an operation the bus cleared.
+	var holders []string
+	for _, name := range cl.order {
+		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
+		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		n := cl.nodes[name]
+		a := s.agentOf(name)
+		switch {
+		case st.Status == nodedrain.StatusStarting || st.Status == nodedrain.StatusCordoned || st.Status == nodedrain.StatusDrainRetrying:
+			holders = append(holders, name)
+		case st.Status == nodedrain.StatusComplete && live && !(s.wholeClusterDeclared() && !n.up):
+			holders = append(holders, name)
+		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.wholeClusterDeclared():
+			holders = append(holders, name+" (down)")
+		}
+		s.states[fmt.Sprintf("%d/%s/%v/%v/%v", st.Status, a.m.State.Phase, live, n.unschedulable, n.up)] = true
+	}
+	if len(holders) > s.cfg.MaxConcurrent {
+		s.violate("S3", "%d nodes in maintenance at once, max-concurrent-drains %d: %v", len(holders), s.cfg.MaxConcurrent, holders)
+		return
+	}
+	// S4: a node carrying edgedrain's cordon has a live request or an uncordon under way: it
+	// may not stay stranded while a coordinator can act.
+	leading := false
+	for _, c := range s.coords {
+		leading = leading || (s.leads(c) && c.running && c.core != nil)
+	}
+	for _, name := range cl.order {
+		n := cl.nodes[name]
+		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		stranded := n.exists && n.annotation != "" && n.unschedulable && !live && leading && cl.apiUp && s.bus.up
+		switch {
+		case !stranded:
+			delete(s.strandedSince, name)
+		case s.strandedSince[name].IsZero():
+			s.strandedSince[name] = s.w.now
+		case s.w.now.Sub(s.strandedSince[name]) > strandedFor:
+			s.violate("S4", "%s has carried edgedrain's cordon for %s with no live request", name, s.w.now.Sub(s.strandedSince[name]).Round(time.Second))
+			return
+		}
+	}
+	// S5: attempts never exceed the configured numbers (per request, across coordinators; a
+	// coordinator that dies mid-attempt may redo that attempt once).
+	for rid, n := range s.cordons {
+		if n > s.cfg.Policy.CordonAttempts+s.restarts() {
+			s.violate("S5", "%d cordon attempts for request %s (limit %d)", n, rid, s.cfg.Policy.CordonAttempts)
+			return
+		}
+	}
+	for rid, n := range s.evicts {
+		if n > s.cfg.Policy.DrainAttempts+s.restarts() {
+			s.violate("S5", "%d eviction attempts for request %s (limit %d)", n, rid, s.cfg.Policy.DrainAttempts)
+			return
+		}
+	}
+}
+
+func (s *Sim) restarts() int {
+	n := 0
+	for _, c := range s.coords {
+		n += c.inc
+	}
+	return n
+}
+
+func (s *Sim) agentOf(node string) *agentProc {
+	for _, a := range s.agents {
+		if a.node.name == node {
+			return a
+		}
+	}
+	return nil
+}
+
+// checkEnd is L1: after the quiet period every request has ended, nothing edgedrain cordoned
+// or asked the storage to evict is left so, and every operation still asked for is done.
+func (s *Sim) checkEnd() {
+	if s.violation != nil {
+		return
+	}
+	cl := s.cluster
+	for _, name := range cl.order {
+		n := cl.nodes[name]
+		a := s.agentOf(name)
+		switch {
+		case s.bus.value(bucketRequests, name) != nil:
+			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
+				describe(s.bus.value(bucketStatus, name)), a.m.State.Phase)
+		case n.exists && n.annotation != "":
+			s.violate("L1", "%s still carries edgedrain's cordon after the quiet period (unschedulable %v)", name, n.unschedulable)
+		case n.evictionRequested:
+			s.violate("L1", "the volume gate's eviction request on %s was never released", name)
+		case a.alive && a.m.State.Phase != agent.PhaseIdle:
+			s.violate("L1", "the agent of %s is still %s for its %s after the quiet period (status %s)", name,
+				a.m.State.Phase, a.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
+		case a.sentinel[agent.OpUpdate] != 0 && s.updatesOK[name].Before(time.Unix(0, a.sentinel[agent.OpUpdate])):
+			s.violate("L1", "the update asked for on %s was never done (its sentinel is still there)", name)
+		case a.sentinel[agent.OpReboot] != 0:
+			s.violate("L1", "the reboot asked for on %s was never done (its sentinel is still there)", name)
+		}
+		if s.violation != nil {
+			return
+		}
+	}
+}
+
+// declaresShutdown reports whether a request declares a planned whole-cluster shutdown.
+func declaresShutdown(r nodedrain.NodeDrainRequest) bool {
+	return strings.HasPrefix(r.Context, "cluster-shutdown")
+}

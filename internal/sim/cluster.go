@@ -1,0 +1,386 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// The model cluster: nodes, pods of ReplicaSets guarded by PodDisruptionBudgets, Longhorn
+// volumes with replicas, the Lease, and an API server whose writes take time and whose replies
+// may be lost.
+
+var (
+	errConflict = errors.New("the object has been modified; please apply your changes to the latest version (simulated conflict)")
+	errNotFound = errors.New("nodes not found (simulated)")
+	errPDB      = errors.New("Cannot evict pod as it would violate the pod's disruption budget (simulated)")
+)
+
+// errUnreachable is a transport error, as client-go returns when the API server cannot be reached.
+func errUnreachable(op string) error {
+	return &url.Error{Op: op, URL: "https://127.0.0.1:6443", Err: errors.New("connection refused (simulated API outage)")}
+}
+
+type node struct {
+	name string
+	// exists: a Node object is registered; up: the machine runs; ready: its kubelet reports Ready.
+	exists, up, ready bool
+	unschedulable     bool
+	// annotation is edgedrain's cordon record (the request ID), "" when absent.
+	annotation string
+	rv         int
+	bootID     int
+	// operatorCordon: an operator cordoned the node (not edgedrain).
+	operatorCordon bool
+	// downUndrained records pods lost when the machine went down.
+	lostPods int
+	// evictionRequested is the Longhorn node's eviction request made by the gate (work the gate
+	// holds for the node's drain).
+	evictionRequested bool
+}
+
+type pod struct {
+	name, node, group string
+	deleting          bool
+	ready             bool
+}
+
+type group struct {
+	name         string
+	replicas     int
+	minAvailable int
+}
+
+type replica struct {
+	name                        string
+	node                        string
+	intact, running, rebuilding bool
+	progress                    int
+}
+
+type volume struct {
+	name     string
+	desired  int
+	replicas []*replica
+	nextID   int
+}
+
+type lease struct {
+	holder  string
+	renewAt time.Time
+}
+
+type cluster struct {
+	w      *world
+	nodes  map[string]*node
+	order  []string
+	pods   map[string]*pod
+	groups []*group
+	vols   []*volume
+	apiUp  bool
+	// apiDownAt is when the API went down (zero while up); frozen is the volume facts then
+	// (what the gate's caches hold during the outage).
+	apiDownAt time.Time
+	frozen    []volumes.Volume
+	frozenN   map[string]volumes.NodeState
+	lease     lease
+	podSeq    int
+}
+
+func newCluster(w *world, n int) *cluster {
+	c := &cluster{w: w, nodes: map[string]*node{}, pods: map[string]*pod{}, apiUp: true}
+	for i := range n {
+		name := fmt.Sprintf("node-%d.edge", i)
+		c.nodes[name] = &node{name: name, exists: true, up: true, ready: true, bootID: 1}
+		c.order = append(c.order, name)
+	}
+	return c
+}
+
+// apiOp performs an API request that takes time: apply runs at the server if it is reachable,
+// reply runs at the client. Some replies are lost: the write happened, the client sees a
+// timeout (a transport error).
+func (c *cluster) apiOp(what string, lossy bool, apply func() error, reply func(error)) {
+	w := c.w
+	if !c.apiUp {
+		w.after(w.between(0, 3*time.Second), "api error", func() { reply(errUnreachable(what)) })
+		return
+	}
+	w.after(w.between(time.Millisecond, 30*time.Millisecond), "api request "+what, func() {
+		if !c.apiUp {
+			w.after(w.between(0, 3*time.Second), "api error", func() { reply(errUnreachable(what)) })
+			return
+		}
+		err := apply()
+		lost := lossy && w.chance(0.05)
+		w.after(w.between(time.Millisecond, 30*time.Millisecond), "api reply "+what, func() {
+			if lost {
+				reply(errUnreachable(what))
+				return
+			}
+			reply(err)
+		})
+	})
+}
+
+// schedulable nodes that can take pods.
+func (c *cluster) canHost(n *node) bool { return n.exists && n.up && n.ready && !n.unschedulable }
+
+// place creates a replacement pod for g on the least loaded node that can host it, or leaves
+// it pending (placed later by reschedule).
+func (c *cluster) place(g *group) {
+	c.podSeq++
+	p := &pod{name: fmt.Sprintf("%s-%d", g.name, c.podSeq), group: g.name}
+	c.pods[p.name] = p
+	c.schedule(p)
+}
+
+func (c *cluster) schedule(p *pod) {
+	best := ""
+	load := map[string]int{}
+	for _, q := range c.pods {
+		load[q.node]++
+	}
+	for _, name := range c.order {
+		n := c.nodes[name]
+		if c.canHost(n) && (best == "" || load[name] < load[best]) {
+			best = name
+		}
+	}
+	if best == "" {
+		return
+	}
+	p.node = best
+	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "pod ready", func() {
+		if q, ok := c.pods[p.name]; ok && q.node == best && !q.deleting && c.nodes[best].up {
+			q.ready = true
+		}
+	})
+}
+
+// reschedule places pending pods.
+func (c *cluster) reschedule() {
+	for _, name := range sortedPodNames(c.pods) {
+		if p := c.pods[name]; p.node == "" {
+			c.schedule(p)
+		}
+	}
+}
+
+// evict asks to evict p: refused when its PodDisruptionBudget allows no disruption; else it
+// terminates after its grace period and its ReplicaSet creates a replacement.
+func (c *cluster) evict(p *pod) error {
+	g := c.group(p.group)
+	healthy := 0
+	for _, q := range c.pods {
+		if q.group == g.name && q.ready && !q.deleting {
+			healthy++
+		}
+	}
+	if p.ready && healthy-1 < g.minAvailable {
+		return fmt.Errorf("evict %s: %w", p.name, errPDB)
+	}
+	p.deleting, p.ready = true, false
+	c.place(g)
+	c.w.after(c.w.between(200*time.Millisecond, 4*time.Second), "pod gone", func() { delete(c.pods, p.name) })
+	return nil
+}
+
+func (c *cluster) group(name string) *group {
+	for _, g := range c.groups {
+		if g.name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// podsOn returns the evictable pods on node (every pod here is a ReplicaSet's).
+func (c *cluster) podsOn(node string) []*pod {
+	var out []*pod
+	for _, name := range sortedPodNames(c.pods) {
+		if p := c.pods[name]; p.node == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// machineDown takes a node's machine down: its pods die (their ReplicaSets replace them), its
+// replicas stop.
+func (c *cluster) machineDown(n *node) {
+	n.up, n.ready = false, false
+	for _, p := range c.podsOn(n.name) {
+		if !p.deleting {
+			n.lostPods++
+		}
+		delete(c.pods, p.name)
+		if !p.deleting {
+			c.place(c.group(p.group))
+		}
+	}
+	for _, v := range c.vols {
+		for _, r := range v.replicas {
+			if r.node == n.name {
+				r.running = false
+				if r.rebuilding {
+					r.rebuilding, r.intact = false, false
+				}
+			}
+		}
+	}
+}
+
+// machineUp brings a node back with a new boot ID; its intact replicas run again.
+func (c *cluster) machineUp(n *node) {
+	n.up, n.bootID = true, n.bootID+1
+	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "kubelet ready", func() {
+		if n.up && n.exists {
+			n.ready = true
+			n.rv++
+			c.reschedule()
+		}
+	})
+	for _, v := range c.vols {
+		for _, r := range v.replicas {
+			if r.node == n.name && r.intact {
+				r.running = true
+			}
+		}
+	}
+}
+
+// facts returns the volumes as the gate's Longhorn source reports them, and the node states.
+func (c *cluster) facts() ([]volumes.Volume, map[string]volumes.NodeState) {
+	if !c.apiUp {
+		return c.frozen, c.frozenN
+	}
+	return c.liveFacts()
+}
+
+func (c *cluster) liveFacts() ([]volumes.Volume, map[string]volumes.NodeState) {
+	var vols []volumes.Volume
+	for _, v := range c.vols {
+		fv := volumes.Volume{Source: "longhorn", Name: v.name, PVCNamespace: "default", PVCName: "pvc-" + v.name, DesiredReplicas: v.desired}
+		for _, r := range v.replicas {
+			fv.Replicas = append(fv.Replicas, volumes.Replica{Name: r.name, Node: r.node, Intact: r.intact, Running: r.running,
+				Rebuilding: r.rebuilding, Progress: r.progress})
+		}
+		vols = append(vols, fv)
+	}
+	states := map[string]volumes.NodeState{}
+	for name, n := range c.nodes {
+		states[name] = volumes.NodeState{Exists: n.exists, Ready: n.ready, Cordoned: n.unschedulable, StorageDisabled: n.evictionRequested}
+	}
+	return vols, states
+}
+
+// setAPI takes the API server down or up.
+func (c *cluster) setAPI(up bool) {
+	if up == c.apiUp {
+		return
+	}
+	if !up {
+		c.frozen, c.frozenN = c.liveFacts()
+		c.apiDownAt = c.w.now
+	} else {
+		c.apiDownAt = time.Time{}
+	}
+	c.apiUp = up
+}
+
+// longhorn moves the replicas on: rebuilds a replacement for every volume short of copies (a
+// failed replica, one stranded on a node down too long, one on a node whose eviction the gate
+// requested), and discards replicas made redundant.
+func (c *cluster) longhorn() {
+	for _, v := range c.vols {
+		good := 0
+		for _, r := range v.replicas {
+			if r.intact && !c.nodes[r.node].evictionRequested && c.nodes[r.node].up {
+				good++
+			}
+			if r.rebuilding {
+				good++
+			}
+		}
+		if good < v.desired {
+			c.rebuild(v)
+		}
+		// Discard failed replicas, and evicted ones once there are enough others.
+		keep := v.replicas[:0]
+		healthyElsewhere := 0
+		for _, r := range v.replicas {
+			if r.intact && r.running && !c.nodes[r.node].evictionRequested {
+				healthyElsewhere++
+			}
+		}
+		for _, r := range v.replicas {
+			drop := !r.intact && !r.rebuilding
+			if c.nodes[r.node].evictionRequested && r.intact && healthyElsewhere >= v.desired {
+				drop = true
+			}
+			if !drop {
+				keep = append(keep, r)
+			}
+		}
+		v.replicas = keep
+	}
+}
+
+// rebuild starts a new replica of v on a usable node that holds none.
+func (c *cluster) rebuild(v *volume) {
+	has := map[string]bool{}
+	var source *replica
+	for _, r := range v.replicas {
+		has[r.node] = true
+		if r.intact && r.running {
+			source = r
+		}
+	}
+	if source == nil {
+		return // no running copy to rebuild from
+	}
+	for _, name := range c.order {
+		n := c.nodes[name]
+		if has[name] || !n.exists || !n.up || !n.ready || n.evictionRequested {
+			continue
+		}
+		v.nextID++
+		r := &replica{name: fmt.Sprintf("%s-r%d", v.name, v.nextID), node: name, running: true, rebuilding: true}
+		v.replicas = append(v.replicas, r)
+		steps := 1 + c.w.rng.IntN(4)
+		var tick func()
+		tick = func() {
+			if !r.rebuilding {
+				return
+			}
+			if !source.running || !source.intact {
+				r.rebuilding = false // the rebuild failed with its source
+				return
+			}
+			r.progress += 100 / steps
+			if r.progress >= 100 {
+				r.progress, r.rebuilding, r.intact = 100, false, true
+				return
+			}
+			c.w.after(c.w.between(time.Second, 4*time.Second), "rebuild progress", tick)
+		}
+		c.w.after(c.w.between(time.Second, 4*time.Second), "rebuild progress", tick)
+		return
+	}
+}
+
+func sortedPodNames(m map[string]*pod) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

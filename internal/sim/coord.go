@@ -1,0 +1,452 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// Lease timings, as coordinator.DefaultLeaderConfig.
+const (
+	leaseDuration = 10 * time.Second
+	renewDeadline = 7 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// coord is one coordinator replica: leader election over the model Lease, and while it leads,
+// an engine around the real coordinator.Core whose actions it performs against the model.
+type coord struct {
+	s     *Sim
+	name  string
+	alive bool
+	conn  *conn
+	// leader: this replica believes it holds the Lease; lastRenew is its last successful renewal.
+	leader    bool
+	lastRenew time.Time
+	// inc numbers engine runs: results of an earlier run are dropped.
+	inc     int
+	running bool
+	core    *coordinator.Core
+	watch   *watcher
+	// pending holds request events that arrived during the watch's snapshot.
+	snapshot     map[string]*nodedrain.NodeDrainRequest
+	unpublished  map[string]bool
+	apiDownSince time.Time
+	opGen        map[string]int
+	timerGen     int
+	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then.
+	frozenUntil time.Time
+}
+
+func (s *Sim) newCoord(name string) *coord {
+	c := &coord{s: s, name: name, alive: true, conn: &conn{b: s.bus, name: name, alive: true}, opGen: map[string]int{}}
+	s.w.after(s.w.between(0, time.Second), "campaign", c.campaign)
+	return c
+}
+
+// later schedules f on this process: it does not run while the process is paused, and not at
+// all if the process died or (gen >= 0) its engine run changed.
+func (c *coord) later(d time.Duration, what string, inc int, f func()) {
+	c.s.w.after(d, what, func() { c.run(what, inc, f) })
+}
+
+func (c *coord) run(what string, inc int, f func()) {
+	if !c.alive || (inc >= 0 && (inc != c.inc || !c.running)) {
+		return
+	}
+	if c.s.w.now.Before(c.frozenUntil) {
+		c.s.w.at(c.frozenUntil, what, func() { c.run(what, inc, f) })
+		return
+	}
+	f()
+}
+
+// campaign is leader election's loop: renew while leading, take the Lease when it is free or
+// expired, give up leadership when renewal has failed for renewDeadline.
+func (c *coord) campaign() {
+	c.run("campaign", -1, func() {
+		w, cl := c.s.w, c.s.cluster
+		switch {
+		case c.leader && cl.apiUp && cl.lease.holder == c.name:
+			c.lastRenew, cl.lease.renewAt = w.now, w.now
+		case c.leader && cl.apiUp:
+			c.loseLeadership("the Lease is held by " + cl.lease.holder)
+		case c.leader && w.now.Sub(c.lastRenew) > renewDeadline:
+			c.loseLeadership("could not renew the Lease (API unreachable)")
+		case !c.leader && cl.apiUp && (cl.lease.holder == "" || cl.lease.holder == c.name || w.now.Sub(cl.lease.renewAt) > leaseDuration):
+			cl.lease = lease{holder: c.name, renewAt: w.now}
+			c.leader, c.lastRenew = true, w.now
+			w.logf("%s becomes the active coordinator", c.name)
+			c.startEngine()
+		}
+		c.s.w.after(retryPeriod, "campaign", c.campaign)
+	})
+}
+
+func (c *coord) loseLeadership(why string) {
+	c.s.w.logf("%s stops leading: %s", c.name, why)
+	c.leader = false
+	c.stopEngine()
+}
+
+func (c *coord) stopEngine() {
+	if c.watch != nil {
+		c.watch.stop()
+		c.watch = nil
+	}
+	c.inc++
+	c.running = false
+}
+
+// crash kills the process; the Lease stays until it expires.
+func (c *coord) crash() {
+	if !c.alive {
+		return
+	}
+	c.s.w.logf("%s crashes", c.name)
+	c.stopEngine()
+	c.alive, c.leader, c.conn.alive = false, false, false
+}
+
+func (c *coord) restart() {
+	if c.alive {
+		return
+	}
+	c.s.w.logf("%s starts", c.name)
+	c.alive, c.conn.alive = true, true
+	c.s.w.after(c.s.w.between(0, time.Second), "campaign", c.campaign)
+}
+
+// startEngine starts an engine run (coordinator.Engine.Run): watch the requests, read the
+// statuses and the nodes, resume every drain. A run that cannot start is retried in 2 s.
+func (c *coord) startEngine() {
+	c.inc++
+	c.running = true
+	inc := c.inc
+	if !c.conn.connected() {
+		c.retryEngine("the bus is unreachable")
+		return
+	}
+	c.snapshot = map[string]*nodedrain.NodeDrainRequest{}
+	c.watch = c.s.bus.watch(c.conn, bucketRequests, "", func(key string, r revision) {
+		c.run("request event", inc, func() { c.requestEvent(key, r) })
+	}, func() {
+		c.run("request snapshot", inc, c.resume)
+	})
+}
+
+func (c *coord) retryEngine(why string) {
+	c.s.w.logf("%s: engine cannot start (%s); retrying in 2s", c.name, why)
+	c.stopEngine()
+	c.running = true // KeepRunning goes on while leading
+	c.later(2*time.Second, "engine restart", c.inc, func() { c.running = false; c.startEngine() })
+}
+
+func (c *coord) requestEvent(key string, r revision) {
+	if c.snapshot != nil {
+		if r.val == nil {
+			delete(c.snapshot, key)
+		} else {
+			req := r.val.(nodedrain.NodeDrainRequest)
+			c.snapshot[key] = &req
+		}
+		return
+	}
+	ev := nodedrain.EvRequest{}
+	if r.val != nil {
+		req := r.val.(nodedrain.NodeDrainRequest)
+		ev.Request = &req
+	}
+	c.act(c.core.Step(key, ev, c.s.w.now))
+	c.afterEvents()
+}
+
+func (c *coord) resume() {
+	s := c.s
+	if !c.conn.connected() {
+		c.retryEngine("reading statuses: the bus is unreachable")
+		return
+	}
+	if !s.cluster.apiUp {
+		c.retryEngine("node informer cannot sync: the API is unreachable")
+		return
+	}
+	in := coordinator.ResumeInput{Requests: c.snapshot, Statuses: map[string]nodedrain.NodeDrainStatus{}, CordonedByUs: map[string]bool{}}
+	c.snapshot = nil
+	for key := range s.bus.buckets[bucketStatus].keys {
+		if v := s.bus.value(bucketStatus, key); v != nil {
+			in.Statuses[key] = v.(nodedrain.NodeDrainStatus)
+		}
+	}
+	for _, n := range s.cluster.nodes {
+		if n.exists && n.annotation != "" && n.unschedulable {
+			in.CordonedByUs[n.name] = true
+		}
+	}
+	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)
+	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}
+	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
+	c.act(c.core.Resume(in, s.w.now))
+	c.afterEvents()
+	inc := c.inc
+	var tick func()
+	tick = func() {
+		c.tick()
+		c.later(time.Second, "engine tick", inc, tick)
+	}
+	c.later(time.Second, "engine tick", inc, tick)
+}
+
+// nodeInfos is admission's view of the nodes (the informer's cache; frozen while the API is down).
+func (c *coord) nodeInfos() []nodedrain.NodeInfo {
+	_, states := c.s.cluster.facts()
+	var out []nodedrain.NodeInfo
+	for _, name := range c.s.cluster.order {
+		if st, ok := states[name]; ok && st.Exists {
+			out = append(out, nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned})
+		}
+	}
+	return out
+}
+
+func (c *coord) afterEvents() {
+	actions, ev := c.core.Admit(c.nodeInfos(), c.s.w.now)
+	if ev.Changed {
+		c.s.w.logf("%s: whole-cluster shutdown = %v", c.name, ev.WholeCluster)
+	}
+	c.act(actions)
+	if next := c.core.NextTimer(); !next.IsZero() {
+		c.timerGen++
+		gen := c.timerGen
+		c.later(next.Sub(c.s.w.now), "engine timer", c.inc, func() {
+			if gen == c.timerGen {
+				c.act(c.core.Timers(c.s.w.now))
+				c.afterEvents()
+			}
+		})
+	}
+}
+
+func (c *coord) tick() {
+	s := c.s
+	for node := range c.unpublished {
+		if d, ok := c.core.Drain(node); ok {
+			c.publish(d.Status)
+		}
+	}
+	switch {
+	case s.cluster.apiUp:
+		c.apiDownSince = time.Time{}
+	case c.apiDownSince.IsZero():
+		c.apiDownSince = s.w.now
+	}
+	if t := s.cfg.APIUnreachableTimeout; t > 0 && !c.apiDownSince.IsZero() && s.w.now.Sub(c.apiDownSince) >= t {
+		view := func(node string, after bool) (coordinator.GateResult, error) {
+			return s.gate(node, c.core.WholeCluster()), nil
+		}
+		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, s.w.now))
+	}
+	c.act(c.core.Timers(s.w.now))
+	c.afterEvents()
+}
+
+func (c *coord) act(actions []coordinator.NodeAction) {
+	for _, na := range actions {
+		if na.Release {
+			c.release(na.Node)
+			continue
+		}
+		switch a := na.Action.(type) {
+		case nodedrain.Publish:
+			c.publish(a.Status)
+		case nodedrain.Start:
+			c.start(na.Node, na.RequestID, a)
+		case nodedrain.Cancel:
+			c.opGen[na.Node]++
+		case nodedrain.Outcome:
+		}
+	}
+}
+
+// publish writes a status (the engine's loop waits for the reply: here it is immediate).
+func (c *coord) publish(st nodedrain.NodeDrainStatus) {
+	s := c.s
+	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) {
+		c.unpublished[st.Node] = true
+		return
+	}
+	s.bus.write(bucketStatus, st.Node, st, c.name)
+	s.onStatusPublished(c, st)
+	if s.bus.lossy && s.w.chance(0.1) {
+		c.unpublished[st.Node] = true // written, but the reply was lost: written again
+		return
+	}
+	delete(c.unpublished, st.Node)
+	if c.core.Announce(st) {
+		s.onEvent(c, st)
+	}
+}
+
+// release asks the gate to undo its work for node (withdraw the Longhorn eviction request).
+func (c *coord) release(node string) {
+	s := c.s
+	inc := c.inc
+	s.cluster.apiOp("release "+node, true, func() error {
+		if n, ok := s.cluster.nodes[node]; ok {
+			n.evictionRequested = false
+		}
+		return nil
+	}, func(err error) {
+		c.run("release reply", inc, func() {
+			if err != nil {
+				s.w.logf("%s: releasing the volume gate's work on %s failed: %v", c.name, node, err)
+			}
+		})
+	})
+}
+
+// start performs one operation of a drain, as the executor does, and posts its result.
+func (c *coord) start(node, rid string, st nodedrain.Start) {
+	inc, gen := c.inc, c.opGen[node]
+	post := func(ev nodedrain.EvResult) {
+		ev.Op, ev.RequestID = st.Op, rid
+		if ev.Err != nil {
+			var uerr *url.Error // as the executor: only a transport error means unreachable
+			ev.Unreachable = errors.As(ev.Err, &uerr)
+		}
+		c.later(0, "op result", inc, func() {
+			c.act(c.core.Step(node, ev, c.s.w.now))
+			c.afterEvents()
+		})
+	}
+	s := c.s
+	cl := s.cluster
+	switch st.Op {
+	case nodedrain.OpCordon:
+		s.countCordon(rid)
+		var rv int
+		var unsched bool
+		var ours bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if !ok || !n.exists {
+				return fmt.Errorf("get node %s: %w", node, errNotFound)
+			}
+			rv, unsched, ours = n.rv, n.unschedulable, n.annotation != ""
+			return nil
+		}, func(err error) {
+			if err != nil || unsched {
+				post(nodedrain.EvResult{Err: err, ByUs: ours})
+				return
+			}
+			cl.apiOp("cordon", true, func() error {
+				n, ok := cl.nodes[node]
+				switch {
+				case !ok || !n.exists:
+					return errNotFound
+				case n.rv != rv:
+					return errConflict
+				}
+				n.unschedulable, n.annotation, n.operatorCordon = true, rid, false
+				n.rv++
+				s.w.logf("%s cordons %s for request %s", c.name, node, rid)
+				return nil
+			}, func(err error) { post(nodedrain.EvResult{Err: err, ByUs: err == nil}) })
+		})
+	case nodedrain.OpUncordon:
+		var rv int
+		var ours bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if ok && n.exists {
+				rv, ours = n.rv, n.annotation != ""
+			}
+			return nil
+		}, func(err error) {
+			if err != nil || !ours {
+				post(nodedrain.EvResult{Err: err})
+				return
+			}
+			cl.apiOp("uncordon", true, func() error {
+				n, ok := cl.nodes[node]
+				switch {
+				case !ok || !n.exists:
+					return nil
+				case n.rv != rv:
+					return errConflict
+				}
+				if n.operatorCordon {
+					s.violate("S4", "%s removed a cordon of %s that an operator made (edgedrain's annotation was left from before)", c.name, node)
+				}
+				n.unschedulable, n.annotation = false, ""
+				n.rv++
+				s.w.logf("%s uncordons %s", c.name, node)
+				cl.reschedule()
+				return nil
+			}, func(err error) { post(nodedrain.EvResult{Err: err}) })
+		})
+	case nodedrain.OpCheckCordon:
+		var cordoned bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if !ok || !n.exists {
+				return errNotFound
+			}
+			cordoned = n.unschedulable
+			return nil
+		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned}) })
+	case nodedrain.OpGate, nodedrain.OpFinalGate:
+		whole := c.core.WholeCluster()
+		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
+			r := s.gate(node, whole)
+			if s.cfg.VolumePolicy == volumes.PolicyEvict && !whole && cl.apiUp {
+				if n := cl.nodes[node]; n != nil && !n.evictionRequested && s.hasReplicas(node) {
+					n.evictionRequested = true
+					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
+				}
+			}
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers})
+		})
+	case nodedrain.OpEvict:
+		s.countEviction(rid)
+		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)
+		var round func()
+		round = func() {
+			if !c.alive || inc != c.inc || gen != c.opGen[node] {
+				post(nodedrain.EvResult{Err: context.Canceled})
+				return
+			}
+			if !cl.apiUp {
+				post(nodedrain.EvResult{Err: errUnreachable("evict")})
+				return
+			}
+			var blockers []nodedrain.Blocker
+			left := 0
+			for _, p := range cl.podsOn(node) {
+				left++
+				if p.deleting {
+					continue
+				}
+				if err := cl.evict(p); err != nil {
+					blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: err.Error()})
+				}
+			}
+			if left == 0 {
+				post(nodedrain.EvResult{})
+				return
+			}
+			if !s.w.now.Before(deadline) {
+				post(nodedrain.EvResult{Err: fmt.Errorf("%d pod(s) left: %w", left, context.DeadlineExceeded), Blockers: blockers})
+				return
+			}
+			s.w.after(time.Second, "eviction round", round)
+		}
+		s.w.after(s.w.between(time.Millisecond, 20*time.Millisecond), "eviction round", round)
+	}
+}

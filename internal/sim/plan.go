@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// Kind is a kind of scheduled happening: a trigger, a fault or an operator's action.
+type Kind string
+
+// The happenings a plan schedules.
+const (
+	Reboot          Kind = "reboot-required" // the node's reboot sentinel appears
+	Update          Kind = "update-required" // the node's update sentinel appears
+	KernelDay       Kind = "kernel-update"   // every node's reboot sentinel appears at once
+	CoordCrash      Kind = "coordinator-crash"
+	CoordFreeze     Kind = "coordinator-freeze"
+	AgentCrash      Kind = "agent-crash"
+	AgentCut        Kind = "agent-network-cut"
+	BusOutage       Kind = "nats-outage"
+	BusLossy        Kind = "nats-lossy"
+	WatchLag        Kind = "watch-lag"
+	APIOutage       Kind = "api-outage"
+	OperatorCordon  Kind = "operator-cordon"
+	OperatorUncord  Kind = "operator-uncordon"
+	Withdraw        Kind = "edgedrainctl-withdraw"
+	Override        Kind = "override-complete"
+	KubeletDown     Kind = "kubelet-down"
+	NodeReregister  Kind = "node-reregister"
+	ReplicaFails    Kind = "replica-fails"
+	PowerCycle      Kind = "power-cycle"
+	AgentDuplicated Kind = "duplicate-agent"
+)
+
+// Fault is one scheduled happening: At from the start, on node (or coordinator) Target, lasting For.
+type Fault struct {
+	At     time.Duration
+	Kind   Kind
+	Target int
+	For    time.Duration
+}
+
+func (f Fault) String() string {
+	return fmt.Sprintf("%s@%.1fs/%d/%s", f.Kind, f.At.Seconds(), f.Target, f.For)
+}
+
+// Plan is the happenings of a run; shrinking removes some.
+type Plan []Fault
+
+// weighted kinds of faults for random plans.
+var faultKinds = []struct {
+	k Kind
+	w int
+}{
+	{CoordCrash, 4}, {CoordFreeze, 2}, {AgentCrash, 4}, {AgentCut, 4}, {BusOutage, 3}, {BusLossy, 2}, {WatchLag, 3},
+	{APIOutage, 3}, {OperatorCordon, 2}, {OperatorUncord, 2}, {Withdraw, 3}, {Override, 1}, {KubeletDown, 2},
+	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2},
+}
+
+// RandomPlan draws a plan for cfg from rng: triggers (sometimes everyone at once) and faults.
+func RandomPlan(cfg Config, rng *rand.Rand) Plan {
+	var p Plan
+	at := func() time.Duration { return time.Duration(rng.Int64N(int64(cfg.Active))) }
+	if rng.IntN(3) == 0 {
+		p = append(p, Fault{At: at() / 2, Kind: KernelDay})
+	}
+	for n := range cfg.Nodes {
+		switch rng.IntN(4) {
+		case 0, 1:
+			p = append(p, Fault{At: at(), Kind: Reboot, Target: n})
+		case 2:
+			p = append(p, Fault{At: at(), Kind: Update, Target: n})
+		}
+	}
+	total := 0
+	for _, k := range faultKinds {
+		total += k.w
+	}
+	for range rng.IntN(9) {
+		x := rng.IntN(total)
+		var k Kind
+		for _, fk := range faultKinds {
+			if x < fk.w {
+				k = fk.k
+				break
+			}
+			x -= fk.w
+		}
+		d := time.Duration(1+rng.IntN(40)) * time.Second
+		if k == APIOutage && rng.IntN(2) == 0 {
+			d = time.Duration(60+rng.IntN(240)) * time.Second
+		}
+		p = append(p, Fault{At: at(), Kind: k, Target: rng.IntN(max(cfg.Nodes, cfg.Coordinators)), For: d})
+	}
+	return p
+}
+
+// apply makes a happening happen.
+func (s *Sim) apply(f Fault) {
+	w, cl := s.w, s.cluster
+	nodeAt := func(i int) *node { return cl.nodes[cl.order[i%len(cl.order)]] }
+	ag := func(i int) *agentProc { return s.agents[i%len(s.agents)] }
+	back := func(what string, fn func()) { w.after(f.For, what, fn) }
+	switch f.Kind {
+	case Reboot, Update:
+		a := ag(f.Target)
+		op := agent.OpReboot
+		if f.Kind == Update {
+			op = agent.OpUpdate
+		}
+		w.logf("%s: /var/run/%s-required appears", a.node.name, op)
+		a.sentinel[op] = w.now.UnixNano()
+	case KernelDay:
+		w.logf("every node gets /var/run/reboot-required")
+		for _, a := range s.agents {
+			a.sentinel[agent.OpReboot] = w.now.UnixNano()
+		}
+	case CoordCrash:
+		c := s.coords[f.Target%len(s.coords)]
+		c.crash()
+		back("coordinator restart", c.restart)
+	case CoordFreeze:
+		c := s.coords[f.Target%len(s.coords)]
+		w.logf("%s freezes for %s", c.name, f.For)
+		c.frozenUntil = w.now.Add(f.For)
+	case AgentCrash:
+		a := ag(f.Target)
+		a.crash("crash")
+		back("agent restart", func() {
+			if a.node.up && !a.alive {
+				w.logf("agent of %s restarts", a.node.name)
+				a.start()
+			}
+		})
+	case AgentCut:
+		a := ag(f.Target)
+		w.logf("the network of the agent of %s is cut for %s", a.node.name, f.For)
+		a.conn.cut = true
+		back("agent network back", func() { a.conn.cut = false; s.bus.reconnected() })
+	case BusOutage:
+		w.logf("NATS is down for %s", f.For)
+		s.bus.up = false
+		back("nats back", func() { w.logf("NATS is back"); s.bus.up = true; s.bus.reconnected() })
+	case BusLossy:
+		w.logf("NATS loses replies for %s", f.For)
+		s.bus.lossy = true
+		back("nats whole", func() { s.bus.lossy = false })
+	case WatchLag:
+		a := ag(f.Target)
+		w.logf("the status watch of the agent of %s lags by seconds for %s", a.node.name, f.For)
+		for _, wt := range s.bus.watchers {
+			if wt.c == a.conn {
+				wt.slow = true
+				back("watch catches up", func() { wt.slow = false })
+			}
+		}
+	case APIOutage:
+		w.logf("the Kubernetes API is unreachable for %s", f.For)
+		cl.setAPI(false)
+		back("api back", func() { w.logf("the Kubernetes API is back"); cl.setAPI(true) })
+	case OperatorCordon:
+		if n := nodeAt(f.Target); n.exists && !n.unschedulable {
+			w.logf("an operator cordons %s", n.name)
+			n.unschedulable, n.operatorCordon = true, true
+			n.rv++
+			back("operator uncordons", func() {
+				if n.operatorCordon {
+					w.logf("the operator uncordons %s again", n.name)
+					n.unschedulable, n.operatorCordon = false, false
+					n.rv++
+					cl.reschedule()
+				}
+			})
+		}
+	case OperatorUncord:
+		if n := nodeAt(f.Target); n.exists && n.unschedulable {
+			w.logf("an operator uncordons %s (kubectl uncordon)", n.name)
+			n.unschedulable, n.operatorCordon = false, false
+			n.rv++
+			cl.reschedule()
+		}
+	case Withdraw:
+		n := nodeAt(f.Target)
+		if s.bus.up && s.bus.value(bucketRequests, n.name) != nil {
+			w.logf("edgedrainctl withdraw %s", n.name)
+			s.bus.write(bucketRequests, n.name, nil, "operator")
+		}
+	case Override:
+		a := ag(f.Target)
+		w.logf("an operator writes the override file on %s: COMPLETE", a.node.name)
+		o := nodedrain.StatusOverride{Status: nodedrain.StatusComplete}
+		a.override = &o
+		a.later(w.between(0, 250*time.Millisecond), "override poll", func() { a.step(agent.EvOverride{Override: &o}) })
+	case KubeletDown:
+		n := nodeAt(f.Target)
+		w.logf("the kubelet of %s stops reporting for %s", n.name, f.For)
+		n.ready = false
+		back("kubelet back", func() {
+			if n.up && n.exists {
+				n.ready = true
+				cl.reschedule()
+			}
+		})
+	case NodeReregister:
+		n := nodeAt(f.Target)
+		if n.exists {
+			w.logf("%s's Node object is deleted and registered again", n.name)
+			n.exists = false
+			w.after(w.between(time.Second, 10*time.Second), "node registers", func() {
+				n.exists, n.unschedulable, n.annotation, n.operatorCordon, n.ready = true, false, "", false, n.up
+				n.rv++
+				cl.reschedule()
+			})
+		}
+	case ReplicaFails:
+		if len(cl.vols) == 0 {
+			return
+		}
+		v := cl.vols[f.Target%len(cl.vols)]
+		for _, r := range v.replicas {
+			if r.intact {
+				w.logf("replica %s of %s on %s fails", r.name, v.name, r.node)
+				r.intact, r.running = false, false
+				break
+			}
+		}
+	case PowerCycle:
+		a := ag(f.Target)
+		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
+		s.powerCycle(a, f.For)
+	}
+}
+
+// heal ends the active phase: every fault is over, every process runs.
+func (s *Sim) heal() {
+	s.quiet = true
+	s.w.logf("faults stop: quiet period of %s", s.cfg.Quiet)
+	s.bus.up, s.bus.lossy = true, false
+	s.cluster.setAPI(true)
+	for _, c := range s.coords {
+		c.frozenUntil = time.Time{}
+		c.restart()
+	}
+	for _, a := range s.agents {
+		a.conn.cut = false
+		if a.node.up && !a.alive {
+			a.start()
+		}
+	}
+	for _, wt := range s.bus.watchers {
+		wt.slow = false
+	}
+	for _, n := range s.cluster.nodes {
+		if n.operatorCordon {
+			n.unschedulable, n.operatorCordon = false, false
+		}
+		if n.up && n.exists {
+			n.ready = true
+		}
+	}
+	s.bus.reconnected()
+}

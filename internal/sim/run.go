@@ -1,0 +1,89 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed      uint64
+	Config    Config
+	Plan      Plan
+	Violation *Violation
+	// Story is the run told line by line.
+	Story []string
+	// Events is how many events ran; States the distinct states reached (see Sim.check).
+	Events int
+	States map[string]bool
+}
+
+// ConfigFor draws a cluster for a seed: 2 to 4 nodes (mostly 3), one or two coordinators,
+// max-concurrent 1 (sometimes 2), a volume policy, a few volumes and ReplicaSets.
+func ConfigFor(seed uint64) Config {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	cfg := Config{Nodes: []int{2, 3, 3, 3, 4}[rng.IntN(5)], Coordinators: 1 + rng.IntN(2), MaxConcurrent: 1,
+		Policy: simPolicy(), AgentPolicy: simAgentPolicy(), VolumePolicy: volumes.PolicyWait,
+		APIUnreachableTimeout: time.Minute, Volumes: rng.IntN(4), Replicas: 2, Groups: 1 + rng.IntN(2), PodsPerGroup: 2,
+		CommandFailure: 0.1, Active: time.Duration(2+rng.IntN(4)) * time.Minute, Quiet: 20 * time.Minute}
+	if cfg.Nodes > 3 && rng.IntN(2) == 0 {
+		cfg.MaxConcurrent = 2
+	}
+	if rng.IntN(3) == 0 {
+		cfg.VolumePolicy = volumes.PolicyEvict
+	}
+	if cfg.Nodes == 2 {
+		cfg.Replicas = 2
+	}
+	return cfg
+}
+
+// Run runs one seed with its own random plan.
+func Run(seed uint64) Result {
+	cfg := ConfigFor(seed)
+	plan := RandomPlan(cfg, rand.New(rand.NewPCG(seed, 0x91a4)))
+	return RunPlan(seed, cfg, plan)
+}
+
+// RunPlan runs cfg with the given plan; seed drives every other choice (latencies, lags).
+func RunPlan(seed uint64, cfg Config, plan Plan) Result {
+	s := newSim(cfg, seed, plan)
+	s.w.runUntil(epoch.Add(cfg.Active+cfg.Quiet), s.check)
+	s.checkEnd()
+	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: s.states}
+}
+
+// Shrink removes happenings from a failing run's plan while the same invariant still breaks,
+// and returns the smallest failing run found.
+func Shrink(r Result) Result {
+	if r.Violation == nil {
+		return r
+	}
+	best := r
+	for changed := true; changed; {
+		changed = false
+		for i := 0; i < len(best.Plan); i++ {
+			cand := append(append(Plan{}, best.Plan[:i]...), best.Plan[i+1:]...)
+			if out := RunPlan(best.Seed, best.Config, cand); out.Violation != nil && out.Violation.Invariant == r.Violation.Invariant {
+				best, changed = out, true
+				i--
+			}
+		}
+	}
+	return best
+}
+
+// Report tells a failing run: the seed, the plan and the story.
+func (r Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %v\n", r.Seed, r.Violation)
+	fmt.Fprintf(&b, "cluster: %d nodes, %d coordinator(s), max-concurrent %d, volume policy %s, %d volume(s), %d ReplicaSet(s)\n",
+		r.Config.Nodes, r.Config.Coordinators, r.Config.MaxConcurrent, r.Config.VolumePolicy, r.Config.Volumes, r.Config.Groups)
+	fmt.Fprintf(&b, "plan: %v\n", r.Plan)
+	b.WriteString(story(r.Story, 80))
+	return b.String()
+}

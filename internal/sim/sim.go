@@ -1,0 +1,241 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// Config is one simulated cluster and its settings.
+type Config struct {
+	Nodes         int
+	Coordinators  int
+	MaxConcurrent int
+	Policy        nodedrain.Policy
+	AgentPolicy   agent.Policy
+	VolumePolicy  volumes.Policy
+	// APIUnreachableTimeout as the coordinator's flag (shortened so runs reach it).
+	APIUnreachableTimeout time.Duration
+	// Volumes is how many Longhorn volumes there are, each with Replicas replicas.
+	Volumes, Replicas int
+	// Groups is how many ReplicaSets there are, each with PodsPerGroup pods and a PDB allowing
+	// one disruption.
+	Groups, PodsPerGroup int
+	// CommandFailure is the probability that an operation's command fails.
+	CommandFailure float64
+	// Active is how long faults and triggers happen; Quiet is the fault-free time after it
+	// within which every request must end (L1).
+	Active, Quiet time.Duration
+}
+
+// simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
+func simPolicy() nodedrain.Policy {
+	return nodedrain.Policy{CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
+		DrainAttempts: 5, DrainAttemptTimeout: 20 * time.Second, DrainBackoff: 2 * time.Second, DrainBackoffMax: 10 * time.Second,
+		GateRecheck: 2 * time.Second, UncordonRetry: 2 * time.Second}
+}
+
+func simAgentPolicy() agent.Policy {
+	return agent.Policy{DrainRetryBackoff: 20 * time.Second, DrainRetryBackoffMax: 2 * time.Minute,
+		CommandRetryBackoff: 5 * time.Second, CommandRetryBackoffMax: time.Minute, RebootTimeout: 2 * time.Minute,
+		BusRetry: 2 * time.Second}
+}
+
+// Violation is a broken invariant.
+type Violation struct {
+	Invariant string
+	Message   string
+	At        time.Duration
+}
+
+func (v Violation) Error() string {
+	return fmt.Sprintf("%s violated at t=%.3fs: %s", v.Invariant, v.At.Seconds(), v.Message)
+}
+
+// Sim is one run.
+type Sim struct {
+	cfg     Config
+	w       *world
+	bus     *bus
+	cluster *cluster
+	coords  []*coord
+	agents  []*agentProc
+	plan    Plan
+
+	violation *Violation
+	reqSeq    int
+	// published maps a request ID to the statuses published for it by a coordinator that held
+	// the Lease at the time.
+	published map[string][]nodedrain.DrainStatus
+	// commands, reboots count command runs and machine take-downs per request.
+	commands, reboots map[string]int
+	cordons, evicts   map[string]int
+	// events is the sequence of statuses announced with an Event, per node.
+	events map[string][]nodedrain.DrainStatus
+	// updates counts successful update commands per node; updateWanted the update sentinel's time.
+	updatesOK map[string]time.Time
+	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
+	strandedSince map[string]time.Time
+	// quiet is set once the active phase is over.
+	quiet bool
+	// states counts distinct (coordinator status, agent phase) combinations reached.
+	states map[string]bool
+}
+
+// newSim builds the cluster: nodes with agents, coordinators, ReplicaSets and volumes.
+func newSim(cfg Config, seed uint64, plan Plan) *Sim {
+	w := &world{now: epoch, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
+		published: map[string][]nodedrain.DrainStatus{}, commands: map[string]int{}, reboots: map[string]int{},
+		cordons: map[string]int{}, evicts: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
+		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}}
+	cl := s.cluster
+	for g := range cfg.Groups {
+		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}
+		cl.groups = append(cl.groups, grp)
+		for range cfg.PodsPerGroup {
+			cl.place(grp)
+		}
+	}
+	for v := range cfg.Volumes {
+		vol := &volume{name: fmt.Sprintf("vol%d", v), desired: cfg.Replicas}
+		for i := range cfg.Replicas {
+			n := cl.order[(v+i)%len(cl.order)]
+			vol.nextID++
+			vol.replicas = append(vol.replicas, &replica{name: fmt.Sprintf("%s-r%d", vol.name, vol.nextID), node: n, intact: true, running: true, progress: 100})
+		}
+		cl.vols = append(cl.vols, vol)
+	}
+	for i := range cfg.Coordinators {
+		s.coords = append(s.coords, s.newCoord(fmt.Sprintf("coordinator-%d", i)))
+	}
+	for _, name := range cl.order {
+		s.agents = append(s.agents, s.newAgent(cl.nodes[name]))
+	}
+	var longhorn func()
+	longhorn = func() {
+		cl.longhorn()
+		w.after(time.Second, "longhorn", longhorn)
+	}
+	w.after(time.Second, "longhorn", longhorn)
+	for _, f := range plan {
+		f := f
+		w.at(epoch.Add(f.At), f.String(), func() { s.apply(f) })
+	}
+	w.at(epoch.Add(cfg.Active), "quiet", func() { s.heal() })
+	return s
+}
+
+func (s *Sim) newRequestID(node string) string {
+	s.reqSeq++
+	return fmt.Sprintf("%s-req%d", node, s.reqSeq)
+}
+
+func (s *Sim) violate(inv, format string, args ...any) {
+	if s.violation != nil {
+		return
+	}
+	v := Violation{Invariant: inv, Message: fmt.Sprintf(format, args...), At: s.w.now.Sub(epoch)}
+	s.violation = &v
+	s.w.logf("VIOLATION %s: %s", inv, v.Message)
+	s.w.stopped = true
+}
+
+// gate asks the real volume rules about node, on the facts the gate's caches hold.
+func (s *Sim) gate(node string, whole bool) coordinator.GateResult {
+	vols, states := s.cluster.facts()
+	view := &volumes.View{Node: node, WholeCluster: whole, Policy: s.cfg.VolumePolicy, Nodes: states}
+	var r coordinator.GateResult
+	findings := volumes.Evaluate(vols, view, volumes.DefaultRules())
+	for _, f := range findings {
+		r.Blockers = append(r.Blockers, f.Blocker())
+	}
+	r.Safe = !volumes.Blocks(findings) || s.cfg.VolumePolicy == volumes.PolicyAllow
+	return r
+}
+
+func (s *Sim) hasReplicas(node string) bool {
+	for _, v := range s.cluster.vols {
+		for _, r := range v.replicas {
+			if r.node == node {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Sim) leads(c *coord) bool {
+	return c.alive && c.leader && s.cluster.lease.holder == c.name && s.w.now.Sub(s.cluster.lease.renewAt) <= leaseDuration
+}
+
+// goDown takes a node's machine down for the agent's command, and brings it back later.
+func (s *Sim) goDown(a *agentProc, rid string, byBus bool) {
+	n := a.node
+	s.reboots[rid]++
+	s.w.logf("%s goes down for request %s", n.name, rid)
+	if s.reboots[rid] > 1 {
+		s.violate("S5", "%s went down a second time for request %s", n.name, rid)
+	}
+	s.powerCycle(a, s.w.between(5*time.Second, 40*time.Second))
+}
+
+// powerCycle takes the machine down now and up after d.
+func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
+	n := a.node
+	if !n.up {
+		return
+	}
+	a.crash("machine down")
+	s.cluster.machineDown(n)
+	delete(a.sentinel, agent.OpReboot) // /var/run is a tmpfs
+	s.w.after(d, "machine up", func() {
+		s.cluster.machineUp(n)
+		s.w.logf("%s is up again (boot %d)", n.name, n.bootID)
+		a.start()
+	})
+}
+
+func (s *Sim) updateDone(node string) {
+	s.updatesOK[node] = s.w.now
+}
+
+// onStatusPublished records a status written by coordinator c and checks S2.
+func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
+	leads := s.leads(c)
+	s.w.logf("%s publishes %s %s for request %q: %s", c.name, st.Node, st.Status, st.RequestID, st.Message)
+	if !leads {
+		s.violate("S1", "%s published %s for %s while it did not hold the Lease", c.name, st.Status, st.Node)
+		return
+	}
+	if st.RequestID != "" {
+		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
+	}
+	if st.Attempt > max(s.cfg.Policy.CordonAttempts, s.cfg.Policy.DrainAttempts) {
+		s.violate("S5", "%s published attempt %d for %s", c.name, st.Attempt, st.Node)
+	}
+	if st.Status == nodedrain.StatusComplete {
+		s.checkS2(st)
+	}
+}
+
+func (s *Sim) onEvent(c *coord, st nodedrain.NodeDrainStatus) {
+	evs := s.events[st.Node]
+	if len(evs) > 0 && evs[len(evs)-1] == st.Status {
+		s.violate("E1", "%s emitted a second Event %s for %s (the transition was announced already)", c.name, st.Status, st.Node)
+	}
+	s.events[st.Node] = append(evs, st.Status)
+}
+
+func (s *Sim) countCordon(rid string) {
+	s.cordons[rid]++
+}
+
+func (s *Sim) countEviction(rid string) {
+	s.evicts[rid]++
+}

@@ -1,0 +1,224 @@
+package coordinator
+
+import (
+	"sort"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// Core holds the coordinator's decisions over every node's drain, without I/O: it feeds events
+// to each node's pure state machine (nodedrain.Step), rebuilds drains after a restart
+// (nodedrain.Resume), admits waiting drains (nodedrain.Admit), fires retry timers, applies the
+// API-unreachable rule and decides which published statuses are news worth an Event. The Engine
+// performs the actions it returns against Kubernetes and the bus; the whole-protocol
+// simulation (internal/sim) drives the same Core against a model cluster and bus.
+type Core struct {
+	policy        nodedrain.Policy
+	maxConcurrent int
+	drains        map[string]nodedrain.Drain
+	wholeCluster  bool
+	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
+}
+
+// NodeAction is an action for one node's drain. Release, when set instead of Action, asks the
+// volume gate to undo the work it started for the node's drain, which is over.
+type NodeAction struct {
+	Node string
+	// RequestID is the request the node's drain served when the action was decided.
+	RequestID string
+	Action    nodedrain.Action
+	Release   bool
+}
+
+// CoreEvent tells the caller about a decision of the Core that is not a node's action.
+type CoreEvent struct {
+	// WholeCluster changed: every node has an open request (see nodedrain.Admit).
+	WholeCluster, Changed bool
+}
+
+// NewCore returns a Core with no drains.
+func NewCore(p nodedrain.Policy, maxConcurrent int) *Core {
+	return &Core{policy: p, maxConcurrent: maxConcurrent, drains: map[string]nodedrain.Drain{},
+		announced: map[string]nodedrain.DrainStatus{}}
+}
+
+// Drain returns node's drain as the Core knows it.
+func (c *Core) Drain(node string) (nodedrain.Drain, bool) {
+	d, ok := c.drains[node]
+	return d, ok
+}
+
+// Nodes returns the names of every node the Core has a drain for, sorted.
+func (c *Core) Nodes() []string {
+	out := make([]string, 0, len(c.drains))
+	for n := range c.drains {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WholeCluster reports whether the last admission saw a whole-cluster shutdown.
+func (c *Core) WholeCluster() bool { return c.wholeCluster }
+
+// ResumeInput is what a starting coordinator reads from the bus and the cluster.
+type ResumeInput struct {
+	// Requests is the current request of each node (only nodes that have one).
+	Requests map[string]*nodedrain.NodeDrainRequest
+	// Statuses is the last status published for each node.
+	Statuses map[string]nodedrain.NodeDrainStatus
+	// CordonedByUs lists the nodes carrying edgedrain's cordon annotation and unschedulable.
+	CordonedByUs map[string]bool
+}
+
+// Resume rebuilds every node's drain from what the bus and the cluster say, and returns the
+// actions that carry them on, node by node in name order.
+func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
+	c.drains, c.wholeCluster = map[string]nodedrain.Drain{}, false
+	c.announced = map[string]nodedrain.DrainStatus{}
+	statuses := make(map[string]nodedrain.NodeDrainStatus, len(in.Statuses))
+	for n, st := range in.Statuses {
+		statuses[n] = st
+	}
+	// A node carrying our cordon annotation is ours to uncordon even if its status was lost.
+	for n := range in.CordonedByUs {
+		st, ok := statuses[n]
+		if !ok {
+			st = nodedrain.NodeDrainStatus{Node: n, Status: nodedrain.StatusNotRequested}
+		}
+		st.CordonedByUs = true
+		statuses[n] = st
+	}
+	names := map[string]bool{}
+	for n := range in.Requests {
+		names[n] = true
+	}
+	for n := range statuses {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var out []NodeAction
+	for _, node := range sorted {
+		st, ok := statuses[node]
+		if !ok {
+			st = nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}
+		}
+		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
+		c.drains[node] = d
+		out = appendNode(out, node, d.Status.RequestID, actions)
+	}
+	return out
+}
+
+// Step feeds one event to node's drain and returns the actions to take.
+func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction {
+	d, ok := c.drains[node]
+	if !ok {
+		d = nodedrain.Drain{Status: nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}}
+	}
+	prev := d.Request
+	d, actions := nodedrain.Step(d, ev, now, c.policy)
+	c.drains[node] = d
+	out := appendNode(nil, node, d.Status.RequestID, actions)
+	if prev != nil && (d.Request == nil || d.Request.RequestID != prev.RequestID) {
+		out = append(out, NodeAction{Node: node, Release: true})
+	}
+	return out
+}
+
+// Admit admits waiting drains given the cluster's nodes, answers NOTSUPPORTED where no node can
+// take the workloads, and refreshes every queued drain's message.
+func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, CoreEvent) {
+	adm := nodedrain.Admit(c.drains, nodes, c.maxConcurrent)
+	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
+	c.wholeCluster = adm.WholeCluster
+	var out []NodeAction
+	for _, n := range adm.Admit {
+		out = append(out, c.Step(n, nodedrain.EvAdmit{}, now)...)
+	}
+	for _, n := range sortedKeys(adm.NotSupported) {
+		out = append(out, c.Step(n, nodedrain.EvNotSupported{Reason: adm.NotSupported[n]}, now)...)
+	}
+	for _, n := range sortedKeys(adm.Queued) {
+		out = append(out, c.Step(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
+	}
+	return out, ev
+}
+
+// Timers fires every retry that is due at now.
+func (c *Core) Timers(now time.Time) []NodeAction {
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		if d := c.drains[node]; d.RetryOp != nodedrain.OpNone && !now.Before(d.RetryAt) {
+			out = append(out, c.Step(node, nodedrain.EvTimer{}, now)...)
+		}
+	}
+	return out
+}
+
+// NextTimer returns the earliest retry time of any drain; zero when none is set.
+func (c *Core) NextTimer() time.Time {
+	var next time.Time
+	for _, d := range c.drains {
+		if d.RetryOp != nodedrain.OpNone && (next.IsZero() || d.RetryAt.Before(next)) {
+			next = d.RetryAt
+		}
+	}
+	return next
+}
+
+// GateView answers the volume gate's last known view of a node during an API outage:
+// afterEviction says the check is the one before COMPLETE.
+type GateView func(node string, afterEviction bool) (GateResult, error)
+
+// APIUnreachable applies DESIGN §3's rule once the Kubernetes API has been unreachable for
+// down: every drain under way whose volumes the gate's last view calls safe goes to COMPLETE;
+// the others say why they do not.
+func (c *Core) APIUnreachable(down time.Duration, view GateView, now time.Time) []NodeAction {
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		d := c.drains[node]
+		if !d.Active() {
+			continue
+		}
+		after := d.Waiting >= nodedrain.OpFinalGate || d.RetryOp == nodedrain.OpFinalGate
+		r, err := view(node, after)
+		safe := r.Safe && err == nil
+		if err != nil {
+			safe, r.Blockers = d.GateSafe, d.Status.Blockers
+		}
+		out = append(out, c.Step(node, nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers}, now)...)
+	}
+	return out
+}
+
+// Announce records that st was published and reports whether it is a transition worth an
+// Event (the node's status changed since its last Event), not a progress update.
+func (c *Core) Announce(st nodedrain.NodeDrainStatus) bool {
+	if prev, ok := c.announced[st.Node]; ok && prev == st.Status {
+		return false
+	}
+	c.announced[st.Node] = st.Status
+	return true
+}
+
+func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Action) []NodeAction {
+	for _, a := range actions {
+		out = append(out, NodeAction{Node: node, RequestID: requestID, Action: a})
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
