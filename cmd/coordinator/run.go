@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -70,15 +71,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	// While this replica is active: the engine, and the volume gate's orphaned-PVC loop.
-	active := func(ctx context.Context) error {
-		go func() {
-			if err := gate.Run(ctx); err != nil {
-				log.WithError(err).Error("orphaned PVC loop stopped")
-			}
-		}()
-		return engine.Run(ctx)
-	}
+	active := activeTerm(log, engine.Run, gate.Run)
 
 	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, cli.NATSReady(nc), log); err != nil {
 		return err
@@ -86,12 +79,35 @@ func run(ctx context.Context, o *options) error {
 
 	if !o.leaderElect {
 		log.Info("leader election off: this replica is the active coordinator")
-		coordinator.KeepRunning(ctx, log, active)
-		return nil
+		return active(ctx)
 	}
 	lc := coordinator.DefaultLeaderConfig()
 	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = client, o.leaderNamespace, o.leaderName, o.identity, log
 	return coordinator.RunWithLeaderElection(ctx, lc, active)
+}
+
+// activeTerm returns what this replica runs while it is the active coordinator (a leadership
+// term, or the process's lifetime without leader election): the engine, restarted by
+// coordinator.KeepRunning whenever it stops early, and beside it one orphaned-PVC loop for the
+// whole term, not one more at each engine restart. It returns once ctx has ended and both have
+// returned, so that a term never overlaps the next.
+func activeTerm(log logrus.FieldLogger, engine, orphans func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := orphans(ctx); err != nil {
+				log.WithError(err).Error("orphaned PVC loop stopped")
+			}
+		}()
+		coordinator.KeepRunning(ctx, log, engine)
+		cancel()
+		wg.Wait()
+		return nil
+	}
 }
 
 // startVolumeGate starts the volume gate's caches (for the process's lifetime: a standby replica

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,8 +27,15 @@ type agentProc struct {
 	sentinel map[agent.Operation]int64
 	override *nodedrain.StatusOverride
 	// cmdRequest is the request whose command took the machine down last.
-	cmdRequest string
-	cmdByBus   bool
+	cmdRequest  string
+	cmdByBus    bool
+	cmdDeclared bool // the request it went down for declared a whole-cluster shutdown
+	// shutdown: an operator declared a whole-cluster shutdown: the shutdown asked carries the
+	// documented context.
+	shutdown bool
+	// twin is a second agent started with this node's name (a misconfiguration), sharing its
+	// machine and files but not its state.
+	twin *agentProc
 }
 
 func (s *Sim) newAgent(n *node) *agentProc {
@@ -100,7 +108,11 @@ func (a *agentProc) crash(why string) {
 func (a *agentProc) pollSentinels() {
 	for _, op := range agent.Operations {
 		if mt := a.sentinel[op]; mt != 0 && a.m.State.Phase == agent.PhaseIdle {
-			a.step(agent.EvTrigger{Operation: op, Context: string(op), RequestID: a.s.newRequestID(a.node.name),
+			ctx := string(op)
+			if op == agent.OpShutdown && a.shutdown {
+				ctx = nodedrain.ClusterShutdownContext
+			}
+			a.step(agent.EvTrigger{Operation: op, Context: ctx, RequestID: a.s.newRequestID(a.node.name),
 				Sentinel: "/var/run/" + string(op) + "-required", SentinelModTime: mt})
 		}
 	}
@@ -145,13 +157,27 @@ func (a *agentProc) perform(act agent.Action) {
 	case agent.WithdrawRequest:
 		inc := a.inc
 		s.bus.op(a.conn, func() error {
-			if s.bus.value(bucketRequests, name) != nil {
+			// As the runtime: read the request, delete it at that revision only if it is ours.
+			if r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok && slices.Contains(x.Own, r.RequestID) {
 				s.bus.write(bucketRequests, name, nil, "agent/"+name)
 			}
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
 				a.step(agent.EvBusDone{RequestID: x.RequestID, Err: err})
+			}
+		})
+	case agent.ReadStatus:
+		inc := a.inc
+		var read *nodedrain.NodeDrainStatus
+		s.bus.op(a.conn, func() error {
+			if st, ok := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus); ok {
+				read = &st
+			}
+			return nil
+		}, func(err error) {
+			if a.alive && a.inc == inc {
+				a.step(agent.EvStatusRead{Status: read, Err: err})
 			}
 		})
 	case agent.RunCommand:

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -114,7 +113,7 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 func (s *Sim) wholeClusterDeclared() bool {
 	for _, name := range s.cluster.order {
 		r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		if !ok || !declaresShutdown(r) {
+		if !ok || !nodedrain.DeclaresClusterShutdown(r) {
 			return false
 		}
 	}
@@ -132,15 +131,17 @@ func (s *Sim) check() {
 	var holders []string
 	for _, name := range cl.order {
 		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
-		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		req, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
 		n := cl.nodes[name]
 		a := s.agentOf(name)
 		switch {
 		case st.Status == nodedrain.StatusStarting || st.Status == nodedrain.StatusCordoned || st.Status == nodedrain.StatusDrainRetrying:
 			holders = append(holders, name)
-		case st.Status == nodedrain.StatusComplete && live && !(s.wholeClusterDeclared() && !n.up):
+		case a.cmdDeclared || (live && nodedrain.DeclaresClusterShutdown(req)):
+			// A declared whole-cluster shutdown lets nodes go down without a slot.
+		case st.Status == nodedrain.StatusComplete && live:
 			holders = append(holders, name)
-		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.wholeClusterDeclared():
+		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.withdrawn[a.cmdRequest]:
 			holders = append(holders, name+" (down)")
 		}
 		s.states[fmt.Sprintf("%d/%s/%v/%v/%v", st.Status, a.m.State.Phase, live, n.unschedulable, n.up)] = true
@@ -220,9 +221,15 @@ func (s *Sim) checkEnd() {
 			s.violate("L1", "%s still carries edgedrain's cordon after the quiet period (unschedulable %v)", name, n.unschedulable)
 		case n.evictionRequested:
 			s.violate("L1", "the volume gate's eviction request on %s was never released", name)
+		case a.twin != nil && a.twin.alive && a.twin.m.State.Phase != agent.PhaseIdle:
+			s.violate("L1", "the second agent named %s is still %s for its %s after the quiet period (status %s)", name,
+				a.twin.m.State.Phase, a.twin.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
 		case a.alive && a.m.State.Phase != agent.PhaseIdle:
 			s.violate("L1", "the agent of %s is still %s for its %s after the quiet period (status %s)", name,
 				a.m.State.Phase, a.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
+		case a.sentinel[agent.OpUpdate] != 0 && a.sentinel[agent.OpUpdate] == s.cancelled[name]:
+			// An operator withdrew the request: the operation is cancelled until asked anew.
+		case a.sentinel[agent.OpReboot] != 0 && a.sentinel[agent.OpReboot] == s.cancelled[name]:
 		case a.sentinel[agent.OpUpdate] != 0 && s.updatesOK[name].Before(time.Unix(0, a.sentinel[agent.OpUpdate])):
 			s.violate("L1", "the update asked for on %s was never done (its sentinel is still there)", name)
 		case a.sentinel[agent.OpReboot] != 0:
@@ -232,9 +239,4 @@ func (s *Sim) checkEnd() {
 			return
 		}
 	}
-}
-
-// declaresShutdown reports whether a request declares a planned whole-cluster shutdown.
-func declaresShutdown(r nodedrain.NodeDrainRequest) bool {
-	return strings.HasPrefix(r.Context, "cluster-shutdown")
 }

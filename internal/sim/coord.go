@@ -258,6 +258,9 @@ func (c *coord) tick() {
 
 func (c *coord) act(actions []coordinator.NodeAction) {
 	for _, na := range actions {
+		if !c.stillLeading() {
+			return
+		}
 		if na.Release {
 			c.release(na.Node)
 			continue
@@ -274,9 +277,24 @@ func (c *coord) act(actions []coordinator.NodeAction) {
 	}
 }
 
+// stillLeading is the engine's lease guard (Config.StillLeading): an engine whose last renewal
+// is older than the renew deadline acts no more and stops; another replica may hold the Lease.
+func (c *coord) stillLeading() bool {
+	if c.s.w.now.Sub(c.lastRenew) < renewDeadline {
+		return true
+	}
+	if c.running {
+		c.loseLeadership("the Lease was last renewed too long ago to act on")
+	}
+	return false
+}
+
 // publish writes a status (the engine's loop waits for the reply: here it is immediate).
 func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 	s := c.s
+	if !c.stillLeading() {
+		return
+	}
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) {
 		c.unpublished[st.Node] = true
 		return
@@ -294,6 +312,7 @@ func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 }
 
 // release asks the gate to undo its work for node (withdraw the Longhorn eviction request).
+// A failed release is retried (as the executor does) until it succeeds or the run ends.
 func (c *coord) release(node string) {
 	s := c.s
 	inc := c.inc
@@ -305,7 +324,8 @@ func (c *coord) release(node string) {
 	}, func(err error) {
 		c.run("release reply", inc, func() {
 			if err != nil {
-				s.w.logf("%s: releasing the volume gate's work on %s failed: %v", c.name, node, err)
+				s.w.logf("%s: releasing the volume gate's work on %s failed: %v; retrying", c.name, node, err)
+				c.later(2*time.Second, "release retry", inc, func() { c.release(node) })
 			}
 		})
 	})

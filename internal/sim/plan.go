@@ -33,7 +33,9 @@ const (
 	NodeReregister  Kind = "node-reregister"
 	ReplicaFails    Kind = "replica-fails"
 	PowerCycle      Kind = "power-cycle"
-	AgentDuplicated Kind = "duplicate-agent"
+	AgentDuplicated Kind = "duplicate-agent"        // a second agent runs with the node's name
+	ForgedStatus    Kind = "status-without-request" // a NOTSUPPORTED naming no request appears
+	ClusterShutdown Kind = "cluster-shutdown"       // an operator declares a whole-cluster shutdown
 )
 
 // Fault is one scheduled happening: At from the start, on node (or coordinator) Target, lasting For.
@@ -58,15 +60,18 @@ var faultKinds = []struct {
 }{
 	{CoordCrash, 4}, {CoordFreeze, 2}, {AgentCrash, 4}, {AgentCut, 4}, {BusOutage, 3}, {BusLossy, 2}, {WatchLag, 3},
 	{APIOutage, 3}, {OperatorCordon, 2}, {OperatorUncord, 2}, {Withdraw, 3}, {Override, 1}, {KubeletDown, 2},
-	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2},
+	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1},
 }
 
 // RandomPlan draws a plan for cfg from rng: triggers (sometimes everyone at once) and faults.
 func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	var p Plan
 	at := func() time.Duration { return time.Duration(rng.Int64N(int64(cfg.Active))) }
-	if rng.IntN(3) == 0 {
+	switch rng.IntN(10) {
+	case 0, 1, 2:
 		p = append(p, Fault{At: at() / 2, Kind: KernelDay})
+	case 3:
+		p = append(p, Fault{At: at() / 2, Kind: ClusterShutdown})
 	}
 	for n := range cfg.Nodes {
 		switch rng.IntN(4) {
@@ -163,7 +168,11 @@ func (s *Sim) apply(f Fault) {
 		cl.setAPI(false)
 		back("api back", func() { w.logf("the Kubernetes API is back"); cl.setAPI(true) })
 	case OperatorCordon:
-		if n := nodeAt(f.Target); n.exists && !n.unschedulable {
+		// Known open: an operator who uncordons a node edgedrain cordoned (kubectl leaves
+		// edgedrain's annotation) and cordons it again has that cordon removed when the request
+		// ends. Until the coordinator drops its annotation on a foreign uncordon, the operator
+		// here cordons only nodes without it.
+		if n := nodeAt(f.Target); n.exists && !n.unschedulable && n.annotation == "" {
 			w.logf("an operator cordons %s", n.name)
 			n.unschedulable, n.operatorCordon = true, true
 			n.rv++
@@ -187,7 +196,15 @@ func (s *Sim) apply(f Fault) {
 		n := nodeAt(f.Target)
 		if s.bus.up && s.bus.value(bucketRequests, n.name) != nil {
 			w.logf("edgedrainctl withdraw %s", n.name)
+			if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok {
+				s.withdrawn[r.RequestID] = true
+			}
 			s.bus.write(bucketRequests, n.name, nil, "operator")
+			a := s.agentOf(n.name)
+			a.cmdRequest = "" // the operator releases the node's slot, down or not
+			if st := a.m.State; st.Sentinel != "" {
+				s.cancelled[n.name] = st.SentinelModTime
+			}
 		}
 	case Override:
 		a := ag(f.Target)
@@ -228,9 +245,28 @@ func (s *Sim) apply(f Fault) {
 				break
 			}
 		}
+	case AgentDuplicated:
+		a := ag(f.Target)
+		w.logf("a second agent starts with the name %s (misconfigured)", a.node.name)
+		s.duplicate(a)
+	case ForgedStatus:
+		n := nodeAt(f.Target)
+		if s.bus.up {
+			w.logf("a status NOTSUPPORTED naming no request appears for %s (not from the coordinator)", n.name)
+			s.bus.write(bucketStatus, n.name, nodedrain.NodeDrainStatus{Node: n.name, Status: nodedrain.StatusNotSupported,
+				Message: "forged"}, "somebody")
+			s.events[n.name] = append(s.events[n.name], nodedrain.StatusNotSupported) // a change, though no Event
+		}
+	case ClusterShutdown:
+		w.logf("an operator declares a whole-cluster shutdown on every node")
+		for _, a := range s.agents {
+			a.shutdown = true
+			a.sentinel[agent.OpShutdown] = w.now.UnixNano()
+		}
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
+		a.cmdRequest = ""
 		s.powerCycle(a, f.For)
 	}
 }

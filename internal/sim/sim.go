@@ -81,6 +81,10 @@ type Sim struct {
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
 	strandedSince map[string]time.Time
+	// cancelled records, per node, the sentinel time of an operation an operator withdrew.
+	cancelled map[string]int64
+	// withdrawn lists the requests an operator withdrew (their nodes' slots are released).
+	withdrawn map[string]bool
 	// quiet is set once the active phase is over.
 	quiet bool
 	// states counts distinct (coordinator status, agent phase) combinations reached.
@@ -93,7 +97,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
 		published: map[string][]nodedrain.DrainStatus{}, commands: map[string]int{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
-		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}}
+		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}}
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}
@@ -179,6 +183,9 @@ func (s *Sim) goDown(a *agentProc, rid string, byBus bool) {
 	n := a.node
 	s.reboots[rid]++
 	s.w.logf("%s goes down for request %s", n.name, rid)
+	if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok && r.RequestID == rid {
+		a.cmdDeclared = nodedrain.DeclaresClusterShutdown(r)
+	}
 	if s.reboots[rid] > 1 {
 		s.violate("S5", "%s went down a second time for request %s", n.name, rid)
 	}
@@ -192,13 +199,34 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 		return
 	}
 	a.crash("machine down")
+	if a.twin != nil {
+		a.twin.crash("machine down")
+	}
 	s.cluster.machineDown(n)
 	delete(a.sentinel, agent.OpReboot) // /var/run is a tmpfs
+	delete(a.sentinel, agent.OpShutdown)
 	s.w.after(d, "machine up", func() {
+		a.cmdRequest, a.cmdDeclared = "", false
 		s.cluster.machineUp(n)
 		s.w.logf("%s is up again (boot %d)", n.name, n.bootID)
 		a.start()
+		if a.twin != nil {
+			a.twin.start()
+		}
 	})
+}
+
+// duplicate starts a second agent with a's node name, on the same machine and files.
+func (s *Sim) duplicate(a *agentProc) {
+	if a.twin != nil {
+		return
+	}
+	t := &agentProc{s: s, node: a.node, conn: &conn{b: s.bus, name: "agent2/" + a.node.name}, sentinel: a.sentinel,
+		persisted: agent.State{Phase: agent.PhaseIdle}}
+	a.twin, t.twin = t, a
+	if a.node.up {
+		t.start()
+	}
 }
 
 func (s *Sim) updateDone(node string) {

@@ -6,7 +6,7 @@ import (
 
 func TestSeedsExplore(t *testing.T) {
 	fails := map[string]int{}
-	for seed := uint64(1); seed <= 300; seed++ {
+	for seed := uint64(1); seed <= 3000; seed++ {
 		r := Run(seed)
 		if r.Violation != nil {
 			fails[r.Violation.Invariant]++

@@ -32,7 +32,13 @@ type world struct {
 	events int
 	// stopped is set by a violation: the run ends after the current event.
 	stopped bool
+	// livelock names the last event when a run exceeded maxEvents.
+	livelock string
 }
+
+// maxEvents bounds a run: a few simulated minutes take well under 100 000 events; more means
+// something loops without time passing.
+const maxEvents = 500_000
 
 type scheduled struct {
 	at   time.Time
@@ -80,6 +86,12 @@ func (w *world) runUntil(end time.Time, check func()) {
 		heap.Pop(&w.queue)
 		w.now = next.at
 		w.events++
+		if w.events > maxEvents {
+			w.logf("LIVELOCK: more than %d events (the last: %s)", maxEvents, next.what)
+			w.livelock = next.what
+			w.stopped = true
+			return
+		}
 		next.f()
 		check()
 	}

@@ -21,8 +21,9 @@ type Admission struct {
 	NotSupported map[string]string
 	// Queued maps nodes that must wait to a message naming the nodes ahead.
 	Queued map[string]string
-	// WholeCluster is true when every node of the cluster has an open request: a planned
-	// whole-cluster shutdown (or update), handled so that it cannot deadlock (see Admit).
+	// WholeCluster is true when every node of the cluster has an open request that declares a
+	// planned whole-cluster shutdown (DeclaresClusterShutdown), handled so that it cannot
+	// deadlock (see Admit).
 	WholeCluster bool
 }
 
@@ -38,19 +39,23 @@ func holdsSlot(d Drain, ready, wholeCluster bool) bool {
 }
 
 // Admit decides which REQUESTED drains start, oldest request first, so that at most
-// maxConcurrent nodes are in maintenance at once. A drain admitted on a node that has no other
-// Ready, schedulable node to move workloads to is NOTSUPPORTED instead (a single-node cluster, or
-// the last node of a whole-cluster shutdown), which lets its agent proceed.
+// maxConcurrent nodes are in maintenance at once. A node with no other node to move workloads
+// to is NOTSUPPORTED (a single-node cluster, or the last node up in a declared whole-cluster
+// shutdown), which lets its agent proceed; in a larger cluster where no other node can take the
+// workloads right now, the drain waits.
 func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admission {
 	a := Admission{NotSupported: map[string]string{}, Queued: map[string]string{}}
 	known := make(map[string]NodeInfo, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n
 	}
+	// A whole-cluster shutdown is declared, never inferred: every node asking at once is the
+	// normal kernel-update day, and each node must still be drained in turn.
 	a.WholeCluster = len(nodes) > 1
 	for _, n := range nodes {
 		d, ok := drains[n.Name]
-		if !ok || d.Request == nil || !(d.Status.Status.InProgress() || d.Status.Status == StatusComplete) {
+		if !ok || d.Request == nil || !DeclaresClusterShutdown(*d.Request) ||
+			!(d.Status.Status.InProgress() || d.Status.Status == StatusComplete) {
 			a.WholeCluster = false
 			break
 		}
@@ -91,12 +96,19 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 				break
 			}
 		}
-		if !other {
-			reason := "no other Ready, schedulable node to move workloads to: drains are not possible here, proceed"
-			if a.WholeCluster {
-				reason = "whole-cluster shutdown: this is the last node up, nothing left to drain to; proceed"
-			}
-			a.NotSupported[name] = reason
+		switch {
+		case other:
+		case len(nodes) == 1:
+			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
+			continue
+		case a.WholeCluster:
+			a.NotSupported[name] = "declared whole-cluster shutdown: this is the last node up, nothing left to drain to; proceed"
+			continue
+		default:
+			// Other nodes exist but none can take the workloads now (down, cordoned, in
+			// maintenance): wait for one rather than let this node go down undrained.
+			a.Queued[name] = "waiting: no other Ready, schedulable node can take the workloads now"
+			ahead = append(ahead, name)
 			continue
 		}
 		a.Admit = append(a.Admit, name)
@@ -111,4 +123,17 @@ func queuedMessage(holders, ahead []string, max int) string {
 		msg += fmt.Sprintf("; queued behind %s", strings.Join(ahead, ", "))
 	}
 	return msg
+}
+
+// ClusterShutdownContext is the request context that declares a planned whole-cluster shutdown
+// ("cluster-shutdown", optionally followed by a reason): when every node's request declares
+// it, nodes already down for it free their admission slot and the last node up may go down
+// without a drain. Nothing else — not every node asking at once — is taken for one.
+const ClusterShutdownContext = "cluster-shutdown"
+
+// DeclaresClusterShutdown reports whether r declares a planned whole-cluster shutdown: a
+// DEVICEOP request whose context is ClusterShutdownContext or starts with it and a space.
+func DeclaresClusterShutdown(r NodeDrainRequest) bool {
+	return r.RequestedBy == RequesterDeviceOp &&
+		(r.Context == ClusterShutdownContext || strings.HasPrefix(r.Context, ClusterShutdownContext+" "))
 }

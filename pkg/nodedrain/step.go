@@ -121,7 +121,8 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	st := &s.d.Status
 	st.Attempt, st.StartedAt = 0, time.Time{}
 	if r == nil {
-		st.RequestID, st.RequestedBy = "", 0
+		// NOTREQUESTED keeps naming the withdrawn request: its agent, if it did not withdraw
+		// it itself (edgedrainctl withdraw), learns that its operation is cancelled.
 		if st.CordonedByUs {
 			s.set(StatusNotRequested, "request withdrawn; uncordoning the node", nil)
 			s.start(OpUncordon, 0)

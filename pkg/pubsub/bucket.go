@@ -240,6 +240,21 @@ func (b *Bucket[T]) Unpublish(ctx context.Context, key string) error {
 	return nil
 }
 
+// UnpublishRevision removes key's value only if its current revision is rev: a value written
+// meanwhile by someone else stays. It fails with an error wrapping ErrConflict otherwise.
+func (b *Bucket[T]) UnpublishRevision(ctx context.Context, key string, rev uint64) error {
+	if err := ValidKey(key); err != nil {
+		return fmt.Errorf("unpublish %s: %w", b.name, err)
+	}
+	if err := b.kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return fmt.Errorf("unpublish %s/%s at revision %d: %w", b.name, key, rev, err)
+	}
+	return nil
+}
+
 // Get returns key's current value and revision. It returns an error wrapping
 // ErrNotFound when the key has no value and one wrapping ErrDecode (counted)
 // when the stored payload does not decode.

@@ -33,4 +33,7 @@ var (
 	// ErrServerNotReady is returned by StartEmbedded when the server does not
 	// accept connections in time or fails to start JetStream.
 	ErrServerNotReady = errors.New("nats server not ready")
+
+	// ErrConflict means a conditional write found the key at another revision than expected.
+	ErrConflict = errors.New("key changed meanwhile")
 )

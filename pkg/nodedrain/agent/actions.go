@@ -16,7 +16,9 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 		a.busOp(busOp{publish: true, req: act.Request})
 	case WithdrawRequest:
 		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
-		a.busOp(busOp{id: act.RequestID})
+		a.busOp(busOp{id: act.RequestID, own: act.Own})
+	case ReadStatus:
+		a.busOp(busOp{read: true})
 	case RunCommand:
 		a.startCommand(ctx, act)
 	case RemoveOverride:
@@ -63,7 +65,11 @@ func (a *Agent) busOp(op busOp) {
 		if op.publish {
 			id = op.req.RequestID
 		}
-		a.queue = append(a.queue, EvBusDone{Publish: op.publish, RequestID: id, Err: err})
+		var ev Event = EvBusDone{Publish: op.publish, RequestID: id, Err: err}
+		if op.read {
+			ev = EvStatusRead{Err: err}
+		}
+		a.queue = append(a.queue, ev)
 	}
 }
 

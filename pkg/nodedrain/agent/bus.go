@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,11 +25,13 @@ const (
 // errBusQueueFull is the result of a bus action queued while too many wait.
 var errBusQueueFull = errors.New("too many bus operations waiting")
 
-// busOp is one publish or withdrawal of the node's request.
+// busOp is one publish or withdrawal of the node's request, or a read of its status.
 type busOp struct {
 	publish bool
+	read    bool
 	req     nodedrain.NodeDrainRequest
 	id      string
+	own     []string // withdraw only a request with one of these IDs
 }
 
 // bus does the agent's NATS work in the background: it opens both buckets (retrying until the
@@ -66,6 +70,7 @@ func (b *bus) send(ctx context.Context, ev Event) {
 // run works until ctx ends.
 func (b *bus) run(ctx context.Context) {
 	var requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	var statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
 	var watcher *pubsub.Watcher[nodedrain.NodeDrainStatus]
 	b.retry(ctx, "open the bus buckets", func() error {
 		var err error
@@ -74,7 +79,7 @@ func (b *bus) run(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		statuses, err := pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log,
+		statuses, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log,
 			DecodeErrors: b.metrics.BusDecodeErrors}, nodedrain.StatusCodec{})
 		if err != nil {
 			return err
@@ -93,7 +98,7 @@ func (b *bus) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case op := <-b.ops:
-			b.send(ctx, b.do(ctx, requests, op))
+			b.send(ctx, b.do(ctx, requests, statuses, op))
 		}
 	}
 }
@@ -121,14 +126,46 @@ func (b *bus) retry(ctx context.Context, what string, f func() error) {
 	}
 }
 
-func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], op busOp) Event {
+func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest],
+	statuses *pubsub.Bucket[nodedrain.NodeDrainStatus], op busOp) Event {
 	octx, cancel := context.WithTimeout(ctx, busOpTimeout)
 	defer cancel()
-	if op.publish {
+	switch {
+	case op.read:
+		st, _, err := statuses.Get(octx, b.node)
+		switch {
+		case errors.Is(err, pubsub.ErrNotFound):
+			return EvStatusRead{}
+		case err != nil:
+			return EvStatusRead{Err: err}
+		case st.Node != b.node:
+			return EvStatusRead{Err: fmt.Errorf("the status under this node's key names node %q", st.Node)}
+		}
+		return EvStatusRead{Status: &st}
+	case op.publish:
 		_, err := requests.Publish(octx, b.node, op.req)
 		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: err}
 	}
-	return EvBusDone{RequestID: op.id, Err: requests.Unpublish(octx, b.node)}
+	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own)}
+}
+
+// withdraw removes the node's request if it is one this agent made (one of own), at the
+// revision read, so that a request another agent published meanwhile stays.
+func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], own []string) error {
+	req, rev, err := requests.Get(ctx, b.node)
+	switch {
+	case errors.Is(err, pubsub.ErrNotFound):
+		return nil
+	case errors.Is(err, pubsub.ErrDecode):
+		b.log.WithError(err).Warn("leaving an undecodable value under this node's request key (not this agent's)")
+		return nil
+	case err != nil:
+		return err
+	case !slices.Contains(own, req.RequestID):
+		b.log.WithField("request", req.RequestID).Warn("not withdrawing the node's request: this agent did not make it")
+		return nil
+	}
+	return requests.UnpublishRevision(ctx, b.node, rev)
 }
 
 // forward turns the status watch's events for this node into machine events.

@@ -49,6 +49,13 @@ type EvCommandDone struct {
 	Err       error
 }
 
+// EvStatusRead is the result of a ReadStatus: the node's status as the bus holds it now (nil
+// when none is published).
+type EvStatusRead struct {
+	Status *nodedrain.NodeDrainStatus
+	Err    error
+}
+
 // EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
 type EvTimer struct{ RequestID string }
 
@@ -60,6 +67,7 @@ func (EvBusDone) event()     {}
 func (EvOverride) event()    {}
 func (EvCommandDone) event() {}
 func (EvTimer) event()       {}
+func (EvStatusRead) event()  {}
 
 // Action is an output of Step for the runtime.
 type Action interface{ action() }
@@ -68,9 +76,19 @@ type Action interface{ action() }
 // as EvBusDone.
 type PublishRequest struct{ Request nodedrain.NodeDrainRequest }
 
-// WithdrawRequest asks for the node's request to be removed from the bus; the result comes back
-// as EvBusDone. RequestID names the request withdrawn, for logs ("" for a clean-up).
-type WithdrawRequest struct{ RequestID string }
+// WithdrawRequest asks for the node's request to be removed from the bus, but only if it is one
+// of Own (the requests this agent made): another agent's request under the same node name is
+// left alone. The result comes back as EvBusDone. RequestID names the request withdrawn, for
+// logs ("" for a clean-up).
+type WithdrawRequest struct {
+	RequestID string
+	Own       []string
+}
+
+// ReadStatus asks for the node's status to be read from the bus now (not from the watch, which
+// may lag or replay history); the result comes back as EvStatusRead. The agent confirms every
+// COMPLETE or NOTSUPPORTED this way before it runs its operation.
+type ReadStatus struct{}
 
 // RunCommand asks for the operation's command to run; its result comes back as EvCommandDone.
 type RunCommand struct {
@@ -131,6 +149,7 @@ func (PublishRequest) action()  {}
 func (WithdrawRequest) action() {}
 func (RunCommand) action()      {}
 func (RemoveOverride) action()  {}
+func (ReadStatus) action()      {}
 func (TriggerResult) action()   {}
 func (DrainFailed) action()     {}
 func (CommandFailed) action()   {}

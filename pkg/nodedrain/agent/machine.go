@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -128,6 +129,9 @@ type State struct {
 	// RetryAt is when the backoff ends (backoff), the command runs again (cleared) or the node
 	// is given up on going down (waiting-boot).
 	RetryAt time.Time `json:"retryAt,omitzero"`
+	// Mine lists the request IDs this agent made, newest last (at most maxMine): it withdraws
+	// only these, never another agent's request published under the same node name.
+	Mine []string `json:"mine,omitempty"`
 	// Handled maps each operation to the modification time (Unix nanoseconds) of the sentinel
 	// file whose operation is done, so that a sentinel nobody removed does not ask again.
 	Handled map[Operation]int64 `json:"handled,omitempty"`
@@ -153,6 +157,20 @@ type Machine struct {
 	BusSynced   bool
 	BusRetryAt  time.Time
 	BusFailures int
+	// Confirmed is the request whose clearing status a ReadStatus confirmed for the next run of
+	// the command; Confirming says a ReadStatus is under way; ConfirmRetryAt is when a failed
+	// one is tried again.
+	Confirmed      string
+	Confirming     bool
+	ConfirmRetryAt time.Time
+}
+
+// maxMine bounds State.Mine.
+const maxMine = 8
+
+// mine reports whether this agent made request id.
+func (st State) mine(id string) bool {
+	return id != "" && (id == st.RequestID || slices.Contains(st.Mine, id))
 }
 
 // Source says where an effective status comes from.
@@ -213,6 +231,9 @@ func (m Machine) NextWake() time.Time {
 	}
 	if !m.BusSynced && !m.BusRetryAt.IsZero() && (t.IsZero() || m.BusRetryAt.Before(t)) {
 		t = m.BusRetryAt
+	}
+	if !m.ConfirmRetryAt.IsZero() && (t.IsZero() || m.ConfirmRetryAt.Before(t)) {
+		t = m.ConfirmRetryAt
 	}
 	return t
 }

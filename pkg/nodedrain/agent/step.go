@@ -3,6 +3,8 @@ package agent
 import (
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -39,6 +41,9 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		s.commandDone(e)
 	case EvTimer:
 		s.timer(e.RequestID)
+	case EvStatusRead:
+		s.statusRead(e)
+		edge = s.m.BusKnown
 	}
 	s.reconcile(edge)
 	return s.m, s.actions
@@ -63,7 +68,29 @@ func (s *stepper) sync() {
 		s.actions = append(s.actions, PublishRequest{Request: s.m.Request()})
 		return
 	}
-	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID})
+	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own()})
+}
+
+// own lists the requests this agent made, for a withdrawal.
+func (s *stepper) own() []string {
+	st := s.m.State
+	out := slices.Clone(st.Mine)
+	if st.RequestID != "" && !slices.Contains(out, st.RequestID) {
+		out = append(out, st.RequestID)
+	}
+	return out
+}
+
+// remember records a request ID as this agent's own.
+func (s *stepper) remember(id string) {
+	st := &s.m.State
+	if id == "" || slices.Contains(st.Mine, id) {
+		return
+	}
+	st.Mine = append(st.Mine, id)
+	if len(st.Mine) > maxMine {
+		st.Mine = slices.Clone(st.Mine[len(st.Mine)-maxMine:])
+	}
 }
 
 func (s *stepper) start(boot string) {
@@ -71,7 +98,10 @@ func (s *stepper) start(boot string) {
 	st := &s.m.State
 	switch {
 	case st.Phase != PhaseIdle && st.BootID != "" && st.BootID != boot:
-		if st.CommandRan {
+		// Done only if the node went down for the command: it returned and the agent waited
+		// for the node to go down, or it was still running a command that takes the node down.
+		// An update whose command failed is not done by an unrelated reboot.
+		if st.Phase == PhaseWaitingBoot || (st.Phase == PhaseRunning && st.Operation.goesDown(s.p)) {
 			s.finish(fmt.Sprintf("the node is back after the %s (boot ID changed): withdrawing request %s so the coordinator uncordons the node",
 				st.Operation, st.RequestID))
 		} else {
@@ -103,7 +133,9 @@ func (s *stepper) trigger(e EvTrigger) {
 		reply(false, "the %s asked for by %s is already done", e.Operation, e.Sentinel)
 	case st.Phase == PhaseIdle:
 		*st = State{Phase: PhasePending, Operation: e.Operation, Context: e.Context, RequestID: e.RequestID,
-			RequestedAt: s.now, BootID: s.m.Boot, Sentinel: e.Sentinel, SentinelModTime: e.SentinelModTime, Handled: st.Handled}
+			RequestedAt: s.now, BootID: s.m.Boot, Sentinel: e.Sentinel, SentinelModTime: e.SentinelModTime, Handled: st.Handled,
+			Mine: st.Mine}
+		s.remember(e.RequestID)
 		by := "a local request"
 		if e.Sentinel != "" {
 			by = "sentinel " + e.Sentinel
@@ -165,6 +197,9 @@ func (s *stepper) commandFailed(reason string) {
 }
 
 func (s *stepper) timer(id string) {
+	if !s.m.ConfirmRetryAt.IsZero() && !s.now.Before(s.m.ConfirmRetryAt) {
+		s.m.ConfirmRetryAt = time.Time{}
+	}
 	if !s.m.BusSynced && !s.m.BusRetryAt.IsZero() && !s.now.Before(s.m.BusRetryAt) {
 		s.sync()
 	}
@@ -175,6 +210,7 @@ func (s *stepper) timer(id string) {
 	switch st.Phase {
 	case PhaseBackoff:
 		st.Phase, st.RequestID, st.RequestedAt, st.RetryAt = PhasePending, id, s.now, time.Time{}
+		s.remember(id)
 		s.report(LevelInfo, "backoff over: asking again for a drain for the %s (request %s)", st.Operation, id)
 	case PhaseWaitingBoot:
 		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
@@ -196,6 +232,8 @@ func (s *stepper) reconcile(edge bool) {
 			(v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported) {
 			s.clear(v)
 		}
+	case PhaseCleared:
+		s.stillCleared(edge)
 	}
 	s.runIfDue()
 }
@@ -204,9 +242,9 @@ func (s *stepper) reconcile(edge bool) {
 // no operation (a state file lost, a request left from before a restart).
 func (s *stepper) idle(edge bool) {
 	b := s.m.Bus
-	if !edge || b == nil || !s.m.BusSynced || b.RequestID == "" ||
+	if !edge || b == nil || !s.m.BusSynced || !s.m.State.mine(b.RequestID) ||
 		b.Status == nodedrain.StatusNotRequested || b.Status == nodedrain.StatusUnknown {
-		return
+		return // nothing of ours is served (another agent's request is not ours to withdraw)
 	}
 	s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, for which this agent has no operation: withdrawing it",
 		b.RequestID, b.Status)
@@ -220,26 +258,32 @@ func (s *stepper) pending(edge bool) {
 	switch {
 	case v.Status == nodedrain.StatusUnknown:
 		return
-	case v.Source == SourceBus && v.RequestID == st.RequestID:
+	case v.Source == SourceOverride && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
+		s.clear(v)
+	case v.Source == SourceOverride && v.Status.Failed():
+		s.failed(v)
+	case v.RequestID == st.RequestID && v.Status != nodedrain.StatusNotRequested:
 		// Our request is on the bus already (published just before a restart): adopt it.
 		st.Phase, st.OnBus = PhaseDeferred, true
 		s.deferred(false)
-	case v.Source == SourceBus && v.RequestID != "":
-		if edge && s.m.BusSynced {
-			s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, which is not this agent's: withdrawing it before asking",
-				v.RequestID, v.Status)
-			s.sync()
-		}
-	case v.Status == nodedrain.StatusNotSupported:
-		s.clear(v)
-	case v.Source == SourceBus:
-		s.publish() // NOTREQUESTED, or a status that answers no request
-	case v.Status == nodedrain.StatusNotRequested:
-		s.publish()
-	case v.Status == nodedrain.StatusComplete:
-		s.clear(v)
-	case v.Status.Failed():
-		s.failed(v)
+	case s.foreign(v):
+		s.waitForeign(v, edge)
+	default:
+		s.publish() // nothing, or a request of ours that is over, is served: ask
+	}
+}
+
+// foreign reports whether the bus serves a request for this node that this agent did not make:
+// another agent runs under the same node name. It is not this agent's to withdraw or replace.
+func (s *stepper) foreign(v View) bool {
+	return v.Source == SourceBus && v.RequestID != "" && !s.m.State.mine(v.RequestID) &&
+		v.Status != nodedrain.StatusNotRequested && v.Status != nodedrain.StatusUnknown
+}
+
+func (s *stepper) waitForeign(v View, edge bool) {
+	if edge {
+		s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, which this agent did not make "+
+			"(is another agent running with this node's name?): waiting for it to end", v.RequestID, v.Status)
 	}
 }
 
@@ -251,17 +295,76 @@ func (s *stepper) deferred(edge bool) {
 	}
 	ours := v.Source == SourceOverride || v.RequestID == s.m.State.RequestID
 	switch {
-	case v.Status == nodedrain.StatusNotSupported && (ours || v.RequestID == ""):
-		s.clear(v)
-	case ours && v.Status == nodedrain.StatusComplete:
+	case ours && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
 		s.clear(v)
 	case ours && v.Status.Failed():
 		s.failed(v)
-	case !ours && edge && s.m.BusSynced:
-		// The status answers no request or an older one: make sure ours is there (idempotent:
-		// the coordinator ignores a request it already serves).
+	case ours && v.Status == nodedrain.StatusNotRequested:
+		s.cancelled()
+	case ours:
+		// Queued or draining: wait.
+	case s.foreign(v):
+		s.waitForeign(v, edge)
+	case edge && s.m.BusSynced:
+		// The status answers no request or an older one of ours: make sure ours is there
+		// (idempotent: the coordinator ignores a request it already serves).
 		s.sync()
+	case s.m.BusSynced && s.m.BusRetryAt.IsZero():
+		// Still no answer: publish again later, in case the request vanished while no
+		// coordinator ran to see it (withdrawn then, or the bus lost its store).
+		s.m.BusSynced, s.m.BusRetryAt = false, s.now.Add(republishAfter)
 	}
+}
+
+// republishAfter is how long a published request may go unanswered before it is published again.
+const republishAfter = 30 * time.Second
+
+// stillCleared checks, while the command waits to run (or to run again), that the bus still
+// clears it; a withdrawal by someone else cancels it, anything else defers it again.
+func (s *stepper) stillCleared(edge bool) {
+	st := s.m.State
+	if strings.HasPrefix(st.ClearedBy, "override") {
+		return
+	}
+	v := s.m.Effective()
+	switch {
+	case v.Status == nodedrain.StatusUnknown:
+	case v.Source == SourceOverride:
+	case v.RequestID == st.RequestID && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
+	case v.RequestID == st.RequestID && v.Status == nodedrain.StatusNotRequested:
+		s.cancelled()
+	default:
+		s.m.State.Phase, s.m.Confirmed = PhaseDeferred, ""
+		s.report(LevelWarn, "the status for request %s is %s again (%s): the %s waits again", st.RequestID, v.Status, v.Message, st.Operation)
+		s.deferred(edge)
+	}
+}
+
+// statusRead takes the status read from the bus as the node's status; if it still clears the
+// current request, the command may run.
+func (s *stepper) statusRead(e EvStatusRead) {
+	s.m.Confirming = false
+	if e.Err != nil {
+		s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
+		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
+		return
+	}
+	s.m.Bus = nil
+	if e.Status != nil {
+		c := *e.Status
+		s.m.Bus = &c
+		if c.RequestID == s.m.State.RequestID && (c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
+			s.m.Confirmed = c.RequestID
+		}
+	}
+}
+
+// cancelled ends the operation because its request was withdrawn by someone else (edgedrainctl
+// withdraw): it is not run; a sentinel that asked for it asks again only when it changes.
+func (s *stepper) cancelled() {
+	st := s.m.State
+	s.finish(fmt.Sprintf("request %s was withdrawn by someone else (edgedrainctl withdraw): the %s is cancelled; ask again to run it",
+		st.RequestID, st.Operation))
 }
 
 func (s *stepper) publish() {
@@ -301,6 +404,16 @@ func (s *stepper) runIfDue() {
 	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) {
 		return
 	}
+	if !strings.HasPrefix(st.ClearedBy, "override") && s.m.Confirmed != st.RequestID {
+		// Confirm with a fresh read that the bus still clears this request: the watch may be
+		// behind, or replaying history after a reconnect (a COMPLETE since withdrawn).
+		if !s.m.Confirming && s.m.ConfirmRetryAt.IsZero() {
+			s.m.Confirming, st.RetryAt = true, time.Time{} // due now: the read's answer decides
+			s.actions = append(s.actions, ReadStatus{})
+		}
+		return
+	}
+	s.m.Confirmed = ""
 	st.Phase, st.CommandRan, st.CommandStartedAt, st.RetryAt = PhaseRunning, true, s.now, time.Time{}
 	s.actions = append(s.actions, RunCommand{Operation: st.Operation, Context: st.Context, RequestID: st.RequestID,
 		Attempt: st.CommandFailures + 1})
@@ -323,8 +436,9 @@ func (s *stepper) finish(msg string) {
 
 // end returns to idle and withdraws the request.
 func (s *stepper) end(handled map[Operation]int64) {
-	id := s.m.State.RequestID
-	s.m.State = State{Phase: PhaseIdle, Handled: handled}
+	id, own := s.m.State.RequestID, s.own()
+	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
-	s.actions = append(s.actions, WithdrawRequest{RequestID: id})
+	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt = "", false, time.Time{}
+	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own})
 }

@@ -108,9 +108,19 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		if !ok {
 			st = nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}
 		}
+		if _, published := in.Statuses[node]; published {
+			// Its Event was sent when the status was published: not again after a restart.
+			c.announced[node] = st.Status
+		}
 		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
 		c.drains[node] = d
 		out = appendNode(out, node, d.Status.RequestID, actions)
+		if in.Requests[node] == nil {
+			// No request: whatever the volume gate still holds for the node (an eviction
+			// asked of the storage, drainer Jobs) was left by a drain that ended while no
+			// coordinator ran. Release is idempotent.
+			out = append(out, NodeAction{Node: node, Release: true})
+		}
 	}
 	return out
 }

@@ -35,6 +35,21 @@ type Engine struct {
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
 	timer        *time.Timer
+	stopRun      context.CancelFunc
+}
+
+// leading reports whether this run may still act: with leader election, only while the Lease
+// was renewed recently enough that no other replica can hold it. Once it may not, the run stops
+// (the leader election sees the lost Lease and campaigns again).
+func (e *Engine) leading(ctx context.Context) bool {
+	if stillLeading(ctx) {
+		return true
+	}
+	if ctx.Err() == nil {
+		e.log.Warn("the Lease has not been renewed within the renew deadline: this coordinator stops acting")
+		e.stopRun()
+	}
+	return false
 }
 
 // statusHistory is how many statuses per node the status bucket keeps.
@@ -100,6 +115,7 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 func (e *Engine) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
 	e.ops = newExecutor(e)
@@ -257,6 +273,9 @@ func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
 }
 
 func (e *Engine) act(ctx context.Context, actions []NodeAction) {
+	if len(actions) > 0 && !e.leading(ctx) {
+		return
+	}
 	for _, na := range actions {
 		if na.Release {
 			e.ops.release(ctx, na.Node)

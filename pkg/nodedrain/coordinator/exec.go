@@ -217,6 +217,9 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		st.Blockers = st.Blockers[:maxPublishedBlockers]
 		st.Message += fmt.Sprintf(" (%d blockers, first %d listed)", n, maxPublishedBlockers)
 	}
+	if !e.leading(ctx) {
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {

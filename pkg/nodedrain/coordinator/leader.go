@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -30,52 +31,115 @@ func DefaultLeaderConfig() LeaderConfig {
 		RenewDeadline: 7 * time.Second, RetryPeriod: 2 * time.Second}
 }
 
-// RunWithLeaderElection runs run(ctx) while this replica holds the Lease, and returns when ctx
-// ends. If leadership is lost, run's context is cancelled and the replica campaigns again; at
-// most one replica runs at a time. On shutdown the Lease is released so another takes over at once.
+// RunWithLeaderElection runs run(ctx) while this replica holds the Lease (restarting it as
+// KeepRunning does), and returns when ctx ends and run has returned. If leadership is lost,
+// run's context is cancelled and the replica campaigns again only once run has returned; at
+// most one replica runs at a time. On shutdown the Lease is released, once run has returned, so
+// another takes over at once.
 func RunWithLeaderElection(ctx context.Context, cfg LeaderConfig, run func(context.Context) error) error {
 	if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" {
 		return fmt.Errorf("leader election needs a client, a namespace, a lease name and an identity")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = logrus.StandardLogger()
+	if cfg.Logger == nil {
+		cfg.Logger = logrus.StandardLogger()
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.Name,
+	inner, err := resourcelock.New(resourcelock.LeasesResourceLock, cfg.Namespace, cfg.Name,
 		cfg.Client.CoreV1(), cfg.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: cfg.Identity})
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
+	lock := &trackedLock{Interface: inner}
 	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true, Name: cfg.Name,
-			LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(lctx context.Context) {
-					log.WithField("identity", cfg.Identity).Info("became the active coordinator")
-					// While we lead, the engine must run.
-					KeepRunning(lctx, log, run)
-				},
-				OnStoppedLeading: func() {
-					log.WithField("identity", cfg.Identity).Info("no longer the active coordinator")
-				},
-				OnNewLeader: func(id string) {
-					if id != cfg.Identity {
-						log.WithField("leader", id).Info("standing by: another coordinator is active")
-					}
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election: %w", err)
+		if err := campaign(ctx, cfg, lock, run); err != nil {
+			return err
 		}
-		le.Run(ctx) // returns when leadership is lost or ctx ends
+	}
+	return nil
+}
+
+// campaign waits for the Lease, runs run while it holds it, and returns once leadership is lost
+// (or ctx ended) and run has returned.
+//
+// client-go's elector calls OnStartedLeading in a goroutine of its own and returns as soon as
+// leadership is lost, without waiting for it: campaign waits, so that the next campaign cannot
+// start a second run beside this one. The elector's context outlives ctx while a run is under
+// way, so that the Lease is renewed until run has returned and only then released.
+func campaign(ctx context.Context, cfg LeaderConfig, lock *trackedLock, run func(context.Context) error) error {
+	log := cfg.Logger.WithField("identity", cfg.Identity)
+	ectx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
+	var (
+		mu      sync.Mutex
+		leading bool                  // OnStartedLeading began a term
+		over    bool                  // the elector returned: a late OnStartedLeading must not begin one
+		done    = make(chan struct{}) // closed when the term's runs have returned
+	)
+	// While campaigning, the end of ctx ends the elector; while leading, the term ends it.
+	stopOnDone := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !leading {
+			stopElector()
+		}
+	})
+	defer stopOnDone()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, Name: cfg.Name,
+		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				mu.Lock()
+				if over {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
+				defer close(done)
+				defer stopElector() // release the Lease once run has returned
+				// run stops when leadership is lost (lctx) or ctx ends.
+				rctx, cancel := context.WithCancel(lctx)
+				defer cancel()
+				// The engine acts only while the last renewal is recent enough that no other
+				// replica can have taken the Lease (a paused process must not act on its return).
+				rctx = WithLeaseCheck(rctx, func() bool { return lock.renewedWithin(cfg.RenewDeadline) })
+				defer context.AfterFunc(ctx, cancel)()
+				log.Info("became the active coordinator")
+				// While we lead, the engine must run.
+				KeepRunning(rctx, cfg.Logger, run)
+				log.Info("active coordinator stopped")
+			},
+			OnStoppedLeading: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if leading {
+					log.Info("no longer the active coordinator")
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != cfg.Identity {
+					cfg.Logger.WithField("leader", id).Info("standing by: another coordinator is active")
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ectx) // returns when leadership is lost or the elector is stopped
+	mu.Lock()
+	over = true
+	wasLeading := leading
+	mu.Unlock()
+	if wasLeading {
+		<-done
 	}
 	return nil
 }
 
 // KeepRunning runs run(ctx) until ctx ends, restarting it 2 s after it returns early (an error
-// such as a bus watch that ended), so that an active coordinator never sits idle.
+// such as a bus watch that ended), so that an active coordinator never sits idle. It returns
+// once ctx has ended and run has returned; runs never overlap.
 func KeepRunning(ctx context.Context, log logrus.FieldLogger, run func(context.Context) error) {
 	for ctx.Err() == nil {
 		if err := run(ctx); err != nil {
@@ -86,4 +150,60 @@ func KeepRunning(ctx context.Context, log logrus.FieldLogger, run func(context.C
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// trackedLock records when this replica last wrote the Lease successfully (acquired or
+// renewed it), measured from before the write was sent: the Lease is surely still ours for
+// LeaseDuration after that.
+type trackedLock struct {
+	resourcelock.Interface
+	mu      sync.Mutex
+	renewed time.Time
+}
+
+// Create acquires the Lease, recording when.
+func (l *trackedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	start := time.Now()
+	err := l.Interface.Create(ctx, ler)
+	l.record(start, ler, err)
+	return err
+}
+
+// Update renews (or releases) the Lease, recording a renewal.
+func (l *trackedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	start := time.Now()
+	err := l.Interface.Update(ctx, ler)
+	l.record(start, ler, err)
+	return err
+}
+
+func (l *trackedLock) record(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && ler.HolderIdentity == l.Identity() {
+		l.renewed = start
+	} else if err == nil {
+		l.renewed = time.Time{} // released
+	}
+}
+
+// renewedWithin reports whether the Lease was last written by us less than d ago.
+func (l *trackedLock) renewedWithin(d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.renewed.IsZero() && time.Since(l.renewed) < d
+}
+
+type leaseCheckKey struct{}
+
+// WithLeaseCheck returns ctx carrying a check that the caller still holds leadership; an Engine
+// running under it acts only while the check passes.
+func WithLeaseCheck(ctx context.Context, valid func() bool) context.Context {
+	return context.WithValue(ctx, leaseCheckKey{}, valid)
+}
+
+// stillLeading runs ctx's lease check; without one (leader election off) it is always true.
+func stillLeading(ctx context.Context) bool {
+	valid, ok := ctx.Value(leaseCheckKey{}).(func() bool)
+	return !ok || valid()
 }

@@ -1,0 +1,50 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Every operation of a node runs under the node's one context: a long drain (many cordon,
+// gate and eviction attempts) must not pile up a chain of contexts until the drain ends.
+func TestNodeContextIsReusedNotChained(t *testing.T) {
+	x := newExecutor(&Engine{})
+	parent, stop := context.WithCancel(context.Background())
+	defer stop()
+
+	first := x.nodeContext(parent, "node-a")
+	for i := 0; i < 1000; i++ {
+		require.True(t, x.nodeContext(parent, "node-a") == first, "operation %d got a context of its own", i)
+	}
+	other := x.nodeContext(parent, "node-b")
+	require.False(t, other == first, "two nodes share a context")
+	require.Len(t, x.nodes, 2, "retained contexts")
+
+	x.cancel("node-a")
+	require.Error(t, first.Err(), "cancel(node) did not end the node's operations")
+	require.NoError(t, other.Err(), "cancel(node-a) ended node-b's operations")
+	require.Len(t, x.nodes, 1, "retained contexts after cancel")
+
+	fresh := x.nodeContext(parent, "node-a")
+	require.NoError(t, fresh.Err(), "the operation after cancel got an ended context")
+	require.True(t, x.nodeContext(parent, "node-a") == fresh)
+
+	x.stopAll()
+	require.Error(t, fresh.Err())
+	require.Error(t, other.Err())
+	require.Empty(t, x.nodes)
+}
+
+// A node context that ended with its parent is not handed out again.
+func TestNodeContextAfterParentEnded(t *testing.T) {
+	x := newExecutor(&Engine{})
+	old, stop := context.WithCancel(context.Background())
+	ended := x.nodeContext(old, "node-a")
+	stop()
+	require.Error(t, ended.Err())
+	fresh := x.nodeContext(context.Background(), "node-a")
+	require.NoError(t, fresh.Err())
+	require.Len(t, x.nodes, 1)
+}
