@@ -74,8 +74,9 @@ func (x *executor) cancel(node string) {
 	}
 }
 
-// release tells a gate that did work for node's drain that the drain is over (in the background:
-// it must not hold up the loop, and a failure is only logged: the gate's state is its own).
+// release tells a gate that did work for node's drain that the drain is over, in the
+// background (it must not hold up the loop). A failure is logged and retried with backoff until
+// it succeeds or the run ends; the next run releases again on resume.
 func (x *executor) release(ctx context.Context, node string) {
 	r, ok := x.e.cfg.Gate.(GateReleaser)
 	if !ok {
@@ -84,10 +85,20 @@ func (x *executor) release(ctx context.Context, node string) {
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := r.Release(rctx, node); err != nil {
-			x.e.log.WithField("node", node).WithError(err).Warn("volume gate could not release the drain's work")
+		for failures := 1; ; failures++ {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := r.Release(rctx, node)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			wait := nodedrain.Backoff(failures, time.Second, time.Minute)
+			x.e.log.WithField("node", node).WithError(err).Warnf("volume gate could not release the drain's work; retrying in %s", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 	}()
 }
