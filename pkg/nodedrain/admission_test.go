@@ -1,6 +1,8 @@
 package nodedrain
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,12 +62,40 @@ func TestAdmitNotSupported(t *testing.T) {
 	t.Run("single node", func(t *testing.T) {
 		a := Admit(map[string]Drain{"a": drainIn(StatusRequested, "a", 0)}, nodes("a"), 1)
 		assert.Empty(t, a.Admit)
-		assert.Contains(t, a.NotSupported["a"], "no other Ready, schedulable node")
+		assert.Empty(t, a.Queued)
+		assert.True(t, strings.HasPrefix(a.NotSupported["a"], "single-node cluster"), a.NotSupported["a"])
+		assert.False(t, a.WholeCluster)
 	})
-	t.Run("other nodes cordoned or not ready", func(t *testing.T) {
+	t.Run("single node declaring a cluster shutdown", func(t *testing.T) {
+		a := Admit(map[string]Drain{"a": declaring(drainIn(StatusRequested, "a", 0))}, nodes("a"), 1)
+		assert.False(t, a.WholeCluster, "one node is no whole-cluster shutdown")
+		assert.True(t, strings.HasPrefix(a.NotSupported["a"], "single-node cluster"), a.NotSupported["a"])
+	})
+	t.Run("other nodes cordoned or not ready: the drain waits", func(t *testing.T) {
 		ns := []NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: false, Schedulable: true}, {Name: "c", Ready: true}}
 		a := Admit(map[string]Drain{"a": drainIn(StatusRequested, "a", 0)}, ns, 1)
-		assert.Contains(t, a.NotSupported, "a")
+		assert.Empty(t, a.Admit)
+		assert.Empty(t, a.NotSupported, "never NOTSUPPORTED while other nodes exist")
+		assert.Equal(t, "waiting: no other Ready, schedulable node can take the workloads now", a.Queued["a"])
+	})
+	t.Run("two nodes, the other NotReady: queued, not NOTSUPPORTED", func(t *testing.T) {
+		ns := nodes("a", "b")
+		ns[1].Ready = false
+		a := Admit(map[string]Drain{"a": drainIn(StatusRequested, "a", 0)}, ns, 2)
+		assert.Empty(t, a.Admit)
+		assert.Empty(t, a.NotSupported)
+		assert.Contains(t, a.Queued["a"], "no other Ready, schedulable node")
+		// b is back: a may start.
+		ns[1].Ready = true
+		a = Admit(map[string]Drain{"a": drainIn(StatusRequested, "a", 0)}, ns, 2)
+		assert.Equal(t, []string{"a"}, a.Admit)
+	})
+	t.Run("the other node in maintenance: queued behind it even with room under the limit", func(t *testing.T) {
+		drains := map[string]Drain{"a": drainIn(StatusCordoned, "a", 0), "b": drainIn(StatusRequested, "b", time.Second)}
+		a := Admit(drains, nodes("a", "b"), 2)
+		assert.Empty(t, a.Admit)
+		assert.Empty(t, a.NotSupported)
+		assert.Contains(t, a.Queued["b"], "no other Ready, schedulable node")
 	})
 	t.Run("unknown node waits", func(t *testing.T) {
 		a := Admit(map[string]Drain{"x": drainIn(StatusRequested, "x", 0)}, nodes("a", "b"), 1)
@@ -73,12 +103,79 @@ func TestAdmitNotSupported(t *testing.T) {
 	})
 }
 
-// A planned whole-cluster shutdown: every node asks at once, one drain at a time.
+// declaring makes d's request declare a planned whole-cluster shutdown.
+func declaring(d Drain) Drain {
+	r := *d.Request
+	r.Context = ClusterShutdownContext
+	d.Request = &r
+	return d
+}
+
+// The normal kernel-update day: every node asks at once with an ordinary context. That is no
+// whole-cluster shutdown: each node is drained in turn, within max-concurrent, and none goes
+// down undrained.
+func TestEveryNodeAskingIsNotAWholeClusterShutdown(t *testing.T) {
+	drains := map[string]Drain{}
+	for i, n := range []string{"a", "b", "c"} {
+		d := drainIn(StatusRequested, n, time.Duration(i)*time.Second)
+		d.Request.Context = "reboot"
+		drains[n] = d
+	}
+	ns := nodes("a", "b", "c")
+	a := Admit(drains, ns, 1)
+	assert.False(t, a.WholeCluster)
+	assert.Equal(t, []string{"a"}, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["b"], "a in maintenance")
+	assert.Contains(t, a.Queued["c"], "queued behind b")
+
+	// a is drained and reboots: it holds its slot while down, nobody else starts.
+	drains["a"] = Drain{Status: NodeDrainStatus{Node: "a", Status: StatusComplete, RequestID: "a-r"}, Request: drains["a"].Request}
+	ns[0].Ready, ns[0].Schedulable = false, false
+	a = Admit(drains, ns, 1)
+	assert.False(t, a.WholeCluster)
+	assert.Empty(t, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Len(t, a.Queued, 2)
+
+	// a is back and withdraws: b starts; c waits, and is never told to go down undrained.
+	drains["a"] = Drain{Status: NodeDrainStatus{Node: "a", Status: StatusNotRequested, RequestID: "a-r"}}
+	ns[0].Ready, ns[0].Schedulable = true, true
+	a = Admit(drains, ns, 1)
+	assert.Equal(t, []string{"b"}, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["c"], "b in maintenance")
+
+	// With room for two at once, a and b drain (c can take their workloads) and c waits for a slot.
+	drains["a"] = drainIn(StatusRequested, "a", 0)
+	drains["a"].Request.Context = "reboot"
+	a = Admit(drains, nodes("a", "b", "c"), 2)
+	assert.False(t, a.WholeCluster)
+	assert.Equal(t, []string{"a", "b"}, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Equal(t, "waiting: a, b in maintenance (max-concurrent-drains 2)", a.Queued["c"])
+	// a and b draining (admitted earlier) with room for a third: c still waits, for a node that
+	// can take its workloads, and is not NOTSUPPORTED without a declared shutdown.
+	drains["a"], drains["b"] = drainIn(StatusStarting, "a", 0), drainIn(StatusCordoned, "b", time.Second)
+	a = Admit(drains, nodes("a", "b", "c"), 3)
+	assert.False(t, a.WholeCluster)
+	assert.Empty(t, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Equal(t, "waiting: no other Ready, schedulable node can take the workloads now", a.Queued["c"])
+}
+
+// A declared whole-cluster shutdown: every node asks at once with context "cluster-shutdown",
+// one drain at a time, and it cannot deadlock.
 func TestWholeClusterShutdownDoesNotDeadlock(t *testing.T) {
 	drains := map[string]Drain{
-		"a": drainIn(StatusRequested, "a", 0),
-		"b": drainIn(StatusRequested, "b", time.Second),
-		"c": drainIn(StatusRequested, "c", 2*time.Second),
+		"a": declaring(drainIn(StatusRequested, "a", 0)),
+		"b": declaring(drainIn(StatusRequested, "b", time.Second)),
+		"c": declaring(drainIn(StatusRequested, "c", 2*time.Second)),
+	}
+	complete := func(name string) Drain {
+		d := drains[name]
+		d.Status.Status = StatusComplete
+		return d
 	}
 	ns := nodes("a", "b", "c")
 	a := Admit(drains, ns, 1)
@@ -86,18 +183,55 @@ func TestWholeClusterShutdownDoesNotDeadlock(t *testing.T) {
 	assert.Equal(t, []string{"a"}, a.Admit)
 
 	// a completes and is still up: it holds its slot.
-	drains["a"] = drainIn(StatusComplete, "a", 0)
+	drains["a"] = complete("a")
 	ns[0].Schedulable = false
 	assert.Empty(t, Admit(drains, ns, 1).Admit)
 	// a goes down: b may start.
 	ns[0].Ready = false
 	assert.Equal(t, []string{"b"}, Admit(drains, ns, 1).Admit)
 	// b completes and goes down: c is the last node up, nothing to drain to.
-	drains["b"] = drainIn(StatusComplete, "b", time.Second)
+	drains["b"] = complete("b")
 	ns[1].Ready, ns[1].Schedulable = false, false
 	a = Admit(drains, ns, 1)
+	assert.True(t, a.WholeCluster)
 	assert.Empty(t, a.Admit)
-	assert.Contains(t, a.NotSupported["c"], "whole-cluster shutdown")
+	assert.Empty(t, a.Queued)
+	assert.Contains(t, a.NotSupported["c"], "declared whole-cluster shutdown")
+
+	// One node whose request does not declare it: no whole-cluster shutdown, c waits.
+	r := *drains["a"].Request
+	r.Context = "reboot"
+	drains["a"] = Drain{Status: drains["a"].Status, Request: &r}
+	a = Admit(drains, ns, 1)
+	assert.False(t, a.WholeCluster)
+	assert.Empty(t, a.NotSupported)
+	assert.Empty(t, a.Admit)
+	assert.Contains(t, a.Queued["c"], "a, b in maintenance", "a and b hold their slots while down outside a declared shutdown")
+}
+
+func TestDeclaresClusterShutdown(t *testing.T) {
+	tests := []struct {
+		by      Requester
+		context string
+		want    bool
+	}{
+		{RequesterDeviceOp, "cluster-shutdown", true},
+		{RequesterDeviceOp, "cluster-shutdown planned power work", true},
+		{RequesterDeviceOp, "cluster-shutdownx", false},
+		{RequesterDeviceOp, "cluster-shutdown-x", false},
+		{RequesterDeviceOp, "Cluster-Shutdown", false},
+		{RequesterDeviceOp, " cluster-shutdown", false},
+		{RequesterDeviceOp, "reboot", false},
+		{RequesterDeviceOp, "", false},
+		{RequesterUpdate, "cluster-shutdown", false},
+		{RequesterUpdate, "cluster-shutdown planned power work", false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s %q", tt.by, tt.context), func(t *testing.T) {
+			r := NodeDrainRequest{Node: "a", RequestID: "a-r", RequestedAt: t0, RequestedBy: tt.by, Context: tt.context}
+			assert.Equal(t, tt.want, DeclaresClusterShutdown(r))
+		})
+	}
 }
 
 func TestRebootOutsideWholeClusterHoldsSlotWhileDown(t *testing.T) {

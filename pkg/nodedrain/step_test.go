@@ -117,9 +117,10 @@ func TestHappyPath(t *testing.T) {
 	// The node is back: the agent withdraws; we uncordon, then idle.
 	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
 	assert.True(t, r.d.Status.CordonedByUs, "still ours until the uncordon succeeds")
+	assert.Equal(t, "a", r.d.Status.RequestID, "NOTREQUESTED names the withdrawn request")
 	r.ok(OpUncordon).expect(StatusNotRequested)
 	assert.False(t, r.d.Status.CordonedByUs)
-	assert.Empty(t, r.d.Status.RequestID)
+	assert.Equal(t, "a", r.d.Status.RequestID, "still naming the withdrawn request after the uncordon")
 }
 
 func TestCordonRetriesThenFails(t *testing.T) {
@@ -244,11 +245,44 @@ func TestWithdrawCancels(t *testing.T) {
 			}
 			assert.Equal(t, name != "requested", r.has(Cancel{}), "cancel what is under way")
 			assert.True(t, r.has(Outcome{}), "withdrawal reported")
+			// NOTREQUESTED keeps naming the withdrawn request, so that its agent learns that its
+			// operation was cancelled (edgedrainctl withdraw).
+			assert.Equal(t, "a", r.d.Status.RequestID)
+			require.Equal(t, []DrainStatus{StatusNotRequested}, r.published())
+			for _, a := range r.actions {
+				if p, ok := a.(Publish); ok {
+					assert.Equal(t, "a", p.Status.RequestID, "the published NOTREQUESTED names the withdrawn request")
+				}
+			}
 			// Results of the cancelled drain are ignored.
 			r.step(EvResult{Op: OpEvict, RequestID: "a"}).expect(StatusNotRequested)
 			assert.Equal(t, OpNone, r.d.RetryOp, "no retry left behind")
 		})
 	}
+}
+
+// A withdrawal's NOTREQUESTED names the withdrawn request (and its requester), whatever the
+// drain had reached; the next request replaces it.
+func TestWithdrawnStatusNamesTheRequest(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate)
+	r.ok(OpEvict, failWith(errors.New("x")))
+	r.fire().ok(OpEvict, failWith(errors.New("x")))
+	r.fire().ok(OpEvict, failWith(errors.New("x"))).expect(StatusFailedDrain)
+	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
+	assert.Equal(t, "a", r.d.Status.RequestID)
+	assert.Equal(t, RequesterDeviceOp, r.d.Status.RequestedBy)
+	assert.Zero(t, r.d.Status.Attempt)
+	r.ok(OpUncordon).expect(StatusNotRequested)
+	// The withdrawal delivered again changes nothing.
+	r.step(EvRequest{}).expect(StatusNotRequested)
+	assert.Empty(t, r.published())
+	assert.Equal(t, "a", r.d.Status.RequestID)
+	// The next request is named instead.
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
+	assert.Equal(t, "b", r.d.Status.RequestID)
+	r.step(EvRequest{}).expect(StatusNotRequested)
+	assert.Equal(t, "b", r.d.Status.RequestID)
 }
 
 func TestNewRequestIDRestarts(t *testing.T) {
