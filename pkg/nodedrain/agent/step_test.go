@@ -33,6 +33,11 @@ func status(s nodedrain.DrainStatus, id string) Event {
 	return EvBusStatus{Status: &nodedrain.NodeDrainStatus{Node: "edge-1", Status: s, RequestID: id}}
 }
 
+// read is the answer to a ReadStatus: the status the bus holds now.
+func read(s nodedrain.DrainStatus, id string) Event {
+	return EvStatusRead{Status: &nodedrain.NodeDrainStatus{Node: "edge-1", Status: s, RequestID: id}}
+}
+
 func override(status nodedrain.DrainStatus, by nodedrain.Requester) Event {
 	return EvOverride{Override: &nodedrain.StatusOverride{Status: status, RequestedBy: by}}
 }
@@ -59,6 +64,8 @@ func summary(a Action) string {
 		return "publish " + a.Request.RequestID
 	case WithdrawRequest:
 		return "withdraw"
+	case ReadStatus:
+		return "read"
 	case RunCommand:
 		return fmt.Sprintf("run %s %s #%d", a.Operation, a.RequestID, a.Attempt)
 	case RemoveOverride:
@@ -79,19 +86,54 @@ func summary(a Action) string {
 // play runs the steps from m and returns the final machine and every action's summary.
 func play(t *testing.T, m Machine, steps []step) (Machine, time.Time, []string) {
 	t.Helper()
-	clock, p := t0, testPolicy()
-	var out []string
+	m, clock, acts := playFrom(t, m, t0, testPolicy(), steps)
+	return m, clock, summaries(acts)
+}
+
+// playFrom runs the steps from m at clock under p and returns the final machine, the clock and
+// every action.
+func playFrom(t *testing.T, m Machine, clock time.Time, p Policy, steps []step) (Machine, time.Time, []Action) {
+	t.Helper()
+	var out []Action
 	for _, s := range steps {
 		clock = clock.Add(s.after)
 		var acts []Action
 		m, acts = Step(m, s.ev, clock, p)
-		for _, a := range acts {
-			if s := summary(a); s != "" {
-				out = append(out, s)
-			}
-		}
+		out = append(out, acts...)
 	}
 	return m, clock, out
+}
+
+func summaries(acts []Action) []string {
+	var out []string
+	for _, a := range acts {
+		if s := summary(a); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// warnings returns the messages of the warning reports among acts.
+func warnings(acts []Action) []string {
+	var out []string
+	for _, a := range acts {
+		if r, ok := a.(Report); ok && r.Level == LevelWarn {
+			out = append(out, r.Message)
+		}
+	}
+	return out
+}
+
+// withdrawals returns the WithdrawRequest actions among acts.
+func withdrawals(acts []Action) []WithdrawRequest {
+	var out []WithdrawRequest
+	for _, a := range acts {
+		if w, ok := a.(WithdrawRequest); ok {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func seq(parts ...[]step) []step {
@@ -128,41 +170,54 @@ func TestStepPerStatus(t *testing.T) {
 			steps: seq(deferred, []step{now(status(nodedrain.StatusRequested, "r1")), now(status(nodedrain.StatusStarting, "r1")),
 				now(status(nodedrain.StatusCordoned, "r1")), now(status(nodedrain.StatusDrainRetrying, "r1"))}),
 			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}},
-		{name: "COMPLETE for our request runs the operation once",
+		{name: "COMPLETE for our request is confirmed by a read, then runs the operation once",
 			steps: seq(deferred, []step{now(status(nodedrain.StatusCordoned, "r1")), now(status(nodedrain.StatusComplete, "r1")),
+				now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
 				now(status(nodedrain.StatusComplete, "r1"))}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}},
-		{name: "a stale COMPLETE for an older request never runs; ours is published again",
-			steps:     seq(deferred, []step{now(status(nodedrain.StatusComplete, "r0"))}),
-			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1", "publish r1"}},
-		{name: "a COMPLETE left for another request is withdrawn before asking",
-			steps: seq([]step{now(EvStart{BootID: "b1"}), now(wdOK), now(status(nodedrain.StatusComplete, "r0")), now(EvBusSnapshot{}),
-				now(trigger(OpReboot, "r1")), now(status(nodedrain.StatusComplete, "r0")), now(wdOK), now(status(nodedrain.StatusNotRequested, ""))}),
-			// The withdrawal at the snapshot is still under way when the stale COMPLETE comes again.
-			wantPhase: PhaseDeferred, want: []string{"withdraw", "withdraw", "accepted", "publish r1"}},
-		{name: "NOTSUPPORTED for our request runs the operation now",
-			steps:     seq(deferred, []step{now(status(nodedrain.StatusRequested, "r1")), now(status(nodedrain.StatusNotSupported, "r1"))}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}},
-		{name: "NOTSUPPORTED for no request runs at once, unasked",
+			// One read only, though COMPLETE came twice before its answer.
+			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}},
+		{name: "a COMPLETE is not run before the read answers",
+			steps:     seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1")), at(20*time.Second, EvTimer{})}),
+			wantPhase: PhaseCleared, want: []string{"withdraw", "accepted", "publish r1", "read"}},
+		{name: "a stale COMPLETE for an older request of ours never runs; ours is published again after a while",
+			steps: seq(up, []step{now(trigger(OpReboot, "r0")), now(pubOK("r0")), now(status(nodedrain.StatusFailedDrain, "r0")),
+				now(wdOK), at(time.Minute, EvTimer{RequestID: "r1"}), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r0")),
+				at(republishAfter, EvTimer{})}),
+			wantPhase: PhaseDeferred,
+			want: []string{"withdraw", "accepted", "publish r0", "drain-failed FAILEDDRAIN #1", "withdraw", "publish r1",
+				"publish r1"}},
+		{name: "a COMPLETE for a request not ours never runs and is waited out, not replaced",
+			steps:     seq(deferred, []step{now(status(nodedrain.StatusComplete, "x0"))}),
+			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}},
+		{name: "a COMPLETE left for a request not ours is waited out, never withdrawn, then ours is published",
+			steps: seq([]step{now(EvStart{BootID: "b1"}), now(wdOK), now(status(nodedrain.StatusComplete, "x0")), now(EvBusSnapshot{}),
+				now(trigger(OpReboot, "r1")), now(status(nodedrain.StatusComplete, "x0")), now(status(nodedrain.StatusNotRequested, "x0"))}),
+			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}},
+		{name: "NOTSUPPORTED for our request is confirmed by a read, then runs the operation",
+			steps: seq(deferred, []step{now(status(nodedrain.StatusRequested, "r1")), now(status(nodedrain.StatusNotSupported, "r1")),
+				now(read(nodedrain.StatusNotSupported, "r1"))}),
+			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}},
+		{name: "NOTSUPPORTED naming no request does not run: the request is published",
 			steps: seq([]step{now(EvStart{BootID: "b1"}), now(wdOK), now(status(nodedrain.StatusNotSupported, "")), now(EvBusSnapshot{}),
-				now(trigger(OpShutdown, "r1"))}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "run shutdown r1 #1"}},
-		{name: "NOTSUPPORTED for an older request does not run",
-			steps:     seq(deferred, []step{now(status(nodedrain.StatusNotSupported, "r0"))}),
+				now(trigger(OpShutdown, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusNotSupported, "")),
+				at(republishAfter, EvTimer{})}),
 			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1", "publish r1"}},
+		{name: "NOTSUPPORTED for a request not ours does not run",
+			steps:     seq(deferred, []step{now(status(nodedrain.StatusNotSupported, "x0"))}),
+			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}},
 		{name: "FAILEDDRAIN withdraws, keeps the operation, asks again after the backoff",
-			steps: seq(deferred, []step{now(status(nodedrain.StatusFailedDrain, "r1")), now(wdOK), now(status(nodedrain.StatusNotRequested, "")),
+			steps: seq(deferred, []step{now(status(nodedrain.StatusFailedDrain, "r1")), now(wdOK), now(status(nodedrain.StatusNotRequested, "r1")),
 				at(59*time.Second, EvTimer{RequestID: "early"}), at(time.Second, EvTimer{RequestID: "r2"}), now(pubOK("r2")),
-				now(status(nodedrain.StatusComplete, "r2"))}),
+				now(status(nodedrain.StatusComplete, "r2")), now(read(nodedrain.StatusComplete, "r2"))}),
 			wantPhase: PhaseRunning,
 			want: []string{"withdraw", "accepted", "publish r1", "drain-failed FAILEDDRAIN #1", "withdraw",
-				"publish r2", "run reboot r2 #1"}},
+				"publish r2", "read", "run reboot r2 #1"}},
 		{name: "FAILEDCORDON withdraws and backs off; a late FAILED for it changes nothing",
 			steps:     seq(deferred, []step{now(status(nodedrain.StatusFailedCordon, "r1")), now(status(nodedrain.StatusFailedCordon, "r1"))}),
 			wantPhase: PhaseBackoff, want: []string{"withdraw", "accepted", "publish r1", "drain-failed FAILEDCORDON #1", "withdraw"}},
-		{name: "a FAILEDDRAIN for an older request is not ours",
-			steps:     seq(deferred, []step{now(status(nodedrain.StatusFailedDrain, "r0"))}),
-			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1", "publish r1"}},
+		{name: "a FAILEDDRAIN for a request not ours is not ours",
+			steps:     seq(deferred, []step{now(status(nodedrain.StatusFailedDrain, "x0"))}),
+			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,7 +243,8 @@ func TestStepBackoffDoubles(t *testing.T) {
 
 func TestStepCommands(t *testing.T) {
 	complete := func(op Operation) []step {
-		return seq(up, []step{now(trigger(op, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1"))})
+		return seq(up, []step{now(trigger(op, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+			now(read(nodedrain.StatusComplete, "r1"))})
 	}
 	boom := errors.New("exit status 1")
 	tests := []struct {
@@ -197,26 +253,38 @@ func TestStepCommands(t *testing.T) {
 		wantPhase Phase
 		want      []string
 	}{
-		{name: "a failed command runs again after its backoff, never dropped",
+		{name: "a failed command runs again after its backoff, never dropped, each run confirmed by a read",
 			steps: seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r1", Err: boom}), at(9*time.Second, EvTimer{}),
-				at(time.Second, EvTimer{}), now(EvCommandDone{RequestID: "r1", Err: boom}), at(19*time.Second, EvTimer{}), at(time.Second, EvTimer{})}),
+				at(time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1", Err: boom}),
+				at(19*time.Second, EvTimer{}), at(time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1"))}),
 			wantPhase: PhaseRunning,
-			want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1", "command-failed #1", "run reboot r1 #2",
-				"command-failed #2", "run reboot r1 #3"}},
+			want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1", "command-failed #1", "read",
+				"run reboot r1 #2", "command-failed #2", "read", "run reboot r1 #3"}},
+		{name: "a failed command is not run again once its request was withdrawn by someone else",
+			steps: seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r1", Err: boom}), at(10*time.Second, EvTimer{}),
+				now(read(nodedrain.StatusNotRequested, "r1"))}),
+			wantPhase: PhaseIdle,
+			want:      []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1", "command-failed #1", "read", "withdraw"}},
+		{name: "a failed command waits again when the read status no longer clears it",
+			steps: seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r1", Err: boom}), at(10*time.Second, EvTimer{}),
+				now(read(nodedrain.StatusCordoned, "r1"))}),
+			wantPhase: PhaseDeferred,
+			want:      []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1", "command-failed #1", "read"}},
 		{name: "an update that succeeds withdraws the request and is done",
 			steps:     seq(complete(OpUpdate), []step{now(EvCommandDone{RequestID: "r1"})}),
-			wantPhase: PhaseIdle, want: []string{"withdraw", "accepted", "publish r1", "run update r1 #1", "withdraw"}},
+			wantPhase: PhaseIdle, want: []string{"withdraw", "accepted", "publish r1", "read", "run update r1 #1", "withdraw"}},
 		{name: "a reboot that returns waits for the node to go down, keeping the request",
 			steps:     seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r1"}), at(4*time.Minute, EvTimer{})}),
-			wantPhase: PhaseWaitingBoot, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}},
+			wantPhase: PhaseWaitingBoot, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}},
 		{name: "a reboot that never takes the node down counts as failed and runs again",
 			steps: seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r1"}), at(5*time.Minute, EvTimer{}),
-				at(10*time.Second, EvTimer{})}),
+				at(10*time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1"))}),
 			wantPhase: PhaseRunning,
-			want:      []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1", "command-failed #1", "run reboot r1 #2"}},
+			want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1", "command-failed #1", "read",
+				"run reboot r1 #2"}},
 		{name: "a stale command result changes nothing",
 			steps:     seq(complete(OpReboot), []step{now(EvCommandDone{RequestID: "r0", Err: boom})}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}},
+			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +298,9 @@ func TestStepCommands(t *testing.T) {
 func TestStepUpdateRebootsWaitsForBoot(t *testing.T) {
 	p := testPolicy()
 	p.UpdateReboots = true
-	m, _, _ := play(t, fresh(), seq(up, []step{now(trigger(OpUpdate, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1"))}))
+	m, _, _ := play(t, fresh(), seq(up, []step{now(trigger(OpUpdate, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1"))}))
+	require.Equal(t, PhaseRunning, m.State.Phase)
 	m, acts := Step(m, EvCommandDone{RequestID: "r1"}, t0, p)
 	assert.Equal(t, PhaseWaitingBoot, m.State.Phase)
 	for _, a := range acts {
@@ -256,10 +326,11 @@ func TestStepTriggers(t *testing.T) {
 			wantPhase: PhaseIdle, want: []string{"withdraw", "refused"}},
 		{name: "a sentinel whose update is done does not ask again; a rewritten one does",
 			steps: seq(up, []step{now(sentinel(OpUpdate, "r1", 7)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
-				now(EvCommandDone{RequestID: "r1"}), now(wdOK), now(sentinel(OpUpdate, "r2", 7)), now(sentinel(OpUpdate, "r3", 8)),
-				now(status(nodedrain.StatusNotRequested, ""))}),
+				now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"}), now(wdOK), now(sentinel(OpUpdate, "r2", 7)),
+				now(sentinel(OpUpdate, "r3", 8)), now(status(nodedrain.StatusNotRequested, "r1"))}),
+			// The bus still serves r1, a request of ours that is over: r3 is published at once.
 			wantPhase: PhaseDeferred,
-			want: []string{"withdraw", "accepted", "publish r1", "run update r1 #1", "withdraw", "refused", "accepted",
+			want: []string{"withdraw", "accepted", "publish r1", "read", "run update r1 #1", "withdraw", "refused", "accepted",
 				"publish r3"}},
 	}
 	for _, tt := range tests {
@@ -302,8 +373,8 @@ func TestStepOverride(t *testing.T) {
 			wantPhase: PhaseDeferred, want: []string{"withdraw", "accepted", "publish r1"}, wantOverride: true},
 		{name: "removing the override lets the bus status act again",
 			steps: seq(deferred, []step{now(override(nodedrain.StatusRequested, 0)), now(status(nodedrain.StatusComplete, "r1")),
-				now(EvOverride{})}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}},
+				now(EvOverride{}), now(read(nodedrain.StatusComplete, "r1"))}),
+			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}},
 		{name: "COMPLETE during the backoff runs the operation",
 			steps: seq(deferred, []step{now(status(nodedrain.StatusFailedDrain, "r1")), now(wdOK),
 				now(override(nodedrain.StatusComplete, 0))}),
@@ -311,9 +382,15 @@ func TestStepOverride(t *testing.T) {
 			want: []string{"withdraw", "accepted", "publish r1", "drain-failed FAILEDDRAIN #1", "withdraw", "remove-override",
 				"run reboot r1 #1"}},
 		{name: "while the command runs an override changes nothing",
-			steps: seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1")), now(override(nodedrain.StatusComplete, 0)),
-				now(override(nodedrain.StatusFailedDrain, 0))}),
-			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}, wantOverride: true},
+			steps: seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
+				now(override(nodedrain.StatusComplete, 0)), now(override(nodedrain.StatusFailedDrain, 0))}),
+			wantPhase: PhaseRunning, want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}, wantOverride: true},
+		{name: "a command cleared by the override runs again after a failure without a read",
+			steps: seq(deferred, []step{now(override(nodedrain.StatusComplete, 0)), now(EvCommandDone{RequestID: "r1", Err: errors.New("x")}),
+				at(10*time.Second, EvTimer{})}),
+			wantPhase: PhaseRunning,
+			want: []string{"withdraw", "accepted", "publish r1", "remove-override", "run reboot r1 #1", "command-failed #1",
+				"run reboot r1 #2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
