@@ -77,7 +77,10 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 		}
 		return waiting[i] < waiting[j]
 	})
-	busy := func(name string) bool { return drains[name].Active() || drains[name].Status.Status == StatusComplete }
+	admitted := map[string]bool{} // admitted earlier in this pass: as busy as a running drain
+	busy := func(name string) bool {
+		return admitted[name] || drains[name].Active() || drains[name].Status.Status == StatusComplete
+	}
 	var ahead []string
 	for _, name := range waiting {
 		if _, ok := known[name]; !ok {
@@ -112,6 +115,7 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 			continue
 		}
 		a.Admit = append(a.Admit, name)
+		admitted[name] = true
 		holders = append(holders, name)
 	}
 	return a

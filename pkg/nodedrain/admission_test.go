@@ -242,3 +242,22 @@ func TestRebootOutsideWholeClusterHoldsSlotWhileDown(t *testing.T) {
 	assert.False(t, a.WholeCluster)
 	assert.Empty(t, a.Admit, "b must wait until a is back and withdraws")
 }
+
+// Regression: a node admitted earlier in the same pass is busy; two nodes that are each
+// other's only spare are not both admitted at once, whatever max-concurrent allows.
+func TestAdmitCountsNodesAdmittedInThePass(t *testing.T) {
+	drains := map[string]Drain{
+		"a": drainIn(StatusRequested, "a", time.Second),
+		"b": drainIn(StatusRequested, "b", 2*time.Second),
+		"c": drainIn(StatusRequested, "c", 3*time.Second),
+	}
+	a := Admit(drains, nodes("a", "b", "c"), 3)
+	assert.Equal(t, []string{"a", "b"}, a.Admit, "c has no spare left once a and b are admitted")
+	assert.Contains(t, a.Queued["c"], "no other Ready, schedulable node")
+	assert.Empty(t, a.NotSupported)
+
+	two := map[string]Drain{"a": drainIn(StatusRequested, "a", time.Second), "b": drainIn(StatusRequested, "b", 2*time.Second)}
+	a = Admit(two, nodes("a", "b"), 2)
+	assert.Equal(t, []string{"a"}, a.Admit)
+	assert.Contains(t, a.Queued["b"], "no other Ready, schedulable node")
+}

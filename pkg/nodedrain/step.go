@@ -114,6 +114,9 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if s.d.Request != nil && s.d.Status.Status.InProgress() {
 		s.outcome(s.d.Status.Status, true)
 	}
+	// A cordon may have landed although its reply was lost (STARTING, FAILEDCORDON): the
+	// uncordon finds out, and only ever undoes a node carrying edgedrain's annotation.
+	mayBeCordoned := s.d.Status.CordonedByUs || s.d.Status.Status == StatusStarting || s.d.Status.Status == StatusFailedCordon
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
@@ -123,7 +126,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if r == nil {
 		// NOTREQUESTED keeps naming the withdrawn request: its agent, if it did not withdraw
 		// it itself (edgedrainctl withdraw), learns that its operation is cancelled.
-		if st.CordonedByUs {
+		if mayBeCordoned {
 			s.set(StatusNotRequested, "request withdrawn; uncordoning the node", nil)
 			s.start(OpUncordon, 0)
 			return

@@ -236,7 +236,9 @@ func TestWithdrawCancels(t *testing.T) {
 			r := newRun(t)
 			r.step(EvRequest{Request: req("a")})
 			to(r)
-			cordoned := r.d.Status.CordonedByUs
+			// STARTING: a cordon may have landed with its reply lost, so uncordon (a no-op on a
+			// node without edgedrain's annotation).
+			cordoned := r.d.Status.CordonedByUs || r.d.Status.Status == StatusStarting
 			r.step(EvRequest{})
 			if cordoned {
 				r.expect(StatusNotRequested, OpUncordon)
@@ -407,4 +409,17 @@ func TestPolicyValidate(t *testing.T) {
 			assert.True(t, strings.Contains(err.Error(), strings.Fields(name)[0]), err.Error())
 		})
 	}
+}
+
+// Regression (simulation, seed 776): the cordon was applied but its reply was lost (a transport
+// error: retried, CordonedByUs unknown); the request is withdrawn before the retry. The node
+// carries edgedrain's annotation, so the withdrawal must uncordon it, or it stays cordoned.
+func TestWithdrawAfterLostCordonReplyUncordons(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r.step(EvResult{Op: OpCordon, RequestID: "a", Err: errors.New("connection reset"), Unreachable: true})
+	require.Equal(t, StatusStarting, r.d.Status.Status)
+	require.False(t, r.d.Status.CordonedByUs)
+	r.step(EvRequest{})
+	r.expect(StatusNotRequested, OpUncordon)
 }

@@ -163,6 +163,9 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// RepublishAt is when a published request that nothing has answered yet is published
+	// again (zero: not due); only while deferred.
+	RepublishAt time.Time
 }
 
 // maxMine bounds State.Mine.
@@ -234,6 +237,9 @@ func (m Machine) NextWake() time.Time {
 	}
 	if !m.ConfirmRetryAt.IsZero() && (t.IsZero() || m.ConfirmRetryAt.Before(t)) {
 		t = m.ConfirmRetryAt
+	}
+	if m.State.Phase == PhaseDeferred && !m.RepublishAt.IsZero() && (t.IsZero() || m.RepublishAt.Before(t)) {
+		t = m.RepublishAt
 	}
 	return t
 }

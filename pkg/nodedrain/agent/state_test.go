@@ -22,11 +22,17 @@ func TestStateRoundTrip(t *testing.T) {
 		RequestID: "edge-1-20260301T120000.000Z-abcd", RequestedAt: t0, BootID: "b1", OnBus: true,
 		Sentinel: "/run/reboot-required", SentinelModTime: 42, DrainFailures: 1, ClearedBy: "COMPLETE",
 		CommandRan: true, CommandStartedAt: t0.Add(time.Minute), CommandFailures: 2, RetryAt: t0.Add(time.Hour),
-		Handled: map[Operation]int64{OpUpdate: 7}}
+		Mine: []string{"edge-1-20260301T110000.000Z-0123", "edge-1-20260301T120000.000Z-abcd"}, Handled: map[Operation]int64{OpUpdate: 7}}
 	require.NoError(t, s.Save(want))
 	got, err := s.Load()
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+	// Idle, it still remembers its requests.
+	idle := State{Phase: PhaseIdle, Mine: want.Mine, Handled: want.Handled}
+	require.NoError(t, s.Save(idle))
+	got, err = s.Load()
+	require.NoError(t, err)
+	assert.Equal(t, idle, got)
 
 	fi, err := os.Stat(s.Path())
 	require.NoError(t, err)

@@ -200,6 +200,12 @@ func (s *stepper) timer(id string) {
 	if !s.m.ConfirmRetryAt.IsZero() && !s.now.Before(s.m.ConfirmRetryAt) {
 		s.m.ConfirmRetryAt = time.Time{}
 	}
+	if !s.m.RepublishAt.IsZero() && !s.now.Before(s.m.RepublishAt) {
+		s.m.RepublishAt = time.Time{}
+		if s.m.State.Phase == PhaseDeferred && s.m.State.OnBus && s.m.BusSynced {
+			s.sync()
+		}
+	}
 	if !s.m.BusSynced && !s.m.BusRetryAt.IsZero() && !s.now.Before(s.m.BusRetryAt) {
 		s.sync()
 	}
@@ -294,13 +300,16 @@ func (s *stepper) deferred(edge bool) {
 		return
 	}
 	ours := v.Source == SourceOverride || v.RequestID == s.m.State.RequestID
+	if ours || s.foreign(v) {
+		s.m.RepublishAt = time.Time{} // answered: nothing to publish again
+	}
 	switch {
 	case ours && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
 		s.clear(v)
 	case ours && v.Status.Failed():
 		s.failed(v)
-	case ours && v.Status == nodedrain.StatusNotRequested:
-		s.cancelled()
+	case v.Source == SourceBus && ours && v.Status == nodedrain.StatusNotRequested:
+		s.cancelled() // an override file saying NOTREQUESTED only holds the operation back
 	case ours:
 		// Queued or draining: wait.
 	case s.foreign(v):
@@ -309,10 +318,10 @@ func (s *stepper) deferred(edge bool) {
 		// The status answers no request or an older one of ours: make sure ours is there
 		// (idempotent: the coordinator ignores a request it already serves).
 		s.sync()
-	case s.m.BusSynced && s.m.BusRetryAt.IsZero():
+	case s.m.BusSynced && s.m.RepublishAt.IsZero():
 		// Still no answer: publish again later, in case the request vanished while no
 		// coordinator ran to see it (withdrawn then, or the bus lost its store).
-		s.m.BusSynced, s.m.BusRetryAt = false, s.now.Add(republishAfter)
+		s.m.RepublishAt = s.now.Add(republishAfter)
 	}
 }
 
@@ -439,6 +448,6 @@ func (s *stepper) end(handled map[Operation]int64) {
 	id, own := s.m.State.RequestID, s.own()
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
-	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt = "", false, time.Time{}
+	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
 	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own})
 }

@@ -6,42 +6,61 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
-func TestStepRestart(t *testing.T) {
-	// before plays up to a point, then the agent "restarts": only State survives.
-	restart := func(t *testing.T, before []step, boot string, after ...step) (Machine, []string) {
-		t.Helper()
-		m, clock, _ := play(t, fresh(), before)
-		m2 := Machine{Node: m.Node, State: m.State}
-		steps := append([]step{at(time.Second, EvStart{BootID: boot})}, after...)
-		var out []string
-		p := testPolicy()
-		for _, s := range steps {
-			clock = clock.Add(s.after)
-			var acts []Action
-			m2, acts = Step(m2, s.ev, clock, p)
-			for _, a := range acts {
-				if s := summary(a); s != "" {
-					out = append(out, s)
-				}
-			}
-		}
-		return m2, out
-	}
-	deferred := seq(up, []step{now(sentinel(OpReboot, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1"))})
-	ran := seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"})})
+// restartUnder plays before from a fresh machine, then the agent "restarts" (only State
+// survives) on boot and plays after, all under p; it returns the machine and the actions after
+// the restart.
+func restartUnder(t *testing.T, p Policy, before []step, boot string, after ...step) (Machine, []Action) {
+	t.Helper()
+	m, clock, _ := playFrom(t, fresh(), t0, p, before)
+	m2 := Machine{Node: m.Node, State: m.State}
+	m2, _, acts := playFrom(t, m2, clock, p, append([]step{at(time.Second, EvStart{BootID: boot})}, after...))
+	return m2, acts
+}
 
-	t.Run("same boot, deferred: the request is published again and still waits for COMPLETE", func(t *testing.T) {
+// restart is restartUnder with the test policy, returning the actions' summaries.
+func restart(t *testing.T, before []step, boot string, after ...step) (Machine, []string) {
+	t.Helper()
+	m, acts := restartUnder(t, testPolicy(), before, boot, after...)
+	return m, summaries(acts)
+}
+
+func TestStepRestart(t *testing.T) {
+	deferred := seq(up, []step{now(sentinel(OpReboot, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1"))})
+	running := seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1"))})
+	ran := seq(running, []step{now(EvCommandDone{RequestID: "r1"})})
+
+	t.Run("same boot, deferred: the request is published again and still waits for a confirmed COMPLETE", func(t *testing.T) {
 		m, got := restart(t, deferred, "b1", now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1")), now(EvBusSnapshot{}),
-			now(status(nodedrain.StatusComplete, "r1")))
-		assert.Equal(t, []string{"publish r1", "run reboot r1 #1"}, got)
+			now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")))
+		assert.Equal(t, []string{"publish r1", "read", "run reboot r1 #1"}, got)
+		assert.Equal(t, PhaseRunning, m.State.Phase)
+	})
+	t.Run("same boot, deferred: withdrawn by someone else while the agent was down, the reboot is cancelled", func(t *testing.T) {
+		m, got := restart(t, deferred, "b1", now(pubOK("r1")), now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}))
+		assert.Equal(t, []string{"publish r1", "withdraw"}, got)
+		assert.Equal(t, PhaseIdle, m.State.Phase)
+		assert.Equal(t, int64(42), m.State.Handled[OpReboot])
+	})
+	t.Run("same boot, cleared before the read answered: it reads again", func(t *testing.T) {
+		cleared := seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1"))})
+		m, got := restart(t, cleared, "b1", now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}),
+			now(read(nodedrain.StatusComplete, "r1")))
+		assert.Equal(t, []string{"publish r1", "read", "run reboot r1 #1"}, got)
 		assert.Equal(t, PhaseRunning, m.State.Phase)
 	})
 	t.Run("new boot after the reboot ran: withdraw, idle, sentinel handled", func(t *testing.T) {
 		m, got := restart(t, ran, "b2", now(wdOK), now(EvBusSnapshot{}), now(sentinel(OpReboot, "r2", 42)))
+		assert.Equal(t, []string{"withdraw", "refused"}, got)
+		assert.Equal(t, PhaseIdle, m.State.Phase)
+		assert.Equal(t, int64(42), m.State.Handled[OpReboot])
+	})
+	t.Run("new boot while the reboot command ran: done", func(t *testing.T) {
+		m, got := restart(t, running, "b2", now(wdOK), now(EvBusSnapshot{}), now(sentinel(OpReboot, "r2", 42)))
 		assert.Equal(t, []string{"withdraw", "refused"}, got)
 		assert.Equal(t, PhaseIdle, m.State.Phase)
 		assert.Equal(t, int64(42), m.State.Handled[OpReboot])
@@ -52,30 +71,97 @@ func TestStepRestart(t *testing.T) {
 		assert.Equal(t, PhaseDeferred, m.State.Phase)
 	})
 	t.Run("same boot while the reboot command ran: wait for the node to go down", func(t *testing.T) {
-		running := seq(deferred, []step{now(status(nodedrain.StatusComplete, "r1"))})
 		m, got := restart(t, running, "b1", now(pubOK("r1")), at(5*time.Minute, EvTimer{}))
 		assert.Equal(t, []string{"publish r1", "command-failed #1"}, got)
 		assert.Equal(t, PhaseCleared, m.State.Phase)
 	})
-	t.Run("same boot while the update command ran: it counts as failed and runs again", func(t *testing.T) {
-		running := seq(up, []step{now(trigger(OpUpdate, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1"))})
-		m, got := restart(t, running, "b1", now(pubOK("r1")), at(10*time.Second, EvTimer{}))
-		assert.Equal(t, []string{"command-failed #1", "publish r1", "run update r1 #2"}, got)
+	t.Run("same boot while the update command ran: it counts as failed and runs again, confirmed", func(t *testing.T) {
+		running := seq(up, []step{now(trigger(OpUpdate, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+			now(read(nodedrain.StatusComplete, "r1"))})
+		m, got := restart(t, running, "b1", now(pubOK("r1")), at(10*time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1")))
+		assert.Equal(t, []string{"command-failed #1", "publish r1", "read", "run update r1 #2"}, got)
 		assert.Equal(t, PhaseRunning, m.State.Phase)
 	})
-	t.Run("idle: a request the coordinator still serves is withdrawn", func(t *testing.T) {
-		m, got := restart(t, nil, "b1", now(wdOK), now(status(nodedrain.StatusComplete, "r0")), now(EvBusSnapshot{}),
+	t.Run("idle: a request of ours the coordinator still serves is withdrawn", func(t *testing.T) {
+		done := seq(up, []step{now(trigger(OpUpdate, "r0")), now(pubOK("r0")), now(status(nodedrain.StatusComplete, "r0")),
+			now(read(nodedrain.StatusComplete, "r0")), now(EvCommandDone{RequestID: "r0"})})
+		m, acts := restartUnder(t, testPolicy(), done, "b1", now(wdOK), now(status(nodedrain.StatusComplete, "r0")), now(EvBusSnapshot{}),
 			now(status(nodedrain.StatusComplete, "r0")))
-		assert.Equal(t, []string{"withdraw", "withdraw"}, got)
+		assert.Equal(t, []string{"withdraw", "withdraw"}, summaries(acts))
+		for _, w := range withdrawals(acts) {
+			assert.Equal(t, []string{"r0"}, w.Own)
+		}
 		assert.Equal(t, PhaseIdle, m.State.Phase)
 	})
+	t.Run("idle: a request not ours the coordinator serves is left alone", func(t *testing.T) {
+		m, acts := restartUnder(t, testPolicy(), nil, "b1", now(wdOK), now(status(nodedrain.StatusComplete, "x0")), now(EvBusSnapshot{}),
+			now(status(nodedrain.StatusComplete, "x0")), now(status(nodedrain.StatusCordoned, "x1")))
+		assert.Equal(t, []string{"withdraw"}, summaries(acts))
+		require.Len(t, withdrawals(acts), 1)
+		assert.Empty(t, withdrawals(acts)[0].Own, "the start-up clean-up may delete no request this agent did not make")
+		assert.Equal(t, PhaseIdle, m.State.Phase)
+	})
+}
+
+// A new boot ID means the operation is done only if the node went down for it: the agent waited
+// for it (waiting-boot) or ran a command that takes the node down. An update that failed, or
+// was running, when an unrelated reboot happened is not done: its request is withdrawn and its
+// sentinel is not recorded as handled, so that it asks again.
+func TestStepRestartNewBootIsNotAnUpdate(t *testing.T) {
+	boom := errors.New("exit status 1")
+	update := func(after ...step) []step {
+		return seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+			now(read(nodedrain.StatusComplete, "r1"))}, after)
+	}
+	tests := []struct {
+		name       string
+		before     []step
+		reboots    bool // Policy.UpdateReboots
+		wantPhase  Phase
+		wantDone   bool
+		wantAfterS []string // after the restart, then the sentinel again
+	}{
+		{name: "an update whose command failed is not done by a reboot",
+			before: update(now(EvCommandDone{RequestID: "r1", Err: boom}))},
+		{name: "an update whose command was running is not done by a reboot",
+			before: update()},
+		{name: "an update interrupted before its read answered is not done by a reboot",
+			before: seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1"))})},
+		{name: "an update that reboots the node, running when the boot ID changed, is done",
+			before: update(), reboots: true, wantDone: true},
+		{name: "an update that reboots the node, waiting for the boot, is done",
+			before: update(now(EvCommandDone{RequestID: "r1"})), reboots: true, wantDone: true},
+		{name: "an update that reboots the node whose command failed is not done",
+			before: update(now(EvCommandDone{RequestID: "r1", Err: boom})), reboots: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := testPolicy()
+			p.UpdateReboots = tt.reboots
+			m, acts := restartUnder(t, p, tt.before, "b2", now(wdOK), now(EvBusSnapshot{}), now(sentinel(OpUpdate, "r2", 42)))
+			ws := withdrawals(acts)
+			require.NotEmpty(t, ws)
+			assert.Equal(t, "r1", ws[0].RequestID)
+			assert.Contains(t, ws[0].Own, "r1")
+			if tt.wantDone {
+				assert.Equal(t, []string{"withdraw", "refused"}, summaries(acts))
+				assert.Equal(t, int64(42), m.State.Handled[OpUpdate])
+				assert.Equal(t, PhaseIdle, m.State.Phase)
+				return
+			}
+			assert.Equal(t, []string{"withdraw", "accepted", "publish r2"}, summaries(acts), "the sentinel asks again")
+			assert.NotContains(t, m.State.Handled, OpUpdate)
+			assert.Equal(t, PhaseDeferred, m.State.Phase)
+			assert.NotEmpty(t, warnings(acts), "the unrelated reboot is reported")
+		})
+	}
 }
 
 func TestStepBusFailuresRetry(t *testing.T) {
 	boom := errors.New("nats: timeout")
 	steps := seq(up, []step{now(trigger(OpReboot, "r1")), now(EvBusDone{Publish: true, RequestID: "r1", Err: boom}),
 		at(time.Second, EvTimer{}), at(time.Second, EvTimer{}), now(EvBusDone{Publish: true, RequestID: "r1", Err: boom}),
-		at(2*time.Second, EvTimer{}), now(pubOK("r1")), at(time.Hour, EvTimer{})})
+		at(2*time.Second, EvTimer{}), now(status(nodedrain.StatusRequested, "r1")), now(pubOK("r1")), at(time.Hour, EvTimer{})})
 	m, _, got := play(t, fresh(), steps)
 	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "publish r1", "publish r1"}, got)
 	assert.True(t, m.BusSynced)

@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// The bus withdraws the node's request only if this agent made it, and reads the node's status
+// as the bucket holds it now.
+func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx := context.Background()
+	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	require.NoError(t, err)
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	const node = "edge-1.shop.example"
+	b := &bus{node: node, log: logrus.New(), metrics: NewMetrics(nil)}
+	publish := func(id string) {
+		t.Helper()
+		_, err := requests.Publish(ctx, node, nodedrain.NodeDrainRequest{Node: node, RequestID: id, RequestedAt: t0,
+			RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+		require.NoError(t, err)
+	}
+	current := func() string {
+		t.Helper()
+		r, _, err := requests.Get(ctx, node)
+		if errors.Is(err, pubsub.ErrNotFound) {
+			return ""
+		}
+		require.NoError(t, err)
+		return r.RequestID
+	}
+
+	t.Run("withdraw", func(t *testing.T) {
+		assert.Equal(t, EvBusDone{RequestID: "r1"}, b.do(ctx, requests, statuses, busOp{id: "r1", own: []string{"r1"}}),
+			"nothing to withdraw")
+		publish("other-agent-1")
+		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{}), "the start-up clean-up with no request of ours")
+		assert.Equal(t, "other-agent-1", current(), "another agent's request stays")
+		assert.Equal(t, EvBusDone{RequestID: "r1"}, b.do(ctx, requests, statuses, busOp{id: "r1", own: []string{"r0", "r1"}}))
+		assert.Equal(t, "other-agent-1", current(), "another agent's request stays")
+		publish("r0")
+		assert.Equal(t, EvBusDone{RequestID: "r1"}, b.do(ctx, requests, statuses, busOp{id: "r1", own: []string{"r0", "r1"}}))
+		assert.Empty(t, current(), "an older request of ours is withdrawn")
+	})
+
+	t.Run("read", func(t *testing.T) {
+		assert.Equal(t, EvStatusRead{}, b.do(ctx, requests, statuses, busOp{read: true}), "no status published")
+		st := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, RequestID: "r1", Message: "request withdrawn"}
+		_, err := statuses.Publish(ctx, node, st)
+		require.NoError(t, err)
+		ev, ok := b.do(ctx, requests, statuses, busOp{read: true}).(EvStatusRead)
+		require.True(t, ok)
+		require.NoError(t, ev.Err)
+		require.NotNil(t, ev.Status)
+		assert.Equal(t, nodedrain.StatusNotRequested, ev.Status.Status)
+		assert.Equal(t, "r1", ev.Status.RequestID)
+
+		other := &bus{node: "edge-2.shop.example", log: b.log, metrics: b.metrics}
+		_, err = statuses.Publish(ctx, other.node, st) // names edge-1 under edge-2's key
+		require.NoError(t, err)
+		ev, ok = other.do(ctx, requests, statuses, busOp{read: true}).(EvStatusRead)
+		require.True(t, ok)
+		assert.ErrorContains(t, ev.Err, "names node")
+		assert.Nil(t, ev.Status)
+	})
+}
