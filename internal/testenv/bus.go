@@ -63,8 +63,15 @@ func StartBus(t testing.TB) *Bus {
 // Request publishes a drain request for node, as its agent would.
 func (b *Bus) Request(t testing.TB, node, id string, at time.Time) {
 	t.Helper()
+	b.RequestWithContext(t, node, id, at, "reboot")
+}
+
+// RequestWithContext publishes a DEVICEOP request for node with the given context (e.g.
+// nodedrain.ClusterShutdownContext to declare a whole-cluster shutdown).
+func (b *Bus) RequestWithContext(t testing.TB, node, id string, at time.Time, opContext string) {
+	t.Helper()
 	_, err := b.Requests.Publish(context.Background(), node, nodedrain.NodeDrainRequest{
-		Node: node, RequestID: id, RequestedAt: at, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+		Node: node, RequestID: id, RequestedAt: at, RequestedBy: nodedrain.RequesterDeviceOp, Context: opContext})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -328,14 +328,15 @@ func TestAPIUnreachable(t *testing.T) {
 	}
 }
 
-// A planned whole-cluster shutdown: every node asks; each goes down after COMPLETE; the last one
-// up has nowhere to drain to and is told NOTSUPPORTED, so nothing deadlocks.
+// A declared whole-cluster shutdown: every node asks with the cluster-shutdown context; each goes
+// down after COMPLETE; the last one up has nowhere to drain to and is told NOTSUPPORTED, so
+// nothing deadlocks.
 func TestWholeClusterShutdown(t *testing.T) {
 	h := newHarness(t, "shutdown", 3)
 	h.run(h.config(h.c.Client))
 	base := time.Now()
 	for i, n := range h.nodes {
-		h.request(n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond))
+		h.RequestWithContext(t, n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond), nodedrain.ClusterShutdownContext)
 	}
 	var results []nodedrain.DrainStatus
 	for _, n := range h.nodes {
@@ -347,6 +348,33 @@ func TestWholeClusterShutdown(t *testing.T) {
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i] > results[j] })
 	assert.Equal(t, []nodedrain.DrainStatus{nodedrain.StatusComplete, nodedrain.StatusComplete, nodedrain.StatusNotSupported}, results)
+}
+
+// The kernel-update day: every node asks for a reboot at once, nothing declared. It is not a
+// whole-cluster shutdown: one node is drained at a time, the others wait in REQUESTED even while
+// the drained node is down, and nobody is told NOTSUPPORTED.
+func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
+	h := newHarness(t, "kernelday", 3)
+	h.run(h.config(h.c.Client))
+	base := time.Now()
+	for i, n := range h.nodes {
+		h.request(n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond))
+	}
+	first := h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 30*time.Second)
+	assert.Equal(t, "r-"+h.nodes[0], first.RequestID)
+	shutDown(t, h, h.nodes[0]) // it reboots: down, NotReady, its slot still held
+	for _, n := range h.nodes[1:] {
+		st := h.waitFor(n, 10*time.Second, "queued behind the rebooting node", func(s nodedrain.NodeDrainStatus) bool {
+			return s.Status == nodedrain.StatusRequested && strings.Contains(s.Message, h.nodes[0])
+		})
+		assert.NotContains(t, h.history(n), nodedrain.StatusNotSupported)
+		assert.NotContains(t, h.history(n), nodedrain.StatusStarting, "%s started while %s was down: %s", n, h.nodes[0], st.Message)
+	}
+	// Back: its agent withdraws; the next node is drained.
+	h.withdraw(h.nodes[0])
+	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 30*time.Second)
+	last, _ := h.last(h.nodes[2])
+	assert.Equal(t, nodedrain.StatusRequested, last.Status, "still one at a time")
 }
 
 // shutDown makes a simulated node look powered off: kwok stops managing it and it turns NotReady.
