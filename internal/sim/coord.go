@@ -184,9 +184,13 @@ func (c *coord) resume() {
 			in.Statuses[key] = v.(nodedrain.NodeDrainStatus)
 		}
 	}
-	for _, n := range s.cluster.nodes {
+	for _, name := range s.cluster.order {
+		n := s.cluster.nodes[name]
 		if n.exists && n.annotation != "" && n.unschedulable {
 			in.CordonedByUs[n.name] = true
+		}
+		if n.evictionRequested { // the gate's Held
+			in.Held = append(in.Held, n.name)
 		}
 	}
 	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)

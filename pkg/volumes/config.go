@@ -41,7 +41,7 @@ type Config struct {
 	// SyncTimeout bounds Start's wait for the caches to fill (> 0).
 	SyncTimeout time.Duration
 	// WriteTimeout bounds each API write the gate makes (Job creation, labels, Longhorn
-	// eviction requests) (> 0).
+	// eviction requests), and the fresh reads Release makes before its writes (> 0).
 	WriteTimeout time.Duration
 	// Logger receives structured logs (fields node, volume, pvc); nil: discarded.
 	Logger logrus.FieldLogger

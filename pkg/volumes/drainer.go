@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -188,14 +189,23 @@ func ownedBy(job *batchv1.Job, uid types.UID) bool {
 
 // deleteJob removes a drainer Job and its pods; a failure is logged and retried on the next step.
 func (g *Gate) deleteJob(ctx context.Context, job *batchv1.Job, log logrus.FieldLogger) {
+	if err := g.removeJob(ctx, job); err != nil {
+		log.WithError(err).Warn("cannot delete a drainer Job; will retry")
+	}
+}
+
+// removeJob deletes this version of a drainer Job (by UID) and its pods. A Job already gone, or
+// replaced by another of the same name, is not an error.
+func (g *Gate) removeJob(ctx context.Context, job *batchv1.Job) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
 	err := g.cfg.Client.BatchV1().Jobs(job.Namespace).Delete(wctx, job.Name, metav1.DeleteOptions{
 		PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &job.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		log.WithError(err).Warnf("cannot delete drainer Job %s/%s; will retry", job.Namespace, job.Name)
+		return fmt.Errorf("delete drainer Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
+	return nil
 }
 
 // setDrainedLabel sets or removes DrainStatusLabel on pvc.
@@ -246,16 +256,22 @@ func (g *Gate) forgetGone(exists map[string]bool) {
 	}
 }
 
-// stopNodeDrainers deletes the drainer Jobs running for node's drain and forgets their
-// failures: the drain is over.
-func (g *Gate) stopNodeDrainers(ctx context.Context, node string) {
-	jobs, err := g.jobs.List(drainerSelector)
-	if err == nil {
-		for _, job := range jobs {
-			if job.Annotations[DrainerTriggerAnnotation] == TriggerNodeDrain && job.Annotations[DrainerNodeAnnotation] == node && job.DeletionTimestamp == nil {
-				if done, _, _ := jobFinished(job); !done {
-					g.deleteJob(ctx, job, g.log.WithField("node", node))
-				}
+// stopNodeDrainers deletes the drainer Jobs running for node's drain (heldDrainer) and forgets
+// their failures: the drain is over. It lists the Jobs fresh, not from the cache, so that a
+// drainer the last check started just before is not missed. It returns what failed.
+func (g *Gate) stopNodeDrainers(ctx context.Context, node string) error {
+	lctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+	jobs, err := g.cfg.Client.BatchV1().Jobs(metav1.NamespaceAll).List(lctx, metav1.ListOptions{LabelSelector: drainerSelector.String()})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("list drainer Jobs: %w", err)
+	}
+	var errs []error
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if held, ok := heldDrainer(job); ok && held == node {
+			if err := g.removeJob(ctx, job); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -267,6 +283,21 @@ func (g *Gate) stopNodeDrainers(ctx context.Context, node string) {
 			t.mu.Unlock()
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// heldDrainer returns the node whose drain job is a drainer for, if Release would stop it: a
+// TriggerNodeDrain drainer pinned to a node, neither finished nor being deleted.
+func heldDrainer(job *batchv1.Job) (string, bool) {
+	node := job.Annotations[DrainerNodeAnnotation]
+	if job.Labels[DrainerLabel] != "true" || job.Annotations[DrainerTriggerAnnotation] != TriggerNodeDrain ||
+		node == "" || job.DeletionTimestamp != nil {
+		return "", false
+	}
+	if done, _, _ := jobFinished(job); done {
+		return "", false
+	}
+	return node, true
 }
 
 // roughly rounds d for people: to the second, or to 100 ms under a second; never negative.

@@ -12,7 +12,7 @@ var (
 	// ErrInvalidTemplate is returned by ParseDrainerTemplate for a drainer Job template that
 	// does not decode or cannot run.
 	ErrInvalidTemplate = errors.New("invalid drainer template")
-	// ErrNotStarted is returned by Check and Run before Start succeeded.
+	// ErrNotStarted is returned by Check, Run, Release and Held before Start succeeded.
 	ErrNotStarted = errors.New("volume gate not started")
 	// ErrAlreadyStarted is returned by a second call of Start.
 	ErrAlreadyStarted = errors.New("volume gate already started")

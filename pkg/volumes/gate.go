@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,7 @@ type Gate struct {
 var (
 	_ coordinator.VolumeGate   = (*Gate)(nil)
 	_ coordinator.GateReleaser = (*Gate)(nil)
+	_ coordinator.GateHolder   = (*Gate)(nil)
 )
 
 // New checks cfg and returns a gate; Start fills its caches.
@@ -245,28 +247,90 @@ func (g *Gate) checkLocal(ctx context.Context, node string, opts coordinator.Gat
 // Release undoes the work the gate started for node's drain, which is over (cancelled, or the
 // node is back): it withdraws the storage systems' eviction requests it made and stops the
 // node's drainer Jobs still running. PVCs already drained keep their label until used again.
+//
+// It may be called for any node, at any time, as often as wanted: where there is nothing to undo
+// (no request the gate made, no drainer running, no such node) it changes nothing, records no
+// Event and returns nil. An error (ErrNotStarted before Start; a withdrawal or a deletion that
+// failed) means work may still be held for node: call Release again later; Held lists the
+// nodes with work held.
 func (g *Gate) Release(ctx context.Context, node string) error {
+	if !g.ready.Load() {
+		return fmt.Errorf("release node %s: %w", node, ErrNotStarted)
+	}
 	lock := g.nodeLock(node)
 	lock.Lock()
 	defer lock.Unlock()
 	var errs []error
 	for _, s := range g.sources {
-		if ev, ok := s.(Evictor); ok {
-			changed, err := ev.CancelEviction(ctx, node)
-			if err != nil {
-				errs = append(errs, err)
-			} else if changed {
-				g.event(nodeRef(node), corev1.EventTypeNormal, "VolumeEvictionWithdrawn", "withdrew the request to %s to move this node's replicas", s.Name())
-			}
+		ev, ok := s.(Evictor)
+		if !ok {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+		changed, err := ev.CancelEviction(wctx, node)
+		cancel()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", s.Name(), err))
+		case changed:
+			g.event(nodeRef(node), corev1.EventTypeNormal, "VolumeEvictionWithdrawn", "withdrew the request to %s to move this node's replicas", s.Name())
 		}
 	}
-	if g.ready.Load() {
-		g.stopNodeDrainers(ctx, node)
+	if err := g.stopNodeDrainers(ctx, node); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release node %s: %w", node, err)
 	}
 	return nil
+}
+
+// Held returns, sorted, the nodes for which the gate holds work that Release would undo: an
+// eviction request a storage system carries because the gate made it (for Longhorn, a Longhorn
+// Node with LonghornEvictionAnnotation), or a drainer Job of the node's drain still running
+// (labelled DrainerLabel, trigger TriggerNodeDrain, pinned to the node by
+// DrainerNodeAnnotation). It reads the caches, so work done or undone a moment ago may not show
+// yet. The coordinator calls it when it starts and releases each node listed that has no open
+// request: work left behind when a request was withdrawn while no coordinator ran. Before
+// Start it returns ErrNotStarted.
+func (g *Gate) Held(ctx context.Context) ([]string, error) {
+	if !g.ready.Load() {
+		return nil, fmt.Errorf("nodes held by the volume gate: %w", ErrNotStarted)
+	}
+	held := map[string]bool{}
+	var errs []error
+	for _, s := range g.sources {
+		ev, ok := s.(Evictor)
+		if !ok {
+			continue
+		}
+		nodes, err := ev.RequestedEvictions(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s eviction requests: %w", s.Name(), err))
+			continue
+		}
+		for _, n := range nodes {
+			held[n] = true
+		}
+	}
+	jobs, err := g.jobs.List(drainerSelector)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list drainer Jobs: %w", err))
+	}
+	for _, job := range jobs {
+		if node, ok := heldDrainer(job); ok {
+			held[node] = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("nodes held by the volume gate: %w", err)
+	}
+	out := make([]string, 0, len(held))
+	for n := range held {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // parseTemplate parses a template, reporting an invalid one once (Event, metric, log).

@@ -162,6 +162,21 @@ func claimOrdinal(sts *appsv1.StatefulSet, claim string) (int, bool) {
 	return 0, false
 }
 
+// ordinalLive reports whether ord is the ordinal of a pod sts asks for, one of
+// [spec.ordinals.start, start+spec.replicas) (start 0 when unset; replicas 1 when unset, as the
+// API server defaults it): a claim with it is in use, or will be again once its pod is back, not
+// an orphan. Every comparison of a claim's ordinal with the StatefulSet's size goes through it.
+func ordinalLive(sts *appsv1.StatefulSet, ord int) bool {
+	start, replicas := 0, 1
+	if sts.Spec.Ordinals != nil {
+		start = int(sts.Spec.Ordinals.Start)
+	}
+	if sts.Spec.Replicas != nil {
+		replicas = int(*sts.Spec.Replicas)
+	}
+	return ord >= start && ord < start+replicas
+}
+
 // mountedBy returns a pod, other than a drainer's, that is scheduled and not finished and mounts
 // pvc: the claim is in use.
 func (g *Gate) mountedBy(pvc *corev1.PersistentVolumeClaim) *corev1.Pod {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 )
 
 // LonghornEvictionAnnotation on a Longhorn Node records that the gate asked Longhorn to evict
@@ -75,18 +77,37 @@ func (l *Longhorn) RequestEviction(ctx context.Context, node string) (bool, erro
 
 // CancelEviction withdraws the eviction RequestEviction made on node's Longhorn Node and
 // restores its allowScheduling. It reads the node fresh, not from the cache, so that a request
-// made just before is not missed.
+// made just before is not missed, and reads it again when Longhorn changed the node in between
+// (a conflict). A node without the record, or without a Longhorn Node, is left alone.
 func (l *Longhorn) CancelEviction(ctx context.Context, node string) (bool, error) {
 	if !l.Available() || l.nodes == nil {
 		return false, nil
 	}
+	var changed bool
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		changed, err = l.cancelEviction(ctx, node)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("cancel eviction of longhorn node %s: %w", node, err)
+	}
+	if changed {
+		l.log.WithField("node", node).Info("withdrew the request to Longhorn to evict the node's replicas")
+	}
+	return changed, nil
+}
+
+// cancelEviction is one attempt of CancelEviction; a conflict means the node changed since it
+// was read.
+func (l *Longhorn) cancelEviction(ctx context.Context, node string) (bool, error) {
 	res := l.dyn.Resource(longhornNodes).Namespace(l.namespace)
 	u, err := res.Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("get longhorn node %s: %w", node, err)
+		return false, fmt.Errorf("get: %w", err)
 	}
 	raw, ours := u.GetAnnotations()[LonghornEvictionAnnotation]
 	if !ours {
@@ -108,8 +129,28 @@ func (l *Longhorn) CancelEviction(ctx context.Context, node string) (bool, error
 		return false, err
 	}
 	if _, err := res.Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return false, fmt.Errorf("cancel eviction of longhorn node %s: %w", node, err)
+		return false, err
 	}
-	l.log.WithField("node", node).Info("withdrew the request to Longhorn to evict the node's replicas")
 	return true, nil
+}
+
+// RequestedEvictions returns, sorted and from the cache, the nodes whose Longhorn Node carries
+// LonghornEvictionAnnotation: requests RequestEviction made that CancelEviction has not
+// withdrawn.
+func (l *Longhorn) RequestedEvictions(context.Context) ([]string, error) {
+	if !l.Available() || l.nodes == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, obj := range l.nodes.List() {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if _, ours := u.GetAnnotations()[LonghornEvictionAnnotation]; ours {
+			out = append(out, u.GetName())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

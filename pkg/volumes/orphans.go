@@ -21,12 +21,13 @@ var drainedSelector = labels.SelectorFromSet(labels.Set{DrainStatusLabel: DrainS
 // changes, it:
 //
 //   - runs the drainer Job once on each orphaned PVC of a StatefulSet carrying
-//     DrainerTemplateAnnotation: a claim <template>-<statefulset>-<ordinal> whose ordinal is at
-//     or above the StatefulSet's replicas, mounted by no pod. The drained label records that it
-//     ran; failures are retried with backoff and reported as Events and metrics. With
-//     DeleteDrainedOrphansAnnotation "true" on the StatefulSet a drained orphan is deleted.
-//   - removes the drained label from a PVC used again: its ordinal is below the replicas again,
-//     or a pod (not a drainer) mounts it.
+//     DrainerTemplateAnnotation: a claim <template>-<statefulset>-<ordinal> whose ordinal is
+//     outside the ones the StatefulSet asks for, [spec.ordinals.start, start+spec.replicas),
+//     mounted by no pod. The drained label records that it ran; failures are retried with
+//     backoff and reported as Events and metrics. With DeleteDrainedOrphansAnnotation "true" on
+//     the StatefulSet a drained orphan is deleted.
+//   - removes the drained label from a PVC used again: its ordinal is inside that range again
+//     (whether or not its pod runs at that instant), or a pod (not a drainer) mounts it.
 func (g *Gate) Run(ctx context.Context) error {
 	if !g.ready.Load() {
 		return ErrNotStarted
@@ -71,10 +72,6 @@ func (g *Gate) reconcilePVCs(ctx context.Context) {
 		if !ok || sts.DeletionTimestamp != nil {
 			continue
 		}
-		replicas := 1
-		if sts.Spec.Replicas != nil {
-			replicas = int(*sts.Spec.Replicas)
-		}
 		pvcs, err := g.pvcs.PersistentVolumeClaims(sts.Namespace).List(labels.Everything())
 		if err != nil {
 			continue
@@ -85,8 +82,8 @@ func (g *Gate) reconcilePVCs(ctx context.Context) {
 				continue
 			}
 			handled[pvc.Namespace+"/"+pvc.Name] = true
-			if ord < replicas {
-				g.inUse(ctx, pvc, "its StatefulSet scaled up again")
+			if ordinalLive(sts, ord) {
+				g.inUse(ctx, pvc, "its StatefulSet asks for its ordinal again")
 				continue
 			}
 			if g.mountedBy(pvc) != nil {

@@ -34,8 +34,11 @@ type Evictor interface {
 	// someone else made alone.
 	RequestEviction(ctx context.Context, node string) (changed bool, err error)
 	// CancelEviction withdraws a request RequestEviction made, restoring what it changed;
-	// changed is false when the gate had made none.
+	// changed is false when the gate had made none (or node is unknown to the storage system).
 	CancelEviction(ctx context.Context, node string) (changed bool, err error)
+	// RequestedEvictions returns the nodes that carry a request RequestEviction made and
+	// CancelEviction has not withdrawn, from the source's caches where it has them.
+	RequestedEvictions(ctx context.Context) ([]string, error)
 }
 
 // nodeStates returns the Kubernetes view of every node: exists, Ready, cordoned.

@@ -70,6 +70,8 @@ type ResumeInput struct {
 	Statuses map[string]nodedrain.NodeDrainStatus
 	// CordonedByUs lists the nodes carrying edgedrain's cordon annotation and unschedulable.
 	CordonedByUs map[string]bool
+	// Held lists the nodes the volume gate holds work for (GateHolder).
+	Held []string
 }
 
 // Resume rebuilds every node's drain from what the bus and the cluster say, and returns the
@@ -95,6 +97,9 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		names[n] = true
 	}
 	for n := range statuses {
+		names[n] = true
+	}
+	for _, n := range in.Held {
 		names[n] = true
 	}
 	sorted := make([]string, 0, len(names))

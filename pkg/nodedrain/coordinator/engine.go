@@ -233,7 +233,16 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			cordoned[n.Name] = true
 		}
 	}
-	actions := e.core.Resume(ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}, e.cfg.Now())
+	in := ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}
+	if h, ok := e.cfg.Gate.(GateHolder); ok {
+		held, err := h.Held(ctx)
+		if err != nil {
+			// Not fatal: nodes with a published status are released anyway.
+			e.log.WithError(err).Warn("cannot list the nodes the volume gate holds work for")
+		}
+		in.Held = held
+	}
+	actions := e.core.Resume(in, e.cfg.Now())
 	for _, node := range e.core.Nodes() {
 		d, _ := e.core.Drain(node)
 		e.log.WithFields(logrus.Fields{"node": node, "status": d.Status.Status, "request": d.Status.RequestID}).Info("resuming")

@@ -33,6 +33,13 @@ type GateReleaser interface {
 	Release(ctx context.Context, node string) error
 }
 
+// GateHolder is implemented by gates that can list the nodes they hold work for (GateReleaser's
+// work): on start the coordinator releases those without a request, work left behind when a
+// request was withdrawn while no coordinator ran.
+type GateHolder interface {
+	Held(ctx context.Context) ([]string, error)
+}
+
 // GateResult is a gate's answer.
 type GateResult struct {
 	// Safe is true when nothing blocks.
