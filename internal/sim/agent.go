@@ -79,7 +79,7 @@ func (a *agentProc) openWatch() {
 	inc := a.inc
 	a.watch = a.s.bus.watch(a.conn, bucketStatus, a.node.name, func(_ string, r revision) {
 		if a.alive && a.inc == inc {
-			ev := agent.EvBusStatus{}
+			ev := agent.EvBusStatus{Revision: r.seq}
 			if r.val != nil {
 				st := r.val.(nodedrain.NodeDrainStatus)
 				ev.Status = &st
@@ -147,6 +147,11 @@ func (a *agentProc) perform(act agent.Action) {
 		req := x.Request
 		inc := a.inc
 		s.bus.op(a.conn, func() error {
+			// As the runtime: never over another agent's request.
+			if cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok &&
+				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) {
+				return agent.ErrForeignRequest
+			}
 			s.bus.write(bucketRequests, name, req, "agent/"+name)
 			return nil
 		}, func(err error) {
@@ -170,14 +175,17 @@ func (a *agentProc) perform(act agent.Action) {
 	case agent.ReadStatus:
 		inc := a.inc
 		var read *nodedrain.NodeDrainStatus
+		var rev uint64
 		s.bus.op(a.conn, func() error {
-			if st, ok := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus); ok {
-				read = &st
+			if r, ok := s.bus.latest(bucketStatus, name); ok {
+				if st, ok := r.val.(nodedrain.NodeDrainStatus); ok {
+					read, rev = &st, r.seq
+				}
 			}
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
-				a.step(agent.EvStatusRead{Status: read, Err: err})
+				a.step(agent.EvStatusRead{Status: read, Revision: rev, Err: err})
 			}
 		})
 	case agent.RunCommand:

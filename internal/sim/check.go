@@ -91,6 +91,11 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 		s.violate("S2", "COMPLETE for %s while it is not cordoned", st.Node)
 		return
 	}
+	if s.w.now.Sub(cl.lastLoss) < freshness {
+		// A copy was lost after the gate's last check (which precedes COMPLETE by one API
+		// round trip): no check-then-act can see that; the volume rule is judged on the gate's view.
+		return
+	}
 	for _, v := range cl.vols {
 		here, elsewhere := false, false
 		for _, r := range v.replicas {
@@ -139,7 +144,8 @@ func (s *Sim) check() {
 			holders = append(holders, name)
 		case a.cmdDeclared || (live && nodedrain.DeclaresClusterShutdown(req)):
 			// A declared whole-cluster shutdown lets nodes go down without a slot.
-		case st.Status == nodedrain.StatusComplete && live:
+		case st.Status == nodedrain.StatusComplete && live && st.RequestID == req.RequestID:
+			// (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
 			holders = append(holders, name)
 		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.withdrawn[a.cmdRequest]:
 			holders = append(holders, name+" (down)")

@@ -85,10 +85,12 @@ type cluster struct {
 	// apiDownAt is when the API went down (zero while up); frozen is the volume facts then
 	// (what the gate's caches hold during the outage).
 	apiDownAt time.Time
-	frozen    []volumes.Volume
-	frozenN   map[string]volumes.NodeState
-	lease     lease
-	podSeq    int
+	// lastLoss is when a copy of data was last lost (a machine down, a replica failed).
+	lastLoss time.Time
+	frozen   []volumes.Volume
+	frozenN  map[string]volumes.NodeState
+	lease    lease
+	podSeq   int
 }
 
 func newCluster(w *world, n int) *cluster {
@@ -214,6 +216,7 @@ func (c *cluster) podsOn(node string) []*pod {
 // replicas stop.
 func (c *cluster) machineDown(n *node) {
 	n.up, n.ready = false, false
+	c.lastLoss = c.w.now
 	for _, p := range c.podsOn(n.name) {
 		if !p.deleting {
 			n.lostPods++

@@ -239,7 +239,7 @@ func (c *coord) afterEvents() {
 
 func (c *coord) tick() {
 	s := c.s
-	for node := range c.unpublished {
+	for _, node := range sortedSet(c.unpublished) {
 		if d, ok := c.core.Drain(node); ok {
 			c.publish(d.Status)
 		}
@@ -301,12 +301,18 @@ func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 	}
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) {
 		c.unpublished[st.Node] = true
+		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		}
 		return
 	}
 	s.bus.write(bucketStatus, st.Node, st, c.name)
 	s.onStatusPublished(c, st)
 	if s.bus.lossy && s.w.chance(0.1) {
-		c.unpublished[st.Node] = true // written, but the reply was lost: written again
+		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
+		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		}
 		return
 	}
 	delete(c.unpublished, st.Node)
@@ -473,4 +479,13 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		}
 		s.w.after(s.w.between(time.Millisecond, 20*time.Millisecond), "eviction round", round)
 	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
 }

@@ -65,7 +65,7 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 		if holdsSlot(d, known[name].Ready, a.WholeCluster) {
 			holders = append(holders, name)
 		}
-		if d.Status.Status == StatusRequested && d.Request != nil {
+		if d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() {
 			waiting = append(waiting, name)
 		}
 	}

@@ -115,6 +115,10 @@ type Drain struct {
 	NextAttempt int
 	// GateSafe is whether the volume gate's latest answer for this drain said safe.
 	GateSafe bool
+	// UncordonAfter says the drain that cordoned was withdrawn or replaced while its cordon was
+	// in flight: a write already sent may still land, so the uncordon waits for that cordon's
+	// result (Waiting stays OpCordon) and starts then, whatever it was.
+	UncordonAfter bool
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.
@@ -124,6 +128,12 @@ func (d Drain) Active() bool {
 		return true
 	}
 	return false
+}
+
+// uncordoning reports whether an uncordon is under way or due: such a drain is not admitted
+// until it is done (a cordon started meanwhile could be undone by it).
+func (d Drain) uncordoning() bool {
+	return d.Waiting == OpUncordon || d.RetryOp == OpUncordon || d.UncordonAfter
 }
 
 // Event is an input to Step: a bus change, an admission decision, an I/O result or a timer.
@@ -174,6 +184,12 @@ type EvAPIUnreachable struct {
 	Blockers []Blocker
 }
 
+// EvPublishFailed says the publication of the drain's status failed. A COMPLETE that did not
+// reach the bus is not published later as it was: what made it true may have changed meanwhile
+// (an operator uncordoned the node), so the drain checks again before COMPLETE.
+type EvPublishFailed struct{}
+
+func (EvPublishFailed) event()  {}
 func (EvRequest) event()        {}
 func (EvAdmit) event()          {}
 func (EvQueued) event()         {}

@@ -30,6 +30,11 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		s.timer()
 	case EvAPIUnreachable:
 		s.apiUnreachable(e)
+	case EvPublishFailed:
+		if s.d.Status.Status == StatusComplete && s.d.Request != nil {
+			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
+			s.start(OpFinalGate, 0)
+		}
 	}
 	return s.d, s.actions
 }
@@ -116,11 +121,21 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	}
 	// A cordon may have landed although its reply was lost (STARTING, FAILEDCORDON): the
 	// uncordon finds out, and only ever undoes a node carrying edgedrain's annotation.
-	mayBeCordoned := s.d.Status.CordonedByUs || s.d.Status.Status == StatusStarting || s.d.Status.Status == StatusFailedCordon
+	mayBeCordoned := s.d.Status.CordonedByUs || s.d.Status.Status == StatusStarting || s.d.Status.Status == StatusFailedCordon ||
+		s.d.UncordonAfter
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
-	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe = r, OpNone, OpNone, false
+	cordonInFlight := s.d.Waiting == OpCordon
+	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter = r, OpNone, OpNone, false, false
+	uncordon := func() {
+		if cordonInFlight {
+			// The cordon already sent may still land: uncordon once its result is in.
+			s.d.Waiting, s.d.UncordonAfter = OpCordon, true
+			return
+		}
+		s.start(OpUncordon, 0)
+	}
 	st := &s.d.Status
 	st.Attempt, st.StartedAt = 0, time.Time{}
 	if r == nil {
@@ -128,7 +143,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		// it itself (edgedrainctl withdraw), learns that its operation is cancelled.
 		if mayBeCordoned {
 			s.set(StatusNotRequested, "request withdrawn; uncordoning the node", nil)
-			s.start(OpUncordon, 0)
+			uncordon()
 			return
 		}
 		if st.Status != StatusNotRequested {
@@ -137,11 +152,19 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		return
 	}
 	st.RequestID, st.RequestedBy = r.RequestID, r.RequestedBy
+	if mayBeCordoned {
+		// A new request replaces one whose drain had (or may have) cordoned the node: undo
+		// that cordon, as for a withdrawal; the new drain cordons again once admitted. Kept,
+		// it would hold the node out of service without an admission slot.
+		s.set(StatusRequested, "new request replaces the previous one; uncordoning the node until admitted", nil)
+		uncordon()
+		return
+	}
 	s.set(StatusRequested, "waiting for admission", nil)
 }
 
 func (s *stepper) admit() {
-	if s.d.Status.Status != StatusRequested || s.d.Request == nil {
+	if s.d.Status.Status != StatusRequested || s.d.Request == nil || s.d.uncordoning() {
 		return
 	}
 	s.d.Status.StartedAt, s.d.Status.Attempt = s.now, 1
@@ -152,6 +175,12 @@ func (s *stepper) admit() {
 func (s *stepper) result(e EvResult) {
 	if e.Op != s.d.Waiting || e.Op == OpNone {
 		return // stale: the drain moved on
+	}
+	if s.d.UncordonAfter && e.Op == OpCordon {
+		// The cordon of a withdrawn or replaced drain has answered: now it can be undone.
+		s.d.UncordonAfter = false
+		s.start(OpUncordon, 0)
+		return
 	}
 	if e.Op != OpUncordon && (s.d.Request == nil || e.RequestID != s.d.Request.RequestID) {
 		return

@@ -236,11 +236,15 @@ func TestWithdrawCancels(t *testing.T) {
 			r := newRun(t)
 			r.step(EvRequest{Request: req("a")})
 			to(r)
-			// STARTING: a cordon may have landed with its reply lost, so uncordon (a no-op on a
-			// node without edgedrain's annotation).
-			cordoned := r.d.Status.CordonedByUs || r.d.Status.Status == StatusStarting
+			// STARTING: the cordon is in flight and may still land, so the uncordon waits for
+			// its result (then runs whatever it was: a no-op on a node without the annotation).
+			starting := r.d.Status.Status == StatusStarting
+			cordoned := r.d.Status.CordonedByUs
 			r.step(EvRequest{})
-			if cordoned {
+			if starting {
+				r.expect(StatusNotRequested)
+				assert.True(t, r.d.UncordonAfter)
+			} else if cordoned {
 				r.expect(StatusNotRequested, OpUncordon)
 			} else {
 				r.expect(StatusNotRequested)
@@ -259,6 +263,9 @@ func TestWithdrawCancels(t *testing.T) {
 			// Results of the cancelled drain are ignored.
 			r.step(EvResult{Op: OpEvict, RequestID: "a"}).expect(StatusNotRequested)
 			assert.Equal(t, OpNone, r.d.RetryOp, "no retry left behind")
+			if starting {
+				r.step(EvResult{Op: OpCordon, RequestID: "a", ByUs: true}).expect(StatusNotRequested, OpUncordon)
+			}
 		})
 	}
 }
@@ -290,11 +297,19 @@ func TestWithdrawnStatusNamesTheRequest(t *testing.T) {
 func TestNewRequestIDRestarts(t *testing.T) {
 	r := newRun(t)
 	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate)
-	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
+	// The old drain's cordon is undone (the simulation found it kept without an admission slot,
+	// blocking other drains' volumes); the new drain waits for that before admission.
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested, OpUncordon)
 	assert.True(t, r.has(Cancel{}))
 	assert.Equal(t, "b", r.d.Status.RequestID)
-	assert.True(t, r.d.Status.CordonedByUs, "our cordon is remembered for the new drain")
+	r.step(EvAdmit{}).expect(StatusRequested) // not while uncordoning
 	r.step(EvResult{Op: OpEvict, RequestID: "a"}).expect(StatusRequested)
+	r.ok(OpUncordon).expect(StatusRequested)
+	assert.False(t, r.d.Status.CordonedByUs)
+	r.step(EvAdmit{}).expect(StatusStarting, OpCordon)
+	r = newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate)
+	r.step(EvRequest{Request: req("b")})
 	// The same request delivered again changes nothing.
 	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
 	assert.Empty(t, r.actions)
@@ -366,7 +381,7 @@ func TestResume(t *testing.T) {
 		{name: "withdrawn while we were down uncordons", status: StatusComplete, byUs: true, want: StatusNotRequested, starts: []Op{OpUncordon}},
 		{name: "idle with our cordon left uncordons", status: StatusNotRequested, byUs: true, want: StatusNotRequested, starts: []Op{OpUncordon}},
 		{name: "idle stays idle", status: StatusNotRequested, want: StatusNotRequested},
-		{name: "new request while we were down", status: StatusComplete, req: req("b"), byUs: true, want: StatusRequested},
+		{name: "new request while we were down", status: StatusComplete, req: req("b"), byUs: true, want: StatusRequested, starts: []Op{OpUncordon}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,4 +437,19 @@ func TestWithdrawAfterLostCordonReplyUncordons(t *testing.T) {
 	require.False(t, r.d.Status.CordonedByUs)
 	r.step(EvRequest{})
 	r.expect(StatusNotRequested, OpUncordon)
+}
+
+// Regression (simulation, seed 1421): withdrawn while the cordon write was in flight, the
+// uncordon read the node before the cordon landed, found nothing of ours, and the node stayed
+// cordoned. The uncordon now waits for the cordon's result; a new request meanwhile is not
+// admitted before it is done.
+func TestWithdrawDuringCordonUncordonsAfterIt(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).expect(StatusStarting, OpCordon)
+	r.step(EvRequest{}).expect(StatusNotRequested)
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
+	r.step(EvAdmit{}).expect(StatusRequested) // not admitted while the old cordon is pending
+	r.step(EvResult{Op: OpCordon, RequestID: "a", ByUs: true}).expect(StatusRequested, OpUncordon)
+	r.ok(OpUncordon).expect(StatusRequested)
+	r.step(EvAdmit{}).expect(StatusStarting, OpCordon)
 }

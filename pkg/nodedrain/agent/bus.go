@@ -132,7 +132,7 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 	defer cancel()
 	switch {
 	case op.read:
-		st, _, err := statuses.Get(octx, b.node)
+		st, rev, err := statuses.Get(octx, b.node)
 		switch {
 		case errors.Is(err, pubsub.ErrNotFound):
 			return EvStatusRead{}
@@ -141,12 +141,25 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 		case st.Node != b.node:
 			return EvStatusRead{Err: fmt.Errorf("the status under this node's key names node %q", st.Node)}
 		}
-		return EvStatusRead{Status: &st}
+		return EvStatusRead{Status: &st, Revision: rev}
 	case op.publish:
-		_, err := requests.Publish(octx, b.node, op.req)
-		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: err}
+		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own)}
 	}
 	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own)}
+}
+
+// publish writes the node's request unless the key holds a request this agent did not make.
+func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], req nodedrain.NodeDrainRequest, own []string) error {
+	cur, _, err := requests.Get(ctx, b.node)
+	switch {
+	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
+	case err != nil:
+		return err
+	case cur.RequestID != req.RequestID && !slices.Contains(own, cur.RequestID):
+		return fmt.Errorf("publish request %s: %w (%s)", req.RequestID, ErrForeignRequest, cur.RequestID)
+	}
+	_, err = requests.Publish(ctx, b.node, req)
+	return err
 }
 
 // withdraw removes the node's request if it is one this agent made (one of own), at the
@@ -182,9 +195,9 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 				continue
 			}
 			st := ev.Value
-			b.send(ctx, EvBusStatus{Status: &st})
+			b.send(ctx, EvBusStatus{Status: &st, Revision: ev.Revision})
 		case pubsub.EventDelete:
-			b.send(ctx, EvBusStatus{})
+			b.send(ctx, EvBusStatus{Revision: ev.Revision})
 		case pubsub.EventSnapshotDone:
 			b.send(ctx, EvBusSnapshot{})
 		case pubsub.EventDecodeError:

@@ -20,3 +20,7 @@ var ErrAgentUnreachable = errors.New("agent not reachable")
 // ErrRefused is matched by errors of Request when the running agent refused the request (for
 // example because another operation is pending).
 var ErrRefused = errors.New("request refused")
+
+// ErrForeignRequest means the node's request key holds a request another agent made (one
+// started with the same node name): this agent does not publish over it.
+var ErrForeignRequest = errors.New("the node's request key holds another agent's request")

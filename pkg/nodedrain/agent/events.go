@@ -27,7 +27,12 @@ type EvTrigger struct {
 
 // EvBusStatus is the status published for this node: a new value, or nil when it was removed.
 // Values delivered before EvBusSnapshot are the watch's snapshot.
-type EvBusStatus struct{ Status *nodedrain.NodeDrainStatus }
+type EvBusStatus struct {
+	Status *nodedrain.NodeDrainStatus
+	// Revision is the bus revision of the value (0: unknown); an older value than one already
+	// seen is ignored.
+	Revision uint64
+}
 
 // EvBusSnapshot says the status watch has delivered the current value (if any): from now on a
 // missing status means none is published.
@@ -53,7 +58,9 @@ type EvCommandDone struct {
 // when none is published).
 type EvStatusRead struct {
 	Status *nodedrain.NodeDrainStatus
-	Err    error
+	// Revision is the bus revision of the value read (0: none published).
+	Revision uint64
+	Err      error
 }
 
 // EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
@@ -74,7 +81,12 @@ type Action interface{ action() }
 
 // PublishRequest asks for Request to be published under the node's key; the result comes back
 // as EvBusDone.
-type PublishRequest struct{ Request nodedrain.NodeDrainRequest }
+type PublishRequest struct {
+	Request nodedrain.NodeDrainRequest
+	// Own lists the requests this agent made: the request is published only over nothing or
+	// one of these, never over another agent's request under the same node name.
+	Own []string
+}
 
 // WithdrawRequest asks for the node's request to be removed from the bus, but only if it is one
 // of Own (the requests this agent made): another agent's request under the same node name is

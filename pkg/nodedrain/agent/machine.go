@@ -147,6 +147,9 @@ type Machine struct {
 	Boot string
 	// Bus is the latest status published for this node; nil when none is (or none was seen).
 	Bus *nodedrain.NodeDrainStatus
+	// BusRevision is the bus revision of Bus (0: unknown): a value read or delivered later but
+	// older than it is ignored (a confirmation read answered after a newer watch delivery).
+	BusRevision uint64
 	// BusKnown says the status watch has delivered its snapshot, so a nil Bus means "none published".
 	BusKnown bool
 	// Override is the forced status from the override file; nil when there is none.

@@ -21,7 +21,10 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	case EvTrigger:
 		s.trigger(e)
 	case EvBusStatus:
-		s.m.Bus = nil
+		if e.Revision != 0 && e.Revision < s.m.BusRevision {
+			break // older than what the agent has seen
+		}
+		s.m.Bus, s.m.BusRevision = nil, e.Revision
 		if e.Status != nil {
 			c := *e.Status
 			s.m.Bus = &c
@@ -65,7 +68,7 @@ func (s *stepper) report(l Level, format string, args ...any) {
 func (s *stepper) sync() {
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	if s.m.State.OnBus {
-		s.actions = append(s.actions, PublishRequest{Request: s.m.Request()})
+		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own()})
 		return
 	}
 	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own()})
@@ -358,13 +361,18 @@ func (s *stepper) statusRead(e EvStatusRead) {
 		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
 		return
 	}
-	s.m.Bus = nil
-	if e.Status != nil {
-		c := *e.Status
-		s.m.Bus = &c
-		if c.RequestID == s.m.State.RequestID && (c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
-			s.m.Confirmed = c.RequestID
+	if e.Revision >= s.m.BusRevision {
+		s.m.Bus, s.m.BusRevision = nil, e.Revision
+		if e.Status != nil {
+			c := *e.Status
+			s.m.Bus = &c
 		}
+	}
+	// Otherwise the watch delivered a newer value while the read was under way: that one is
+	// at least as current as the read, so it is what the confirmation stands on.
+	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID &&
+		(c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
+		s.m.Confirmed = c.RequestID
 	}
 }
 

@@ -120,10 +120,10 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
 		c.drains[node] = d
 		out = appendNode(out, node, d.Status.RequestID, actions)
-		if in.Requests[node] == nil {
-			// No request: whatever the volume gate still holds for the node (an eviction
-			// asked of the storage, drainer Jobs) was left by a drain that ended while no
-			// coordinator ran. Release is idempotent.
+		if req := in.Requests[node]; req == nil || req.RequestID != st.RequestID {
+			// No request, or a new one the last status does not answer: whatever the volume
+			// gate still holds for the node (an eviction asked of the storage, drainer Jobs)
+			// was left by a drain that ended while no coordinator ran. Release is idempotent.
 			out = append(out, NodeAction{Node: node, Release: true})
 		}
 	}

@@ -236,6 +236,10 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {
 		e.unpublished[st.Node] = true
 		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
+		if st.Status == nodedrain.StatusComplete {
+			// Not published later as it was: the drain checks again first.
+			e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublishFailed{}, e.cfg.Now()))
+		}
 		return
 	}
 	delete(e.unpublished, st.Node)
