@@ -55,6 +55,25 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		assert.Empty(t, current(), "an older request of ours is withdrawn")
 	})
 
+	t.Run("publish", func(t *testing.T) {
+		// Regression (simulation, seed 8213): a publish retry went over another agent's live
+		// request under the same node name.
+		mine := nodedrain.NodeDrainRequest{Node: node, RequestID: "r5", RequestedAt: t0, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
+		publish("other-agent-2")
+		ev := b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r4", "r5"}}).(EvBusDone)
+		require.ErrorIs(t, ev.Err, ErrForeignRequest)
+		assert.Equal(t, "other-agent-2", current(), "another agent's request stays")
+		publish("r4")
+		ev = b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r4", "r5"}}).(EvBusDone)
+		require.NoError(t, ev.Err)
+		assert.Equal(t, "r5", current(), "an older request of ours is replaced")
+		require.NoError(t, requests.Unpublish(ctx, node))
+		ev = b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r5"}}).(EvBusDone)
+		require.NoError(t, ev.Err)
+		assert.Equal(t, "r5", current(), "published over nothing")
+		require.NoError(t, requests.Unpublish(ctx, node))
+	})
+
 	t.Run("read", func(t *testing.T) {
 		assert.Equal(t, EvStatusRead{}, b.do(ctx, requests, statuses, busOp{read: true}), "no status published")
 		st := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, RequestID: "r1", Message: "request withdrawn"}

@@ -384,3 +384,27 @@ func TestStepOverrideNotRequestedDoesNotCancel(t *testing.T) {
 	assert.NotContains(t, got, "withdraw r1")
 	assert.Zero(t, m.State.Handled[OpReboot], "the sentinel is not recorded as handled")
 }
+
+// Regression (simulation, seed 2358): the confirmation read was served while the status was
+// CORDONED but answered after the watch had delivered the newer COMPLETE; taking the older read
+// rolled the agent back to waiting, and nothing newer ever came. Values are ordered by revision.
+func TestStepOlderReadDoesNotRollBack(t *testing.T) {
+	complete := nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusComplete, RequestID: "r1"}
+	cordoned := nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusCordoned, RequestID: "r1"}
+	m, _, got := play(t, fresh(), seq(deferredReboot, []step{
+		now(EvBusStatus{Status: &complete, Revision: 10}), // cleared: asks for a read
+		now(EvBusStatus{Status: &cordoned, Revision: 11}), // the coordinator checks again
+		now(EvBusStatus{Status: &complete, Revision: 12}), // and completes again
+		now(EvStatusRead{Status: &cordoned, Revision: 11}), // the read, answered late
+	}))
+	assert.Equal(t, PhaseRunning, m.State.Phase, "the newer COMPLETE stands: %v", got)
+	assert.Equal(t, uint64(12), m.BusRevision)
+	assert.Contains(t, got, "run reboot r1 #1")
+
+	// A delivery older than what the agent has is ignored as well.
+	m, _, _ = play(t, fresh(), seq(deferredReboot, []step{
+		now(EvBusStatus{Status: &cordoned, Revision: 20}),
+		now(EvBusStatus{Status: &complete, Revision: 19}),
+	}))
+	assert.Equal(t, PhaseDeferred, m.State.Phase)
+}
