@@ -392,9 +392,9 @@ func TestStepOlderReadDoesNotRollBack(t *testing.T) {
 	complete := nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusComplete, RequestID: "r1"}
 	cordoned := nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusCordoned, RequestID: "r1"}
 	m, _, got := play(t, fresh(), seq(deferredReboot, []step{
-		now(EvBusStatus{Status: &complete, Revision: 10}), // cleared: asks for a read
-		now(EvBusStatus{Status: &cordoned, Revision: 11}), // the coordinator checks again
-		now(EvBusStatus{Status: &complete, Revision: 12}), // and completes again
+		now(EvBusStatus{Status: &complete, Revision: 10}),  // cleared: asks for a read
+		now(EvBusStatus{Status: &cordoned, Revision: 11}),  // the coordinator checks again
+		now(EvBusStatus{Status: &complete, Revision: 12}),  // and completes again
 		now(EvStatusRead{Status: &cordoned, Revision: 11}), // the read, answered late
 	}))
 	assert.Equal(t, PhaseRunning, m.State.Phase, "the newer COMPLETE stands: %v", got)
