@@ -101,7 +101,7 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 		}
 		switch {
 		case other:
-		case len(nodes) == 1:
+		case len(nodes) == 1 && !otherRequests(drains, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
 			continue
 		case a.WholeCluster:
@@ -140,4 +140,16 @@ const ClusterShutdownContext = "cluster-shutdown"
 func DeclaresClusterShutdown(r NodeDrainRequest) bool {
 	return r.RequestedBy == RequesterDeviceOp &&
 		(r.Context == ClusterShutdownContext || strings.HasPrefix(r.Context, ClusterShutdownContext+" "))
+}
+
+// otherRequests reports whether a node other than name has a live request: it belongs to the
+// cluster even if its Node object is missing right now (deleted and registering again), so the
+// cluster is not a single-node one.
+func otherRequests(drains map[string]Drain, name string) bool {
+	for n, d := range drains {
+		if n != name && d.Request != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -261,3 +261,17 @@ func TestAdmitCountsNodesAdmittedInThePass(t *testing.T) {
 	assert.Equal(t, []string{"a"}, a.Admit)
 	assert.Contains(t, a.Queued["b"], "no other Ready, schedulable node")
 }
+
+// Regression (simulation, seed 29796): node b's Node object was gone for a moment (deleted and
+// registering again) while b had a request; a was told NOTSUPPORTED as if alone, rebooted
+// undrained, and b drained meanwhile: two nodes down at once.
+func TestAdmitNotAloneWhileAnotherNodeHasARequest(t *testing.T) {
+	drains := map[string]Drain{"a": drainIn(StatusRequested, "a", time.Second), "b": drainIn(StatusRequested, "b", 2*time.Second)}
+	a := Admit(drains, nodes("a"), 1)
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["a"], "no other Ready, schedulable node")
+	assert.Contains(t, a.Queued["b"], "not (yet) in the cluster")
+
+	alone := map[string]Drain{"a": drainIn(StatusRequested, "a", time.Second)}
+	assert.Contains(t, Admit(alone, nodes("a"), 1).NotSupported["a"], "single-node cluster")
+}
