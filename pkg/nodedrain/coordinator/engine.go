@@ -36,6 +36,7 @@ type Engine struct {
 	nodeChanged  chan struct{}
 	timer        *time.Timer
 	stopRun      context.CancelFunc
+	runs         uint64 // Runs started
 }
 
 // leading reports whether this run may still act: with leader election, only while the Lease
@@ -60,7 +61,22 @@ type nodeEvent struct {
 	node  string
 	ev    nodedrain.Event
 	probe *bool
+	run   uint64 // the Run that posted it: a result of an earlier run is dropped
 }
+
+// runKey carries the number of the engine's Run in its context, so that results posted by an
+// earlier run's goroutines (which may still land in the channel) are told apart.
+type runKey struct{}
+
+func runOf(ctx context.Context) uint64 {
+	n, _ := ctx.Value(runKey{}).(uint64)
+	return n
+}
+
+// fromThisRun reports whether r was posted by the Run whose context is ctx. An earlier run's
+// goroutine may still put a result in the channel as it stops (its select sees both the free
+// buffer and its ended context); fed to this run, it could count as a failed attempt here.
+func fromThisRun(ctx context.Context, r nodeEvent) bool { return r.run == runOf(ctx) }
 
 // NewEngine checks cfg and returns an engine; Run starts it.
 func NewEngine(cfg Config) (*Engine, error) {
@@ -113,7 +129,8 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 // undone: their durable state (the published status, the cordon annotation) lets the next Run
 // carry on.
 func (e *Engine) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	e.runs++
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, runKey{}, e.runs))
 	defer cancel()
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
@@ -165,6 +182,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			e.requestEvent(ctx, ev)
 		case r := <-e.results:
+			if !fromThisRun(ctx, r) {
+				continue
+			}
 			if r.probe != nil {
 				e.apiReachable(*r.probe)
 			} else {
@@ -229,7 +249,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	}
 	cordoned := map[string]bool{}
 	for _, n := range nodes {
-		if _, ours := n.Annotations[CordonAnnotation]; ours && n.Spec.Unschedulable {
+		// Also a schedulable node carrying our annotation (kubectl uncordon leaves it): the
+		// uncordon clears it, so that a later cordon by someone else is not taken for ours.
+		if _, ours := n.Annotations[CordonAnnotation]; ours {
 			cordoned[n.Name] = true
 		}
 	}
@@ -354,14 +376,14 @@ func (e *Engine) nodeUpdated(old, cur any) {
 // post hands an operation's result to the loop, unless the loop has stopped.
 func (e *Engine) post(ctx context.Context, node string, ev nodedrain.Event) {
 	select {
-	case e.results <- nodeEvent{node: node, ev: ev}:
+	case e.results <- nodeEvent{node: node, ev: ev, run: runOf(ctx)}:
 	case <-ctx.Done():
 	}
 }
 
 func (e *Engine) postProbe(ctx context.Context, reachable bool) {
 	select {
-	case e.results <- nodeEvent{probe: &reachable}:
+	case e.results <- nodeEvent{probe: &reachable, run: runOf(ctx)}:
 	case <-ctx.Done():
 	}
 }

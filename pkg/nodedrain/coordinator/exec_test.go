@@ -2,9 +2,12 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
 // Every operation of a node runs under the node's one context: a long drain (many cordon,
@@ -47,4 +50,20 @@ func TestNodeContextAfterParentEnded(t *testing.T) {
 	fresh := x.nodeContext(context.Background(), "node-a")
 	require.NoError(t, fresh.Err())
 	require.Len(t, x.nodes, 1)
+}
+
+// A result an earlier Run's goroutine posted as that run stopped is dropped by the next Run (the
+// results channel outlives runs); results of the current run are kept.
+func TestResultsOfAnEarlierRunAreDropped(t *testing.T) {
+	e := &Engine{results: make(chan nodeEvent, 4)}
+	run1, stop1 := context.WithCancel(context.WithValue(context.Background(), runKey{}, uint64(1)))
+	run2 := context.WithValue(context.Background(), runKey{}, uint64(2))
+	stop1()
+	// With run 1 stopped, post may still enqueue (select picks any ready case): force it.
+	e.results <- nodeEvent{node: "a", ev: nodedrain.EvResult{Op: nodedrain.OpEvict, RequestID: "r1", Err: errors.New("context canceled")}, run: runOf(run1)}
+	e.post(run2, "a", nodedrain.EvTimer{})
+	stale, current := <-e.results, <-e.results
+	require.False(t, fromThisRun(run2, stale), "a result of run 1 reached run 2")
+	require.True(t, fromThisRun(run2, current))
+	require.Equal(t, uint64(2), current.run)
 }
