@@ -83,17 +83,17 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 	if n == nil || !n.exists {
 		return
 	}
+	if s.w.now.Sub(cl.lastUnsafe) < freshness {
+		// Changed after the last checks (the gate, the cordon), which precede COMPLETE by an API
+		// round trip: no check-then-act can see that; S2 is judged on what the checks saw.
+		return
+	}
 	if pods := cl.podsOn(st.Node); len(pods) > 0 {
 		s.violate("S2", "COMPLETE for %s while %d pod(s) are still on it (%s…)", st.Node, len(pods), pods[0].name)
 		return
 	}
 	if !n.unschedulable {
 		s.violate("S2", "COMPLETE for %s while it is not cordoned", st.Node)
-		return
-	}
-	if s.w.now.Sub(cl.lastLoss) < freshness {
-		// A copy was lost after the gate's last check (which precedes COMPLETE by one API
-		// round trip): no check-then-act can see that; the volume rule is judged on the gate's view.
 		return
 	}
 	for _, v := range cl.vols {
@@ -176,28 +176,20 @@ func (s *Sim) check() {
 			return
 		}
 	}
-	// S5: attempts never exceed the configured numbers (per request, across coordinators; a
-	// coordinator that dies mid-attempt may redo that attempt once).
+	// S5: attempts never exceed the configured numbers (per request, across coordinators; an
+	// engine that resumes may redo the attempt that was under way when its predecessor stopped).
 	for rid, n := range s.cordons {
-		if n > s.cfg.Policy.CordonAttempts+s.restarts() {
+		if n > s.cfg.Policy.CordonAttempts+s.resumes {
 			s.violate("S5", "%d cordon attempts for request %s (limit %d)", n, rid, s.cfg.Policy.CordonAttempts)
 			return
 		}
 	}
 	for rid, n := range s.evicts {
-		if n > s.cfg.Policy.DrainAttempts+s.restarts() {
+		if n > s.cfg.Policy.DrainAttempts+s.resumes {
 			s.violate("S5", "%d eviction attempts for request %s (limit %d)", n, rid, s.cfg.Policy.DrainAttempts)
 			return
 		}
 	}
-}
-
-func (s *Sim) restarts() int {
-	n := 0
-	for _, c := range s.coords {
-		n += c.inc
-	}
-	return n
 }
 
 func (s *Sim) agentOf(node string) *agentProc {

@@ -53,6 +53,8 @@ type group struct {
 	name         string
 	replicas     int
 	minAvailable int
+	// blocked counts faults that make the budget allow no disruption.
+	blocked int
 }
 
 type replica struct {
@@ -85,12 +87,13 @@ type cluster struct {
 	// apiDownAt is when the API went down (zero while up); frozen is the volume facts then
 	// (what the gate's caches hold during the outage).
 	apiDownAt time.Time
-	// lastLoss is when a copy of data was last lost (a machine down, a replica failed).
-	lastLoss time.Time
-	frozen   []volumes.Volume
-	frozenN  map[string]volumes.NodeState
-	lease    lease
-	podSeq   int
+	// lastUnsafe is when something made a drained node less safe behind edgedrain's back: a copy of
+	// data lost (a machine down, a replica failed, a kubelet gone) or an operator's uncordon.
+	lastUnsafe time.Time
+	frozen     []volumes.Volume
+	frozenN    map[string]volumes.NodeState
+	lease      lease
+	podSeq     int
 }
 
 func newCluster(w *world, n int) *cluster {
@@ -183,7 +186,11 @@ func (c *cluster) evict(p *pod) error {
 			healthy++
 		}
 	}
-	if p.ready && healthy-1 < g.minAvailable {
+	min := g.minAvailable
+	if g.blocked > 0 {
+		min = g.replicas
+	}
+	if p.ready && healthy-1 < min {
 		return fmt.Errorf("evict %s: %w", p.name, errPDB)
 	}
 	p.deleting, p.ready = true, false
@@ -216,7 +223,7 @@ func (c *cluster) podsOn(node string) []*pod {
 // replicas stop.
 func (c *cluster) machineDown(n *node) {
 	n.up, n.ready = false, false
-	c.lastLoss = c.w.now
+	c.lastUnsafe = c.w.now
 	for _, p := range c.podsOn(n.name) {
 		if !p.deleting {
 			n.lostPods++

@@ -186,7 +186,7 @@ func (c *coord) resume() {
 	}
 	for _, name := range s.cluster.order {
 		n := s.cluster.nodes[name]
-		if n.exists && n.annotation != "" && n.unschedulable {
+		if n.exists && n.annotation != "" {
 			in.CordonedByUs[n.name] = true
 		}
 		if n.evictionRequested { // the gate's Held
@@ -194,6 +194,7 @@ func (c *coord) resume() {
 		}
 	}
 	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)
+	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, s.w.now))

@@ -36,6 +36,7 @@ const (
 	AgentDuplicated Kind = "duplicate-agent"        // a second agent runs with the node's name
 	ForgedStatus    Kind = "status-without-request" // a NOTSUPPORTED naming no request appears
 	ClusterShutdown Kind = "cluster-shutdown"       // an operator declares a whole-cluster shutdown
+	PDBBlocks       Kind = "pdb-allows-nothing"     // a PodDisruptionBudget allows no disruption for a while
 )
 
 // Fault is one scheduled happening: At from the start, on node (or coordinator) Target, lasting For.
@@ -60,7 +61,7 @@ var faultKinds = []struct {
 }{
 	{CoordCrash, 4}, {CoordFreeze, 2}, {AgentCrash, 4}, {AgentCut, 4}, {BusOutage, 3}, {BusLossy, 2}, {WatchLag, 3},
 	{APIOutage, 3}, {OperatorCordon, 2}, {OperatorUncord, 2}, {Withdraw, 3}, {Override, 1}, {KubeletDown, 2},
-	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1},
+	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1}, {PDBBlocks, 3},
 }
 
 // RandomPlan draws a plan for cfg from rng: triggers (sometimes everyone at once) and faults.
@@ -96,7 +97,7 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 			x -= fk.w
 		}
 		d := time.Duration(1+rng.IntN(40)) * time.Second
-		if k == APIOutage && rng.IntN(2) == 0 {
+		if (k == APIOutage || k == PDBBlocks) && rng.IntN(2) == 0 {
 			d = time.Duration(60+rng.IntN(240)) * time.Second
 		}
 		p = append(p, Fault{At: at(), Kind: k, Target: rng.IntN(max(cfg.Nodes, cfg.Coordinators)), For: d})
@@ -180,6 +181,7 @@ func (s *Sim) apply(f Fault) {
 				if n.operatorCordon {
 					w.logf("the operator uncordons %s again", n.name)
 					n.unschedulable, n.operatorCordon = false, false
+					cl.lastUnsafe = w.now
 					n.rv++
 					cl.reschedule()
 				}
@@ -189,6 +191,7 @@ func (s *Sim) apply(f Fault) {
 		if n := nodeAt(f.Target); n.exists && n.unschedulable {
 			w.logf("an operator uncordons %s (kubectl uncordon)", n.name)
 			n.unschedulable, n.operatorCordon = false, false
+			cl.lastUnsafe = w.now
 			n.rv++
 			cl.reschedule()
 		}
@@ -216,7 +219,7 @@ func (s *Sim) apply(f Fault) {
 		n := nodeAt(f.Target)
 		w.logf("the kubelet of %s stops reporting for %s", n.name, f.For)
 		n.ready = false
-		cl.lastLoss = w.now
+		cl.lastUnsafe = w.now
 		back("kubelet back", func() {
 			if n.up && n.exists {
 				n.ready = true
@@ -243,7 +246,7 @@ func (s *Sim) apply(f Fault) {
 			if r.intact {
 				w.logf("replica %s of %s on %s fails", r.name, v.name, r.node)
 				r.intact, r.running = false, false
-				cl.lastLoss = w.now
+				cl.lastUnsafe = w.now
 				break
 			}
 		}
@@ -268,6 +271,14 @@ func (s *Sim) apply(f Fault) {
 			a.shutdown = true
 			a.sentinel[agent.OpShutdown] = w.now.UnixNano()
 		}
+	case PDBBlocks:
+		if len(cl.groups) == 0 {
+			return
+		}
+		g := cl.groups[f.Target%len(cl.groups)]
+		w.logf("the PodDisruptionBudget of %s allows no disruption for %s", g.name, f.For)
+		g.blocked++ // faults may overlap: the budget is relaxed when the last one ends
+		back("pdb relaxed", func() { g.blocked-- })
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -294,6 +305,9 @@ func (s *Sim) heal() {
 	}
 	for _, wt := range s.bus.watchers {
 		wt.slow = false
+	}
+	for _, g := range s.cluster.groups {
+		g.blocked = 0
 	}
 	for _, n := range s.cluster.nodes {
 		if n.operatorCordon {

@@ -75,6 +75,8 @@ type Sim struct {
 	// commands, reboots count command runs and machine take-downs per request.
 	commands, reboots map[string]int
 	cordons, evicts   map[string]int
+	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
+	resumes int
 	// events is the sequence of statuses announced with an Event, per node.
 	events map[string][]nodedrain.DrainStatus
 	// updates counts successful update commands per node; updateWanted the update sentinel's time.
@@ -244,8 +246,12 @@ func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 	if st.RequestID != "" {
 		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
 	}
-	if st.Attempt > max(s.cfg.Policy.CordonAttempts, s.cfg.Policy.DrainAttempts) {
-		s.violate("S5", "%s published attempt %d for %s", c.name, st.Attempt, st.Node)
+	limit := s.cfg.Policy.CordonAttempts // STARTING, FAILEDCORDON, and CORDONED right after the cordon
+	if st.Status == nodedrain.StatusDrainRetrying || st.Status == nodedrain.StatusFailedDrain {
+		limit = s.cfg.Policy.DrainAttempts
+	}
+	if st.Attempt > limit {
+		s.violate("S5", "%s published %s attempt %d for %s (limit %d)", c.name, st.Status, st.Attempt, st.Node, limit)
 	}
 	if st.Status == nodedrain.StatusComplete {
 		s.checkS2(st)

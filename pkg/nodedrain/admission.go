@@ -60,6 +60,13 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 			break
 		}
 	}
+	// Every request must declare it, including those of nodes whose Node object is missing right
+	// now (deleted and registering again while down for an ordinary reboot).
+	for _, d := range drains {
+		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) {
+			a.WholeCluster = false
+		}
+	}
 	var holders, waiting []string
 	for name, d := range drains {
 		if holdsSlot(d, known[name].Ready, a.WholeCluster) {
@@ -101,7 +108,7 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 		}
 		switch {
 		case other:
-		case len(nodes) == 1 && !otherRequests(drains, name):
+		case len(nodes) == 1 && !otherKnown(drains, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
 			continue
 		case a.WholeCluster:
@@ -142,12 +149,14 @@ func DeclaresClusterShutdown(r NodeDrainRequest) bool {
 		(r.Context == ClusterShutdownContext || strings.HasPrefix(r.Context, ClusterShutdownContext+" "))
 }
 
-// otherRequests reports whether a node other than name has a live request: it belongs to the
-// cluster even if its Node object is missing right now (deleted and registering again), so the
-// cluster is not a single-node one.
-func otherRequests(drains map[string]Drain, name string) bool {
-	for n, d := range drains {
-		if n != name && d.Request != nil {
+// otherKnown reports whether edgedrain knows a node other than name (it has a request or a
+// published status): such a node belongs to the cluster even while its Node object is missing
+// (deleted and registering again), so the cluster is not a single-node one. A cluster that
+// really shrank to one node keeps the old nodes' statuses and waits: the override file, or
+// removing the stale status, lets it proceed.
+func otherKnown(drains map[string]Drain, name string) bool {
+	for n := range drains {
+		if n != name {
 			return true
 		}
 	}

@@ -275,3 +275,36 @@ func TestAdmitNotAloneWhileAnotherNodeHasARequest(t *testing.T) {
 	alone := map[string]Drain{"a": drainIn(StatusRequested, "a", time.Second)}
 	assert.Contains(t, Admit(alone, nodes("a"), 1).NotSupported["a"], "single-node cluster")
 }
+
+// Regression (simulation, seed 2177): c is down for an ordinary reboot (COMPLETE, holding the
+// slot) and its Node object is missing for a moment; a and b declare a cluster shutdown. That is
+// no whole-cluster shutdown: c keeps its slot and nobody else starts.
+func TestWholeClusterNeedsEveryRequestToDeclare(t *testing.T) {
+	declared := func(status DrainStatus, node string, at time.Duration) Drain {
+		d := drainIn(status, node, at)
+		d.Request.Context = ClusterShutdownContext
+		return d
+	}
+	drains := map[string]Drain{
+		"a": declared(StatusRequested, "a", time.Second),
+		"b": declared(StatusRequested, "b", 2*time.Second),
+		"c": drainIn(StatusComplete, "c", 0),
+	}
+	a := Admit(drains, nodes("a", "b"), 1)
+	assert.False(t, a.WholeCluster)
+	assert.Empty(t, a.Admit)
+	assert.Contains(t, a.Queued["a"], "c in maintenance")
+}
+
+// Regression (simulation, seed 8403): two Node objects re-registering at once, and neither node
+// with a request at that moment: the third is still not alone, because edgedrain knows them.
+func TestAdmitNotAloneWhileOtherNodesAreKnown(t *testing.T) {
+	drains := map[string]Drain{
+		"a": drainIn(StatusRequested, "a", time.Second),
+		"b": {Status: NodeDrainStatus{Node: "b", Status: StatusNotRequested}},
+		"c": {Status: NodeDrainStatus{Node: "c", Status: StatusNotRequested}},
+	}
+	a := Admit(drains, nodes("a"), 1)
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["a"], "no other Ready, schedulable node")
+}

@@ -66,7 +66,10 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 	case StatusCordoned:
 		s.start(OpGate, 0)
 	case StatusDrainRetrying:
-		s.retry(OpEvict, st.Attempt+1, 0)
+		// The status does not say whether attempt N failed ("attempt N of M failed") or was
+		// under way ("eviction attempt N"): take the next, but never past the limit (an
+		// interrupted last attempt is redone as itself).
+		s.retry(OpEvict, min(st.Attempt+1, p.DrainAttempts), 0)
 	}
 	return s.d, s.actions
 }

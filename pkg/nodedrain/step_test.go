@@ -453,3 +453,16 @@ func TestWithdrawDuringCordonUncordonsAfterIt(t *testing.T) {
 	r.ok(OpUncordon).expect(StatusRequested)
 	r.step(EvAdmit{}).expect(StatusStarting, OpCordon)
 }
+
+// Regression (simulation, seed 457): the coordinator crashed during the last eviction attempt
+// (status DRAINRETRYING "eviction attempt 5"); resumed, it started attempt 6 of 5.
+func TestResumeNeverPassesTheAttemptLimit(t *testing.T) {
+	p := testPolicy()
+	st := NodeDrainStatus{Node: "edge-1.shop", RequestID: "a", Status: StatusDrainRetrying, Attempt: p.DrainAttempts, CordonedByUs: true}
+	d, _ := Resume(st, req("a"), t0, p)
+	require.Equal(t, OpEvict, d.RetryOp)
+	require.Equal(t, p.DrainAttempts, d.NextAttempt, "the interrupted last attempt is redone as itself")
+	st.Attempt = 2
+	d, _ = Resume(st, req("a"), t0, p)
+	require.Equal(t, 3, d.NextAttempt, "after a failed attempt 2 comes attempt 3")
+}

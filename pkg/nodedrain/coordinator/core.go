@@ -68,7 +68,7 @@ type ResumeInput struct {
 	Requests map[string]*nodedrain.NodeDrainRequest
 	// Statuses is the last status published for each node.
 	Statuses map[string]nodedrain.NodeDrainStatus
-	// CordonedByUs lists the nodes carrying edgedrain's cordon annotation and unschedulable.
+	// CordonedByUs lists the nodes carrying edgedrain's cordon annotation (schedulable or not).
 	CordonedByUs map[string]bool
 	// Held lists the nodes the volume gate holds work for (GateHolder).
 	Held []string
