@@ -29,8 +29,8 @@ type EvTrigger struct {
 // Values delivered before EvBusSnapshot are the watch's snapshot.
 type EvBusStatus struct {
 	Status *nodedrain.NodeDrainStatus
-	// Revision is the bus revision of the value (0: unknown); an older value than one already
-	// seen is ignored.
+	// Revision is the bus revision of the value (0: unknown). A confirmation read older than
+	// it is ignored (the watch itself delivers in order).
 	Revision uint64
 }
 

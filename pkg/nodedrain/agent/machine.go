@@ -166,6 +166,9 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// ReadFrom is BusRevision when the ReadStatus under way was asked for: a watch delivery
+	// since then is newer than the read's answer.
+	ReadFrom uint64
 	// RepublishAt is when a published request that nothing has answered yet is published
 	// again (zero: not due); only while deferred.
 	RepublishAt time.Time

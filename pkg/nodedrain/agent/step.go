@@ -21,9 +21,8 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	case EvTrigger:
 		s.trigger(e)
 	case EvBusStatus:
-		if e.Revision != 0 && e.Revision < s.m.BusRevision {
-			break // older than what the agent has seen
-		}
+		// The watch delivers in order; a lower revision means the bucket was replaced (a server
+		// back without its store) and the watch read every key again: take it.
 		s.m.Bus, s.m.BusRevision = nil, e.Revision
 		if e.Status != nil {
 			c := *e.Status
@@ -361,15 +360,17 @@ func (s *stepper) statusRead(e EvStatusRead) {
 		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
 		return
 	}
-	if e.Revision >= s.m.BusRevision {
+	// The read is the bus now, unless the watch delivered a newer value while it was under way
+	// (its answer was served before that value was written). A read older than a value the
+	// agent had before asking means the bucket was replaced: the read is the truth then.
+	newerDelivered := s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision
+	if !newerDelivered {
 		s.m.Bus, s.m.BusRevision = nil, e.Revision
 		if e.Status != nil {
 			c := *e.Status
 			s.m.Bus = &c
 		}
 	}
-	// Otherwise the watch delivered a newer value while the read was under way: that one is
-	// at least as current as the read, so it is what the confirmation stands on.
 	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID &&
 		(c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
 		s.m.Confirmed = c.RequestID
@@ -426,6 +427,7 @@ func (s *stepper) runIfDue() {
 		// behind, or replaying history after a reconnect (a COMPLETE since withdrawn).
 		if !s.m.Confirming && s.m.ConfirmRetryAt.IsZero() {
 			s.m.Confirming, st.RetryAt = true, time.Time{} // due now: the read's answer decides
+			s.m.ReadFrom = s.m.BusRevision
 			s.actions = append(s.actions, ReadStatus{})
 		}
 		return

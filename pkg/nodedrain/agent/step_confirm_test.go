@@ -401,10 +401,21 @@ func TestStepOlderReadDoesNotRollBack(t *testing.T) {
 	assert.Equal(t, uint64(12), m.BusRevision)
 	assert.Contains(t, got, "run reboot r1 #1")
 
-	// A delivery older than what the agent has is ignored as well.
-	m, _, _ = play(t, fresh(), seq(deferredReboot, []step{
+	// The watch delivers in order: a lower revision from it means the bucket was replaced and
+	// read again, and is taken (ignoring it would leave the agent deaf for good).
+	m, _, got = play(t, fresh(), seq(deferredReboot, []step{
 		now(EvBusStatus{Status: &cordoned, Revision: 20}),
-		now(EvBusStatus{Status: &complete, Revision: 19}),
+		now(EvBusStatus{Status: &complete, Revision: 3}),
+		now(EvStatusRead{Status: &complete, Revision: 3}),
 	}))
-	assert.Equal(t, PhaseDeferred, m.State.Phase)
+	assert.Equal(t, PhaseRunning, m.State.Phase, "%v", got)
+
+	// The bucket replaced with nothing delivered since the read was asked: the read's older
+	// revision is the bus now, and an old COMPLETE does not confirm.
+	m, _, got = play(t, fresh(), seq(deferredReboot, []step{
+		now(EvBusStatus{Status: &complete, Revision: 40}), // asks for a read
+		now(EvStatusRead{Status: &cordoned, Revision: 2}), // the replaced bucket says otherwise
+	}))
+	assert.Equal(t, PhaseDeferred, m.State.Phase, "%v", got)
+	assert.NotContains(t, got, "run reboot r1 #1")
 }
