@@ -38,6 +38,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory of the state file that keeps a deferred operation across agent restarts (a hostPath)")
 	fs.StringVar(&c.BootIDFile, "boot-id-file", c.BootIDFile, "file holding the node's boot ID; a new one means the node rebooted")
+	fs.StringVar(&c.BootTimeFile, "boot-time-file", c.BootTimeFile, "file with the node's boot time (btime line); without a state file, a request made before it is withdrawn as stale; empty: none")
 	fs.StringVar(&c.OverrideFile, "force-status-file", c.OverrideFile, `forced-status file, e.g. {"Status":9,"RequestedBy":2}: replaces the bus status for this node while present; a COMPLETE is removed once acted on; empty: off`)
 	fs.DurationVar(&c.OverridePoll, "force-status-poll", c.OverridePoll, "how often the forced-status file is checked (at most 1s)")
 	fs.StringVar(&c.Socket, "socket", c.Socket, "unix socket for \"agent request\" and \"agent status\"; empty: off")

@@ -33,6 +33,8 @@ type agentProc struct {
 	// shutdown: an operator declared a whole-cluster shutdown: the shutdown asked carries the
 	// documented context.
 	shutdown bool
+	// noState: the state file is missing (a new node, or lost): the next start is fresh.
+	noState bool
 	// twin is a second agent started with this node's name (a misconfiguration), sharing its
 	// machine and files but not its state.
 	twin *agentProc
@@ -40,7 +42,7 @@ type agentProc struct {
 
 func (s *Sim) newAgent(n *node) *agentProc {
 	a := &agentProc{s: s, node: n, conn: &conn{b: s.bus, name: "agent/" + n.name}, sentinel: map[agent.Operation]int64{},
-		persisted: agent.State{Phase: agent.PhaseIdle}}
+		persisted: agent.State{Phase: agent.PhaseIdle}, noState: true}
 	a.start()
 	return a
 }
@@ -59,7 +61,8 @@ func (a *agentProc) start() {
 	a.inc++
 	a.alive, a.conn.alive = true, true
 	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
-	a.step(agent.EvStart{BootID: a.bootID()})
+	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
+	a.noState = false
 	a.openWatch()
 	if a.override != nil {
 		o := *a.override
@@ -163,7 +166,7 @@ func (a *agentProc) perform(act agent.Action) {
 		inc := a.inc
 		s.bus.op(a.conn, func() error {
 			// As the runtime: read the request, delete it at that revision only if it is ours.
-			if r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok && slices.Contains(x.Own, r.RequestID) {
+			if r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok && (agent.Stale(r, x.Before) || slices.Contains(x.Own, r.RequestID)) {
 				s.bus.write(bucketRequests, name, nil, "agent/"+name)
 			}
 			return nil

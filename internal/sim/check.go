@@ -225,9 +225,9 @@ func (s *Sim) checkEnd() {
 		case a.alive && a.m.State.Phase != agent.PhaseIdle:
 			s.violate("L1", "the agent of %s is still %s for its %s after the quiet period (status %s)", name,
 				a.m.State.Phase, a.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
-		case a.sentinel[agent.OpUpdate] != 0 && a.sentinel[agent.OpUpdate] == s.cancelled[name]:
+		case a.sentinel[agent.OpUpdate] != 0 && a.sentinel[agent.OpUpdate] == s.cancelled[name+"/"+string(agent.OpUpdate)]:
 			// An operator withdrew the request: the operation is cancelled until asked anew.
-		case a.sentinel[agent.OpReboot] != 0 && a.sentinel[agent.OpReboot] == s.cancelled[name]:
+		case a.sentinel[agent.OpReboot] != 0 && a.sentinel[agent.OpReboot] == s.cancelled[name+"/"+string(agent.OpReboot)]:
 		case a.sentinel[agent.OpUpdate] != 0 && s.updatesOK[name].Before(time.Unix(0, a.sentinel[agent.OpUpdate])):
 			s.violate("L1", "the update asked for on %s was never done (its sentinel is still there)", name)
 		case a.sentinel[agent.OpReboot] != 0:

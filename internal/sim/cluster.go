@@ -34,6 +34,7 @@ type node struct {
 	annotation string
 	rv         int
 	bootID     int
+	bootAt     time.Time // when the machine last booted
 	// operatorCordon: an operator cordoned the node (not edgedrain).
 	operatorCordon bool
 	// downUndrained records pods lost when the machine went down.
@@ -100,7 +101,7 @@ func newCluster(w *world, n int) *cluster {
 	c := &cluster{w: w, nodes: map[string]*node{}, pods: map[string]*pod{}, apiUp: true}
 	for i := range n {
 		name := fmt.Sprintf("node-%d.edge", i)
-		c.nodes[name] = &node{name: name, exists: true, up: true, ready: true, bootID: 1}
+		c.nodes[name] = &node{name: name, exists: true, up: true, ready: true, bootID: 1, bootAt: epoch.Add(-time.Hour)}
 		c.order = append(c.order, name)
 	}
 	return c
@@ -247,7 +248,7 @@ func (c *cluster) machineDown(n *node) {
 
 // machineUp brings a node back with a new boot ID; its intact replicas run again.
 func (c *cluster) machineUp(n *node) {
-	n.up, n.bootID = true, n.bootID+1
+	n.up, n.bootID, n.bootAt = true, n.bootID+1, c.w.now
 	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "kubelet ready", func() {
 		if n.up && n.exists {
 			n.ready = true

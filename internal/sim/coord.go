@@ -242,7 +242,7 @@ func (c *coord) tick() {
 	s := c.s
 	for _, node := range sortedSet(c.unpublished) {
 		if d, ok := c.core.Drain(node); ok {
-			c.publish(d.Status)
+			c.publishOne(d.Status)
 		}
 	}
 	switch {
@@ -294,8 +294,18 @@ func (c *coord) stillLeading() bool {
 	return false
 }
 
-// publish writes a status (the engine's loop waits for the reply: here it is immediate).
+// publish writes a status (the engine's loop waits for the reply: here it is immediate), after
+// any that failed to publish, as the engine does.
 func (c *coord) publish(st nodedrain.NodeDrainStatus) {
+	for _, node := range sortedSet(c.unpublished) {
+		if d, ok := c.core.Drain(node); ok && node != st.Node {
+			c.publishOne(d.Status)
+		}
+	}
+	c.publishOne(st)
+}
+
+func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	s := c.s
 	if !c.stillLeading() {
 		return

@@ -37,6 +37,7 @@ const (
 	ForgedStatus    Kind = "status-without-request" // a NOTSUPPORTED naming no request appears
 	ClusterShutdown Kind = "cluster-shutdown"       // an operator declares a whole-cluster shutdown
 	PDBBlocks       Kind = "pdb-allows-nothing"     // a PodDisruptionBudget allows no disruption for a while
+	StateLost       Kind = "agent-state-lost"       // the node is reinstalled: it reboots without the agent's state file
 )
 
 // Fault is one scheduled happening: At from the start, on node (or coordinator) Target, lasting For.
@@ -61,7 +62,7 @@ var faultKinds = []struct {
 }{
 	{CoordCrash, 4}, {CoordFreeze, 2}, {AgentCrash, 4}, {AgentCut, 4}, {BusOutage, 3}, {BusLossy, 2}, {WatchLag, 3},
 	{APIOutage, 3}, {OperatorCordon, 2}, {OperatorUncord, 2}, {Withdraw, 3}, {Override, 1}, {KubeletDown, 2},
-	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1}, {PDBBlocks, 3},
+	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1}, {PDBBlocks, 3}, {StateLost, 1},
 }
 
 // RandomPlan draws a plan for cfg from rng: triggers (sometimes everyone at once) and faults.
@@ -204,9 +205,11 @@ func (s *Sim) apply(f Fault) {
 			}
 			s.bus.write(bucketRequests, n.name, nil, "operator")
 			a := s.agentOf(n.name)
-			a.cmdRequest = "" // the operator releases the node's slot, down or not
-			if st := a.m.State; st.Sentinel != "" {
-				s.cancelled[n.name] = st.SentinelModTime
+			a.cmdRequest = ""                           // the operator releases the node's slot, down or not
+			for _, p := range []*agentProc{a, a.twin} { // whichever made it
+				if p != nil && p.m.State.Sentinel != "" {
+					s.cancelled[n.name+"/"+string(p.m.State.Operation)] = p.m.State.SentinelModTime
+				}
 			}
 		}
 	case Override:
@@ -254,6 +257,14 @@ func (s *Sim) apply(f Fault) {
 		a := ag(f.Target)
 		w.logf("a second agent starts with the name %s (misconfigured)", a.node.name)
 		s.duplicate(a)
+	case StateLost:
+		// Known open: a state file lost without a reboot leaves the agent unable to tell its own
+		// request (made since the boot) from a live agent's; it waits and says to withdraw it.
+		a := ag(f.Target)
+		w.logf("%s is reinstalled: it reboots without the agent's state file", a.node.name)
+		a.persisted, a.noState = agent.State{Phase: agent.PhaseIdle}, true
+		a.cmdRequest = ""
+		s.powerCycle(a, f.For)
 	case ForgedStatus:
 		// Known open until issue 10 (only the coordinator may write statuses): a status forged
 		// over a live drain's COMPLETE is never re-asserted, so that drain stalls. Here the

@@ -83,7 +83,7 @@ type Sim struct {
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
 	strandedSince map[string]time.Time
-	// cancelled records, per node, the sentinel time of an operation an operator withdrew.
+	// cancelled records, per "node/operation", the sentinel time of an operation an operator withdrew.
 	cancelled map[string]int64
 	// withdrawn lists the requests an operator withdrew (their nodes' slots are released).
 	withdrawn map[string]bool
@@ -224,7 +224,7 @@ func (s *Sim) duplicate(a *agentProc) {
 		return
 	}
 	t := &agentProc{s: s, node: a.node, conn: &conn{b: s.bus, name: "agent2/" + a.node.name}, sentinel: a.sentinel,
-		persisted: agent.State{Phase: agent.PhaseIdle}}
+		persisted: agent.State{Phase: agent.PhaseIdle}, noState: true}
 	a.twin, t.twin = t, a
 	if a.node.up {
 		t.start()

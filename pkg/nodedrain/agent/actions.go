@@ -16,7 +16,7 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 		a.busOp(busOp{publish: true, req: act.Request, own: act.Own})
 	case WithdrawRequest:
 		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
-		a.busOp(busOp{id: act.RequestID, own: act.Own})
+		a.busOp(busOp{id: act.RequestID, own: act.Own, before: act.Before})
 	case ReadStatus:
 		a.busOp(busOp{read: true})
 	case RunCommand:

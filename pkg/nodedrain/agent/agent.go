@@ -85,7 +85,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := a.loadState()
+	st, fresh, err := a.loadState()
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,15 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.log.WithFields(logrus.Fields{"phase": st.Phase, "operation": st.Operation, "request": st.RequestID,
 		"bootID": boot}).Info("agent starting")
-	a.step(ctx, EvStart{BootID: boot})
+	start := EvStart{BootID: boot, Fresh: fresh}
+	if fresh && a.cfg.BootTimeFile != "" {
+		bt, err := ReadBootTime(a.cfg.BootTimeFile)
+		if err != nil {
+			a.log.WithError(err).Warn("cannot read the node's boot time")
+		}
+		start.BootTime = bt
+	}
+	a.step(ctx, start)
 	poll := time.NewTicker(a.pollEvery())
 	defer poll.Stop()
 	a.tick(ctx)
@@ -165,18 +173,22 @@ func (a *Agent) haveSentinels() bool {
 // loadState reads the state file; a corrupt one is moved aside and the agent starts idle
 // (withdrawing any request: a sentinel still present asks again), never running a command on
 // the strength of a file it cannot read.
-func (a *Agent) loadState() (State, error) {
-	st, err := a.store.Load()
+// fresh is true when there was no usable state file.
+func (a *Agent) loadState() (st State, fresh bool, err error) {
+	if _, serr := os.Stat(a.store.Path()); errors.Is(serr, fs.ErrNotExist) {
+		fresh = true
+	}
+	st, err = a.store.Load()
 	if err == nil || !errors.Is(err, ErrCorruptState) {
-		return st, err
+		return st, fresh, err
 	}
 	a.metrics.StateErrors.Inc()
 	moved, qerr := a.store.Quarantine(a.cfg.Now())
 	if qerr != nil {
-		return State{}, fmt.Errorf("%w; and %w", err, qerr)
+		return State{}, false, fmt.Errorf("%w; and %w", err, qerr)
 	}
-	a.log.WithError(err).WithField("movedTo", moved).Error("state file unreadable: moved aside; starting with no operation (any request is withdrawn)")
-	return State{Phase: PhaseIdle}, nil
+	a.log.WithError(err).WithField("movedTo", moved).Error("state file unreadable: moved aside; starting with no operation (a request served for this node is taken for this agent's and withdrawn)")
+	return State{Phase: PhaseIdle}, true, nil
 }
 
 // tick polls the override file and refreshes the bus connection gauge.

@@ -31,7 +31,8 @@ type busOp struct {
 	read    bool
 	req     nodedrain.NodeDrainRequest
 	id      string
-	own     []string // withdraw only a request with one of these IDs
+	own     []string  // withdraw only a request with one of these IDs
+	before  time.Time // also withdraw any request made before this time (zero: none)
 }
 
 // bus does the agent's NATS work in the background: it opens both buckets (retrying until the
@@ -145,7 +146,7 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 	case op.publish:
 		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own)}
 	}
-	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own)}
+	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own, op.before)}
 }
 
 // publish writes the node's request unless the key holds a request this agent did not make.
@@ -164,7 +165,7 @@ func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.Nod
 
 // withdraw removes the node's request if it is one this agent made (one of own), at the
 // revision read, so that a request another agent published meanwhile stays.
-func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], own []string) error {
+func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], own []string, before time.Time) error {
 	req, rev, err := requests.Get(ctx, b.node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound):
@@ -174,7 +175,7 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 		return nil
 	case err != nil:
 		return err
-	case !slices.Contains(own, req.RequestID):
+	case !Stale(req, before) && !slices.Contains(own, req.RequestID):
 		b.log.WithField("request", req.RequestID).Warn("not withdrawing the node's request: this agent did not make it")
 		return nil
 	}

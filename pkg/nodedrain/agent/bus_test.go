@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -53,6 +54,11 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		publish("r0")
 		assert.Equal(t, EvBusDone{RequestID: "r1"}, b.do(ctx, requests, statuses, busOp{id: "r1", own: []string{"r0", "r1"}}))
 		assert.Empty(t, current(), "an older request of ours is withdrawn")
+		publish("made-before-the-boot") // RequestedAt t0
+		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0}), "made at the boot: not before it")
+		assert.Equal(t, "made-before-the-boot", current(), "a request made since the boot may be a live agent's")
+		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0.Add(time.Second)}), "the clean-up of an agent without its state file")
+		assert.Empty(t, current(), "a request made before the boot is withdrawn")
 	})
 
 	t.Run("publish", func(t *testing.T) {

@@ -33,6 +33,8 @@ const (
 	DefaultStateDir = "/var/lib/edgedrain/agent"
 	// DefaultBootIDFile is the kernel's boot ID, new at every boot.
 	DefaultBootIDFile = "/proc/sys/kernel/random/boot_id"
+	// DefaultBootTimeFile holds the kernel's boot time (its "btime" line).
+	DefaultBootTimeFile = "/proc/stat"
 	// DefaultSocket is the local socket of `agent request` and `agent status`.
 	DefaultSocket = "/run/edgedrain/agent.sock"
 )
@@ -59,6 +61,10 @@ type Config struct {
 	StateDir string
 	// BootIDFile holds the node's boot ID. Required.
 	BootIDFile string
+	// BootTimeFile holds the node's boot time ("btime" line of /proc/stat). Without a state
+	// file, the agent withdraws a request made before that time (left by an earlier agent);
+	// "" or unreadable: it withdraws none it did not make.
+	BootTimeFile string
 	// OverrideFile is the forced-status file; "" disables it. It is checked every OverridePoll
 	// (> 0, at most 1 s so that an override acts within a second).
 	OverrideFile string
@@ -88,6 +94,7 @@ func DefaultConfig() Config {
 		SentinelJitter:   30 * time.Second,
 		StateDir:         DefaultStateDir,
 		BootIDFile:       DefaultBootIDFile,
+		BootTimeFile:     DefaultBootTimeFile,
 		OverrideFile:     DefaultOverrideFile,
 		OverridePoll:     250 * time.Millisecond,
 		Socket:           DefaultSocket,

@@ -11,7 +11,14 @@ import (
 type Event interface{ event() }
 
 // EvStart is the first event after the state file was loaded; BootID is the node's boot ID now.
-type EvStart struct{ BootID string }
+// Fresh says there was no usable state file (missing, or unreadable and moved aside): a request
+// under this node's key may be this agent's own from before, which it cannot tell. BootTime is
+// when the node booted (zero: unknown).
+type EvStart struct {
+	BootID   string
+	Fresh    bool
+	BootTime time.Time
+}
 
 // EvTrigger asks for an operation: a sentinel file was seen, or a local request came in.
 type EvTrigger struct {
@@ -95,6 +102,9 @@ type PublishRequest struct {
 type WithdrawRequest struct {
 	RequestID string
 	Own       []string
+	// Before also withdraws a request made before this time, whoever made it: the clean-up of an
+	// agent without its state file, with the node's boot time (zero: only Own).
+	Before time.Time
 }
 
 // ReadStatus asks for the node's status to be read from the bus now (not from the watch, which

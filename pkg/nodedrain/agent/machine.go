@@ -166,6 +166,11 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// CleanupBefore is set when the agent started without a usable state file: it cannot tell
+	// its own old request from another agent's, so its start-up withdrawal also removes a request
+	// made before the node booted (stale: no live agent of this boot made it), rather than leave
+	// the node held for good. A request made since the boot may be a live agent's and stays.
+	CleanupBefore time.Time
 	// ReadFrom is BusRevision when the ReadStatus under way was asked for: a watch delivery
 	// since then is newer than the read's answer.
 	ReadFrom uint64

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,4 +208,32 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// ReadBootTime returns when the node booted, from the kernel's /proc/stat ("btime SECONDS").
+func ReadBootTime(path string) (time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("boot time: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("boot time %s: %w", path, err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			secs, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			if err != nil || secs <= 0 {
+				return time.Time{}, fmt.Errorf("boot time %s: bad btime line %q", path, truncate(line, 40))
+			}
+			return time.Unix(secs, 0), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("boot time %s: no btime line", path)
+}
+
+// Stale reports whether req was made before t (a boot time): no agent of this boot made it.
+func Stale(req nodedrain.NodeDrainRequest, t time.Time) bool {
+	return !t.IsZero() && req.RequestedAt.Before(t)
 }

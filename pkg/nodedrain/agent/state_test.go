@@ -104,3 +104,21 @@ func TestReadBootID(t *testing.T) {
 	_, err = ReadBootID(filepath.Join(dir, "missing"))
 	assert.ErrorContains(t, err, "no such file")
 }
+
+func TestReadBootTime(t *testing.T) {
+	dir := t.TempDir()
+	write := func(content string) string {
+		p := filepath.Join(dir, "stat")
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	bt, err := ReadBootTime(write("cpu  1 2 3\nintr 5\nbtime 1767225600\nprocesses 9\n"))
+	require.NoError(t, err)
+	assert.Equal(t, time.Unix(1767225600, 0), bt)
+	for _, bad := range []string{"cpu 1\n", "btime x\n", "btime -5\n", ""} {
+		_, err := ReadBootTime(write(bad))
+		assert.Error(t, err, "%q", bad)
+	}
+	_, err = ReadBootTime(filepath.Join(dir, "missing"))
+	assert.Error(t, err)
+}

@@ -17,6 +17,14 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	edge := false // a status change the agent has not reacted to yet
 	switch e := ev.(type) {
 	case EvStart:
+		s.m.CleanupBefore = time.Time{}
+		switch {
+		case e.Fresh && !e.BootTime.IsZero():
+			s.m.CleanupBefore = e.BootTime
+			s.report(LevelWarn, "no usable state file: a request on the bus for this node made before the node booted is withdrawn (it may be this agent's own from before)")
+		case e.Fresh:
+			s.report(LevelWarn, "no usable state file and no boot time: a request left on the bus for this node by an earlier agent stays; withdraw it with edgedrainctl if the node is held")
+		}
 		s.start(e.BootID)
 	case EvTrigger:
 		s.trigger(e)
@@ -70,7 +78,7 @@ func (s *stepper) sync() {
 		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own()})
 		return
 	}
-	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own()})
+	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.CleanupBefore})
 }
 
 // own lists the requests this agent made, for a withdrawal.
@@ -161,6 +169,9 @@ func (s *stepper) busDone(e EvBusDone) {
 		verb = "publish"
 	}
 	if e.Err == nil {
+		if !e.Publish {
+			s.m.CleanupBefore = time.Time{} // the start-up clean-up is done
+		}
 		if s.m.BusFailures > 0 {
 			s.report(LevelInfo, "%s of the drain request succeeded after %d failed attempt(s)", verb, s.m.BusFailures)
 		}
@@ -291,7 +302,8 @@ func (s *stepper) foreign(v View) bool {
 func (s *stepper) waitForeign(v View, edge bool) {
 	if edge {
 		s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, which this agent did not make "+
-			"(is another agent running with this node's name?): waiting for it to end", v.RequestID, v.Status)
+			"(is another agent running with this node's name, or was this agent's state file lost?): waiting for it to end; "+
+			"if no agent owns it, `edgedrainctl withdraw %s` releases it", v.RequestID, v.Status, s.m.Node)
 	}
 }
 

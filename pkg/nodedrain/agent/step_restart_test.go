@@ -168,3 +168,42 @@ func TestStepBusFailuresRetry(t *testing.T) {
 	assert.Zero(t, m.BusFailures)
 	assert.True(t, m.NextWake().IsZero())
 }
+
+// Regression (review, then the simulation): an agent whose state file is lost or unreadable
+// cannot tell its own old request from another agent's. Its start-up withdrawal also removes a
+// request made before the node booted (stale), instead of leaving the node cordoned and holding a
+// slot for good; a request made since the boot may be a live agent's and stays (a second agent
+// with the node's name withdrew the first one's live request mid-reboot: seed 5409). Without a
+// boot time, or with its state file, it withdraws only its own.
+func TestStepFreshStartWithdrawsAStaleRequest(t *testing.T) {
+	boot := t0.Add(-time.Minute)
+	withdrawals := func(noState bool, bootTime time.Time) []WithdrawRequest {
+		m, p := fresh(), testPolicy()
+		var out []WithdrawRequest
+		for _, ev := range []Event{EvStart{BootID: "b1", Fresh: noState, BootTime: bootTime}, wdOK, status(nodedrain.StatusComplete, "r-old"),
+			EvBusSnapshot{}, trigger(OpReboot, "r1"), pubOK("r1"), status(nodedrain.StatusFailedDrain, "r1")} {
+			var acts []Action
+			m, acts = Step(m, ev, t0, p)
+			for _, a := range acts {
+				if w, ok := a.(WithdrawRequest); ok {
+					out = append(out, w)
+				}
+			}
+		}
+		return out
+	}
+	got := withdrawals(true, boot)
+	require.NotEmpty(t, got)
+	assert.Equal(t, boot, got[0].Before, "no state file: the start-up withdrawal also takes a request older than the boot")
+	for _, w := range got[1:] {
+		assert.True(t, w.Before.IsZero(), "after the clean-up, only its own")
+	}
+	for _, w := range append(withdrawals(false, boot), withdrawals(true, time.Time{})...) {
+		assert.True(t, w.Before.IsZero(), "with its state file, or without a boot time, only its own")
+	}
+	old := nodedrain.NodeDrainRequest{RequestID: "r-old", RequestedAt: boot.Add(-time.Hour)}
+	live := nodedrain.NodeDrainRequest{RequestID: "r-live", RequestedAt: boot.Add(time.Second)}
+	assert.True(t, Stale(old, boot))
+	assert.False(t, Stale(live, boot))
+	assert.False(t, Stale(old, time.Time{}))
+}

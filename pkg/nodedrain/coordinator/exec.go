@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"sync"
 	"time"
 
@@ -223,6 +224,17 @@ const maxPublishedBlockers = 50
 // publish writes a status to the bus and records the transition (gauges, log, Node event). A
 // failed publication is retried every tick until it succeeds.
 func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
+	// Statuses that failed to publish go first: the bus shows decisions in the order they were
+	// made (a FAILEDDRAIN that freed a slot before the COMPLETE of the node admitted into it).
+	for _, node := range sortedNodes(e.unpublished) {
+		if d, ok := e.core.Drain(node); ok && node != st.Node {
+			e.publishOne(ctx, d.Status)
+		}
+	}
+	e.publishOne(ctx, st)
+}
+
+func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	if n := len(st.Blockers); n > maxPublishedBlockers {
 		// A status must fit the bus's payload limit: keep the first ones, count the rest.
 		st.Blockers = st.Blockers[:maxPublishedBlockers]
@@ -257,11 +269,20 @@ func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 }
 
 func (e *Engine) republish(ctx context.Context) {
-	for node := range e.unpublished {
+	for _, node := range sortedNodes(e.unpublished) {
 		if d, ok := e.core.Drain(node); ok {
-			e.publish(ctx, d.Status)
+			e.publishOne(ctx, d.Status)
 		}
 	}
+}
+
+func sortedNodes(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
