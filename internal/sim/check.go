@@ -107,7 +107,13 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 				elsewhere = true
 			}
 		}
-		if here && !elsewhere && !s.wholeClusterDeclared() {
+		// In a declared shutdown, copies on nodes down for it are stopped, not lost (the gate's
+		// rule); a node whose own request declares it goes down under that rule.
+		declared := s.wholeClusterDeclared()
+		if r, ok := s.bus.value(bucketRequests, st.Node).(nodedrain.NodeDrainRequest); ok && nodedrain.DeclaresClusterShutdown(r) {
+			declared = true
+		}
+		if here && !elsewhere && !declared {
 			s.violate("S2", "COMPLETE for %s while it holds the last healthy copy of %s", st.Node, v.name)
 			return
 		}

@@ -282,6 +282,12 @@ func (c *coord) act(actions []coordinator.NodeAction) {
 	}
 }
 
+// onReply runs f as this process's handling of an API reply: not while it is paused, not
+// after its engine run ended.
+func (c *coord) onReply(inc int, f func(error)) func(error) {
+	return func(err error) { c.run("api reply", inc, func() { f(err) }) }
+}
+
 // stillLeading is the engine's lease guard (Config.StillLeading): an engine whose last renewal
 // is older than the renew deadline acts no more and stops; another replica may hold the Lease.
 func (c *coord) stillLeading() bool {
@@ -381,9 +387,13 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			}
 			rv, unsched, ours = n.rv, n.unschedulable, n.annotation != ""
 			return nil
-		}, func(err error) {
+		}, c.onReply(inc, func(err error) {
 			if err != nil || unsched {
 				post(nodedrain.EvResult{Err: err, ByUs: ours})
+				return
+			}
+			if !c.stillLeading() { // as nodeOps.cordon: no write once the Lease lapsed
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
 				return
 			}
 			cl.apiOp("cordon", true, func() error {
@@ -399,7 +409,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				s.w.logf("%s cordons %s for request %s", c.name, node, rid)
 				return nil
 			}, func(err error) { post(nodedrain.EvResult{Err: err, ByUs: err == nil}) })
-		})
+		}))
 	case nodedrain.OpUncordon:
 		var rv int
 		var ours bool
@@ -409,9 +419,13 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				rv, ours = n.rv, n.annotation != ""
 			}
 			return nil
-		}, func(err error) {
+		}, c.onReply(inc, func(err error) {
 			if err != nil || !ours {
 				post(nodedrain.EvResult{Err: err})
+				return
+			}
+			if !c.stillLeading() { // as nodeOps.uncordon
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
 				return
 			}
 			cl.apiOp("uncordon", true, func() error {
@@ -431,7 +445,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				cl.reschedule()
 				return nil
 			}, func(err error) { post(nodedrain.EvResult{Err: err}) })
-		})
+		}))
 	case nodedrain.OpCheckCordon:
 		var cordoned bool
 		cl.apiOp("get node", false, func() error {
@@ -465,6 +479,14 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			}
 			if !cl.apiUp {
 				post(nodedrain.EvResult{Err: errUnreachable("evict")})
+				return
+			}
+			if c.s.w.now.Before(c.frozenUntil) { // paused: the next round comes after
+				s.w.at(c.frozenUntil, "eviction round", round)
+				return
+			}
+			if !c.stillLeading() { // as the evictor: no eviction once the Lease lapsed
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
 				return
 			}
 			var blockers []nodedrain.Blocker

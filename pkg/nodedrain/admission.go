@@ -51,15 +51,22 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 	}
 	// A whole-cluster shutdown is declared, never inferred: every node asking at once is the
 	// normal kernel-update day, and each node must still be drained in turn.
+	// A node already down (NotReady) with no request need not declare it: no agent runs there.
 	a.WholeCluster = len(nodes) > 1
+	declaring := 0
 	for _, n := range nodes {
 		d, ok := drains[n.Name]
+		if (!ok || d.Request == nil) && !n.Ready {
+			continue
+		}
 		if !ok || d.Request == nil || !DeclaresClusterShutdown(*d.Request) ||
 			!(d.Status.Status.InProgress() || d.Status.Status == StatusComplete) {
 			a.WholeCluster = false
 			break
 		}
+		declaring++
 	}
+	a.WholeCluster = a.WholeCluster && declaring > 0
 	// Every request must declare it, including those of nodes whose Node object is missing right
 	// now (deleted and registering again while down for an ordinary reboot).
 	for _, d := range drains {

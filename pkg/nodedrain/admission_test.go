@@ -308,3 +308,22 @@ func TestAdmitNotAloneWhileOtherNodesAreKnown(t *testing.T) {
 	assert.Empty(t, a.NotSupported)
 	assert.Contains(t, a.Queued["a"], "no other Ready, schedulable node")
 }
+
+// Regression (review): a declared shutdown with a node already broken (NotReady, no agent to
+// declare) must not deadlock: that node is down already and need not declare.
+func TestDeclaredShutdownWithABrokenNode(t *testing.T) {
+	declared := func(status DrainStatus, node string, at time.Duration) Drain {
+		d := drainIn(status, node, at)
+		d.Request.Context = ClusterShutdownContext
+		return d
+	}
+	drains := map[string]Drain{"a": declared(StatusComplete, "a", 0), "b": declared(StatusRequested, "b", time.Second)}
+	ns := []NodeInfo{{Name: "a"}, {Name: "b", Ready: true, Schedulable: true}, {Name: "c"}} // a shut down, c broken
+	adm := Admit(drains, ns, 1)
+	assert.True(t, adm.WholeCluster)
+	assert.Contains(t, adm.NotSupported["b"], "declared whole-cluster shutdown", "the last node up proceeds")
+
+	// Nobody declaring and every other node down is no declared shutdown.
+	none := map[string]Drain{"b": drainIn(StatusRequested, "b", time.Second)}
+	assert.False(t, Admit(none, ns, 1).WholeCluster)
+}

@@ -61,6 +61,12 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 	d.Request = req
 	s := stepper{d: d, now: now, p: p}
 	switch st.Status {
+	case StatusRequested:
+		if st.CordonedByUs {
+			// Queued with our cordon still on (the coordinator stopped while undoing it): undo
+			// it; admission waits for that.
+			s.start(OpUncordon, 0)
+		}
 	case StatusStarting:
 		s.start(OpCordon, st.Attempt)
 	case StatusCordoned:

@@ -466,3 +466,14 @@ func TestResumeNeverPassesTheAttemptLimit(t *testing.T) {
 	d, _ = Resume(st, req("a"), t0, p)
 	require.Equal(t, 3, d.NextAttempt, "after a failed attempt 2 comes attempt 3")
 }
+
+// Regression (review): resumed in REQUESTED with our cordon still on (stopped while undoing it
+// for a replaced request), the drain undoes the cordon and is not admitted before that is done.
+func TestResumeQueuedWithOurCordonUncordons(t *testing.T) {
+	st := NodeDrainStatus{Node: "edge-1.shop", RequestID: "b", Status: StatusRequested, CordonedByUs: true}
+	d, actions := Resume(st, req("b"), t0, testPolicy())
+	require.Equal(t, OpUncordon, d.Waiting)
+	require.Len(t, actions, 1)
+	d, _ = Step(d, EvAdmit{}, t0, testPolicy())
+	require.Equal(t, StatusRequested, d.Status.Status, "not admitted while uncordoning")
+}

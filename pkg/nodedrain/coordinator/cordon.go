@@ -60,6 +60,9 @@ func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool,
 	if err != nil {
 		return false, err
 	}
+	if !stillLeading(ctx) {
+		return false, fmt.Errorf("cordon node %s: %w", name, ErrLeaseLapsed)
+	}
 	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return false, fmt.Errorf("cordon node %s: %w", name, err)
 	}
@@ -92,6 +95,9 @@ func (o nodeOps) uncordon(ctx context.Context, name string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if !stillLeading(ctx) {
+		return fmt.Errorf("uncordon node %s: %w", name, ErrLeaseLapsed)
 	}
 	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("uncordon node %s: %w", name, err)

@@ -120,10 +120,11 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
 		c.drains[node] = d
 		out = appendNode(out, node, d.Status.RequestID, actions)
-		if req := in.Requests[node]; req == nil || req.RequestID != st.RequestID {
-			// No request, or a new one the last status does not answer: whatever the volume
-			// gate still holds for the node (an eviction asked of the storage, drainer Jobs)
-			// was left by a drain that ended while no coordinator ran. Release is idempotent.
+		if !d.Active() && d.Status.Status != nodedrain.StatusComplete {
+			// Only a drain under way (or COMPLETE) holds work of the volume gate (an eviction
+			// asked of the storage, drainer Jobs). Anything else was left by a drain that ended
+			// while no coordinator ran, or whose release failed when the last one stopped:
+			// Release is idempotent.
 			out = append(out, NodeAction{Node: node, Release: true})
 		}
 	}

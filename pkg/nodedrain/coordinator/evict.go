@@ -159,6 +159,9 @@ func (e *evictor) helper(ctx context.Context) *drain.Helper {
 // evict asks for the pod's eviction until it is accepted, the pod is gone, or ctx ends.
 func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podState) {
 	for {
+		if !stillLeading(ctx) {
+			return // the Lease lapsed: no write after another replica may have taken over
+		}
 		err := helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
 		refusal := ""
 		if apierrors.IsTooManyRequests(err) {

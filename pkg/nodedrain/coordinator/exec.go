@@ -218,6 +218,9 @@ func (e *Engine) apiReachable(reachable bool) {
 	}
 }
 
+// publishTimeout bounds a status publication (see publish).
+const publishTimeout = 2 * time.Second
+
 // maxPublishedBlockers keeps a status well inside nodedrain.MaxPayloadSize.
 const maxPublishedBlockers = 50
 
@@ -243,7 +246,9 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	if !e.leading(ctx) {
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// The lease guard allows up to RenewDeadline (7 s) since the last renewal; the write must land
+	// within the Lease (10 s) too, so it gets at most 2 s.
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {
 		e.unpublished[st.Node] = true
