@@ -148,8 +148,10 @@ func (s *Sim) check() {
 		switch {
 		case st.Status == nodedrain.StatusStarting || st.Status == nodedrain.StatusCordoned || st.Status == nodedrain.StatusDrainRetrying:
 			holders = append(holders, name)
-		case a.cmdDeclared || (live && nodedrain.DeclaresClusterShutdown(req)):
-			// A declared whole-cluster shutdown lets nodes go down without a slot.
+		case (a.cmdDeclared && !n.up) || (live && s.downDeclared[req.RequestID]) ||
+			(live && nodedrain.DeclaresClusterShutdown(req) && s.wholeClusterDeclared()):
+			// A declared whole-cluster shutdown lets nodes go down without a slot: while every
+			// request declares it, or for a request whose node went down under it.
 		case st.Status == nodedrain.StatusComplete && live && st.RequestID == req.RequestID:
 			// (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
 			holders = append(holders, name)

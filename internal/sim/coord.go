@@ -73,6 +73,11 @@ func (c *coord) campaign() {
 	c.run("campaign", -1, func() {
 		w, cl := c.s.w, c.s.cluster
 		switch {
+		case c.s.cfg.NoLeaderElection && !c.leader:
+			c.leader, c.lastRenew = true, w.now
+			w.logf("%s is the active coordinator (leader election off)", c.name)
+			c.startEngine()
+		case c.s.cfg.NoLeaderElection:
 		case c.leader && cl.apiUp && cl.lease.holder == c.name:
 			c.lastRenew, cl.lease.renewAt = w.now, w.now
 		case c.leader && cl.apiUp:
@@ -291,7 +296,7 @@ func (c *coord) onReply(inc int, f func(error)) func(error) {
 // stillLeading is the engine's lease guard (Config.StillLeading): an engine whose last renewal
 // is older than the renew deadline acts no more and stops; another replica may hold the Lease.
 func (c *coord) stillLeading() bool {
-	if c.s.w.now.Sub(c.lastRenew) < renewDeadline {
+	if c.s.cfg.NoLeaderElection || c.s.w.now.Sub(c.lastRenew) < renewDeadline {
 		return true
 	}
 	if c.running {
@@ -376,7 +381,6 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	cl := s.cluster
 	switch st.Op {
 	case nodedrain.OpCordon:
-		s.countCordon(rid)
 		var rv int
 		var unsched bool
 		var ours bool
@@ -396,6 +400,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
 				return
 			}
+			s.countCordon(rid) // an attempt that reaches the API (an unanswered one is no attempt)
 			cl.apiOp("cordon", true, func() error {
 				n, ok := cl.nodes[node]
 				switch {
@@ -469,8 +474,8 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers})
 		})
 	case nodedrain.OpEvict:
-		s.countEviction(rid)
 		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)
+		counted := false
 		var round func()
 		round = func() {
 			if !c.alive || inc != c.inc || gen != c.opGen[node] {
@@ -488,6 +493,10 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			if !c.stillLeading() { // as the evictor: no eviction once the Lease lapsed
 				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
 				return
+			}
+			if !counted { // an attempt that reaches the API (an unanswered one is no attempt)
+				counted = true
+				s.countEviction(rid)
 			}
 			var blockers []nodedrain.Blocker
 			left := 0

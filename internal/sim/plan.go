@@ -305,7 +305,8 @@ func (s *Sim) heal() {
 	s.bus.up, s.bus.lossy = true, false
 	s.cluster.setAPI(true)
 	for _, c := range s.coords {
-		c.frozenUntil = time.Time{}
+		// A pause runs out by itself: ending it early would run the events held for its end
+		// after newer ones (a delete after the put that followed it).
 		c.restart()
 	}
 	for _, a := range s.agents {

@@ -39,8 +39,8 @@ func ConfigFor(seed uint64) Config {
 	if cfg.Nodes > 3 && cfg.VolumePolicy == volumes.PolicyEvict && rng.IntN(2) == 0 {
 		cfg.MaxConcurrent = 2
 	}
-	if cfg.Nodes == 2 {
-		cfg.Replicas = 2
+	if rng.IntN(4) == 0 {
+		cfg.Coordinators, cfg.NoLeaderElection = 1, true
 	}
 	return cfg
 }

@@ -13,12 +13,15 @@ import (
 
 // Config is one simulated cluster and its settings.
 type Config struct {
-	Nodes         int
-	Coordinators  int
-	MaxConcurrent int
-	Policy        nodedrain.Policy
-	AgentPolicy   agent.Policy
-	VolumePolicy  volumes.Policy
+	Nodes        int
+	Coordinators int
+	// NoLeaderElection runs one coordinator that is always active (--leader-elect=false): the
+	// API-unreachable path can only fire then.
+	NoLeaderElection bool
+	MaxConcurrent    int
+	Policy           nodedrain.Policy
+	AgentPolicy      agent.Policy
+	VolumePolicy     volumes.Policy
 	// APIUnreachableTimeout as the coordinator's flag (shortened so runs reach it).
 	APIUnreachableTimeout time.Duration
 	// Volumes is how many Longhorn volumes there are, each with Replicas replicas.
@@ -75,6 +78,8 @@ type Sim struct {
 	// commands, reboots count command runs and machine take-downs per request.
 	commands, reboots map[string]int
 	cordons, evicts   map[string]int
+	// downDeclared lists the requests whose node went down under a declared shutdown.
+	downDeclared map[string]bool
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
 	resumes int
 	// events is the sequence of statuses announced with an Event, per node.
@@ -99,7 +104,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
 		published: map[string][]nodedrain.DrainStatus{}, commands: map[string]int{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
-		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}}
+		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}
@@ -177,6 +182,9 @@ func (s *Sim) hasReplicas(node string) bool {
 }
 
 func (s *Sim) leads(c *coord) bool {
+	if s.cfg.NoLeaderElection {
+		return c.alive && c.leader
+	}
 	return c.alive && c.leader && s.cluster.lease.holder == c.name && s.w.now.Sub(s.cluster.lease.renewAt) <= leaseDuration
 }
 
@@ -187,6 +195,7 @@ func (s *Sim) goDown(a *agentProc, rid string, byBus bool) {
 	s.w.logf("%s goes down for request %s", n.name, rid)
 	if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok && r.RequestID == rid {
 		a.cmdDeclared = nodedrain.DeclaresClusterShutdown(r)
+		s.downDeclared[rid] = a.cmdDeclared
 	}
 	if s.reboots[rid] > 1 {
 		s.violate("S5", "%s went down a second time for request %s", n.name, rid)
