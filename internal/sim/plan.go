@@ -33,11 +33,12 @@ const (
 	NodeReregister  Kind = "node-reregister"
 	ReplicaFails    Kind = "replica-fails"
 	PowerCycle      Kind = "power-cycle"
-	AgentDuplicated Kind = "duplicate-agent"        // a second agent runs with the node's name
-	ForgedStatus    Kind = "status-without-request" // a NOTSUPPORTED naming no request appears
-	ClusterShutdown Kind = "cluster-shutdown"       // an operator declares a whole-cluster shutdown
-	PDBBlocks       Kind = "pdb-allows-nothing"     // a PodDisruptionBudget allows no disruption for a while
-	StateLost       Kind = "agent-state-lost"       // the node is reinstalled: it reboots without the agent's state file
+	AgentDuplicated Kind = "duplicate-agent"                        // a second agent runs with the node's name
+	ForgedStatus    Kind = "status-without-request"                 // a NOTSUPPORTED naming no request appears
+	ClusterShutdown Kind = "cluster-shutdown"                       // an operator declares a whole-cluster shutdown
+	PDBBlocks       Kind = "pdb-allows-nothing"                     // a PodDisruptionBudget allows no disruption for a while
+	StateLost       Kind = "agent-state-lost"                       // the node is reinstalled: it reboots without the agent's state file
+	ForgedOverLive  Kind = "status-without-request-over-a-live-one" // regressions only (see ForgedStatus)
 )
 
 // Fault is one scheduled happening: At from the start, on node (or coordinator) Target, lasting For.
@@ -265,12 +266,12 @@ func (s *Sim) apply(f Fault) {
 		a.persisted, a.noState = agent.State{Phase: agent.PhaseIdle}, true
 		a.cmdRequest = ""
 		s.powerCycle(a, f.For)
-	case ForgedStatus:
+	case ForgedStatus, ForgedOverLive:
 		// Known open until issue 10 (only the coordinator may write statuses): a status forged
-		// over a live drain's COMPLETE is never re-asserted, so that drain stalls. Here the
-		// status appears on a node with no live request (a stale value left by an old tool).
+		// over a live drain's COMPLETE is never re-asserted, so that drain stalls. Random plans
+		// put it on a node with no live request (a stale value left by an old tool).
 		n := nodeAt(f.Target)
-		if s.bus.up && s.bus.value(bucketRequests, n.name) == nil {
+		if s.bus.up && (f.Kind == ForgedOverLive || s.bus.value(bucketRequests, n.name) == nil) {
 			w.logf("a status NOTSUPPORTED naming no request appears for %s (not from the coordinator)", n.name)
 			s.bus.write(bucketStatus, n.name, nodedrain.NodeDrainStatus{Node: n.name, Status: nodedrain.StatusNotSupported,
 				Message: "forged"}, "somebody")

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,52 +61,87 @@ func three(vols int, policy volumes.Policy) Config {
 }
 
 // Each regression holds the plan of a violation the simulation found before its fix (the
-// closing note of issue 9 has the stories); it must run clean now.
+// closing note of issue 9 has the stories); it must run clean now, and the story must show that
+// its scenario happened (happens: lines in that order, each holding every part).
 func TestRegressions(t *testing.T) {
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	noLE := func(c Config) Config { c.Coordinators, c.NoLeaderElection = 1, true; return c }
 	cases := []struct {
-		name string
-		seed uint64
-		cfg  Config
-		plan Plan
+		name    string
+		seed    uint64
+		cfg     Config
+		plan    Plan
+		happens [][]string
 	}{
 		{"kernel-update day is not a whole-cluster shutdown (S3, seed 2)", 2, three(2, volumes.PolicyWait),
-			Plan{{At: sec(76.7), Kind: KernelDay}}},
+			Plan{{At: sec(76.7), Kind: KernelDay}},
+			[][]string{{"every node gets /var/run/reboot-required"}, {"node-0.edge goes down"}, {"node-1.edge goes down"}, {"node-2.edge goes down"}}},
 		{"resume releases the gate's eviction request of a drain withdrawn meanwhile (L1, seed 55)", 55, three(1, volumes.PolicyEvict),
-			Plan{{At: sec(13.7), Kind: Reboot, Target: 1}, {At: sec(44.3), Kind: CoordCrash, Target: 2, For: 38 * time.Second}}},
+			Plan{{At: sec(13.7), Kind: Reboot, Target: 1}, {At: sec(44.3), Kind: CoordCrash, Target: 2, For: 38 * time.Second}},
+			[][]string{{"asks Longhorn to evict the replicas of node-1.edge"}, {"coordinator-0 crashes"}, {"withdrawing request"}, {"coordinator-0 resumes"}}},
 		{"a restarted coordinator does not repeat an Event (E1, seed 64)", 64, func() Config {
 			c := three(1, volumes.PolicyWait)
 			c.Coordinators = 2
 			return c
 		}(), Plan{{At: sec(148), Kind: Update}, {At: sec(92.4), Kind: AgentCrash, Target: 2, For: 15 * time.Second},
-			{At: sec(86), Kind: CoordCrash, Target: 2, For: 24 * time.Second}, {At: sec(155.8), Kind: APIOutage, For: 111 * time.Second}}},
+			{At: sec(86), Kind: CoordCrash, Target: 2, For: 24 * time.Second}, {At: sec(155.8), Kind: APIOutage, For: 111 * time.Second}},
+			[][]string{{"node-0.edge CORDONED"}, {"stops leading"}, {"resumes: 1 request"}, {"node-0.edge COMPLETE"}}},
 		{"a paused ex-leader does not publish after a takeover (S1, seed 234)", 234, func() Config {
 			c := three(0, volumes.PolicyWait)
 			c.Nodes, c.Coordinators, c.MaxConcurrent, c.Groups, c.Active = 4, 2, 2, 2, 5*time.Minute
 			return c
 		}(), Plan{{At: sec(100.1), Kind: Reboot, Target: 2}, {At: sec(263.6), Kind: Reboot, Target: 3},
-			{At: sec(292.2), Kind: CoordFreeze, Target: 2, For: 40 * time.Second}, {At: sec(10.6), Kind: CoordCrash, Target: 3, For: 31 * time.Second}}},
+			{At: sec(292.2), Kind: CoordFreeze, Target: 2, For: 40 * time.Second}, {At: sec(10.6), Kind: CoordCrash, Target: 3, For: 31 * time.Second}},
+			[][]string{{"coordinator-0 freezes"}, {"coordinator-1 becomes the active coordinator"}, {"coordinator-0 stops leading"}}},
 		{"an operation withdrawn while no coordinator ran is asked for again (L1, seed 76)", 76, func() Config {
 			c := three(1, volumes.PolicyWait)
 			c.Coordinators, c.Active = 2, 5*time.Minute
 			return c
 		}(), Plan{{At: sec(138.9), Kind: Update, Target: 2}, {At: sec(108.6), Kind: APIOutage, Target: 2, For: 189 * time.Second},
-			{At: sec(176.2), Kind: Withdraw, Target: 2, For: 31 * time.Second}}},
-		{"a replayed COMPLETE after edgedrainctl withdraw is not run", 11, three(1, volumes.PolicyWait),
-			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(2), Kind: WatchLag, Target: 0, For: 60 * time.Second},
-				{At: sec(2), Kind: AgentCut, Target: 0, For: 40 * time.Second}, {At: sec(30), Kind: Withdraw, Target: 0}}},
-		{"a NOTSUPPORTED naming no request does not clear a deferred operation", 12, three(1, volumes.PolicyWait),
+			{At: sec(176.2), Kind: Withdraw, Target: 2, For: 31 * time.Second}},
+			[][]string{{"stops leading"}, {"edgedrainctl withdraw node-2.edge"}, {"node-2.edge COMPLETE"}, {"runs the update command"}}},
+		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
+			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
+				{At: sec(20), Kind: Withdraw, Target: 0}},
+			[][]string{{"publishes node-0.edge COMPLETE"}, {"edgedrainctl withdraw node-0.edge"}, {"agent of node-0.edge: COMPLETE for request", "running the reboot"},
+				{"was withdrawn by someone else"}}},
+		{"a NOTSUPPORTED naming no request does not clear a deferred operation (S1)", 12, noLE(three(1, volumes.PolicyWait)),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(1), Kind: APIOutage, For: 60 * time.Second},
-				{At: sec(20), Kind: ForgedStatus, Target: 0}}},
-		{"two agents with one node name do not withdraw each other's requests", 13, three(1, volumes.PolicyWait),
-			Plan{{At: sec(1), Kind: AgentDuplicated, Target: 0}, {At: sec(2), Kind: Reboot, Target: 0}}},
+				{At: sec(20), Kind: ForgedOverLive, Target: 0}},
+			[][]string{{"publishing drain request node-0.edge"}, {"NOTSUPPORTED naming no request appears for node-0.edge"}, {"cleared by COMPLETE"}}},
+		{"two agents with one node name do not withdraw each other's requests (L1)", 13, three(1, volumes.PolicyWait),
+			Plan{{At: sec(0.1), Kind: Reboot, Target: 0}, {At: sec(0.2), Kind: AgentDuplicated, Target: 0}},
+			[][]string{{"a second agent starts"}, {"which this agent did not make"}, {"node-0.edge goes down"}}},
 		{"a declared whole-cluster shutdown ends without deadlock", 14, three(2, volumes.PolicyWait),
-			Plan{{At: sec(5), Kind: ClusterShutdown}}},
+			Plan{{At: sec(5), Kind: ClusterShutdown}},
+			[][]string{{"declares a whole-cluster shutdown"}, {"NOTSUPPORTED", "declared whole-cluster shutdown"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := RunPlan(c.seed, c.cfg, c.plan)
 			require.Nil(t, r.Violation, "%s", r.Report())
+			next := 0
+			for _, line := range r.Story {
+				if next < len(c.happens) && containsAll(line, c.happens[next]) {
+					next++
+				}
+			}
+			require.Equal(t, len(c.happens), next, "the scenario did not happen: no line with %q after the earlier ones\n%s",
+				c.happens[min(next, len(c.happens)-1)], story(r.Story, 60))
+			for _, line := range r.Story {
+				if strings.Contains(line, "cleared by NOTSUPPORTED") && !strings.Contains(c.name, "whole-cluster") {
+					t.Fatalf("an operation ran on NOTSUPPORTED: %s", line)
+				}
+			}
 		})
 	}
+}
+
+func containsAll(line string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(line, p) {
+			return false
+		}
+	}
+	return true
 }
