@@ -119,6 +119,10 @@ type Drain struct {
 	// in flight: a write already sent may still land, so the uncordon waits for that cordon's
 	// result (Waiting stays OpCordon) and starts then, whatever it was.
 	UncordonAfter bool
+	// CordonKnown says a cordon of this drain answered, so CordonedByUs is known (false: someone
+	// else had cordoned the node). Unknown (a lost reply, COMPLETE without a cordon answer), a
+	// withdrawal uncordons: the uncordon only ever undoes edgedrain's own annotation.
+	CordonKnown bool
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.

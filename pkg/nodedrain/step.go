@@ -128,15 +128,19 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if s.d.Request != nil && s.d.Status.Status.InProgress() {
 		s.outcome(s.d.Status.Status, true)
 	}
-	// A cordon may have landed although its reply was lost (STARTING, FAILEDCORDON): the
-	// uncordon finds out, and only ever undoes a node carrying edgedrain's annotation.
-	mayBeCordoned := s.d.Status.CordonedByUs || s.d.Status.Status == StatusStarting || s.d.Status.Status == StatusFailedCordon ||
-		s.d.UncordonAfter
+	// Any admitted drain may have cordoned the node although no reply said so (a lost reply, or
+	// COMPLETE through the API-unreachable rule straight from STARTING): the uncordon finds out,
+	// and only ever undoes a node carrying edgedrain's annotation.
+	mayBeCordoned := s.d.Status.CordonedByUs || s.d.UncordonAfter
+	switch s.d.Status.Status {
+	case StatusStarting, StatusCordoned, StatusDrainRetrying, StatusFailedCordon, StatusFailedDrain, StatusComplete:
+		mayBeCordoned = mayBeCordoned || !s.d.CordonKnown
+	}
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
 	cordonInFlight := s.d.Waiting == OpCordon
-	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter = r, OpNone, OpNone, false, false
+	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
 	uncordon := func() {
 		if cordonInFlight {
 			// The cordon already sent may still land: uncordon once its result is in.
@@ -200,7 +204,7 @@ func (s *stepper) result(e EvResult) {
 	case OpCordon:
 		switch {
 		case e.Err == nil:
-			s.d.Status.CordonedByUs = e.ByUs
+			s.d.Status.CordonedByUs, s.d.CordonKnown = e.ByUs, true
 			msg := "cordoned; checking volumes"
 			if !e.ByUs {
 				msg = "node already cordoned by someone else (edgedrain will leave it cordoned); checking volumes"
@@ -231,7 +235,7 @@ func (s *stepper) result(e EvResult) {
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
 		default:
-			s.d.Status.CordonedByUs = false
+			s.d.Status.CordonedByUs, s.d.CordonKnown = false, false
 			s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
 			s.start(OpCordon, 1)
 		}

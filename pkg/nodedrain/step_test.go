@@ -477,3 +477,15 @@ func TestResumeQueuedWithOurCordonUncordons(t *testing.T) {
 	d, _ = Step(d, EvAdmit{}, t0, testPolicy())
 	require.Equal(t, StatusRequested, d.Status.Status, "not admitted while uncordoning")
 }
+
+// Regression (simulation, seed 49979): COMPLETE through the API-unreachable rule straight from
+// STARTING (the cordon landed, its reply was lost); withdrawn after the reboot, the drain must
+// uncordon, or the node stays cordoned.
+func TestWithdrawAfterAPIUnreachableCompleteUncordons(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r.step(EvResult{Op: OpCordon, RequestID: "a", Err: errors.New("connection refused"), Unreachable: true})
+	r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true}).expect(StatusComplete)
+	require.False(t, r.d.Status.CordonedByUs)
+	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
+}
