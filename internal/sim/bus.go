@@ -49,6 +49,9 @@ type conn struct {
 	name  string
 	alive bool
 	cut   bool // the client's own network is cut (a fault)
+	// next is when this client's next operation may reach the server: a client (the agent's
+	// bus goroutine) performs its operations one at a time, in order.
+	next time.Time
 }
 
 func (c *conn) connected() bool { return c.alive && !c.cut && c.b.up }
@@ -104,7 +107,12 @@ func (b *bus) write(bucket, key string, val any, by string) uint64 {
 // connected when the request arrives), reply runs back at the client. Under a lossy bus an
 // operation may fail before it is applied, or be applied and answered with a timeout.
 func (b *bus) op(c *conn, apply func() error, reply func(error)) {
-	b.w.after(b.w.between(time.Millisecond, 20*time.Millisecond), "bus request", func() {
+	at := b.w.now.Add(b.w.between(time.Millisecond, 20*time.Millisecond))
+	if at.Before(c.next) {
+		at = c.next
+	}
+	c.next = at.Add(time.Nanosecond)
+	b.w.at(at, "bus request", func() {
 		if !c.connected() {
 			b.w.after(b.w.between(0, 2*time.Second), "bus error", func() { reply(errBusDown) })
 			return
