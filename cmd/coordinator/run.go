@@ -66,6 +66,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	cfg := o.cfg
 	cfg.Client, cfg.JetStream, cfg.Logger, cfg.Gate, cfg.Recorder = client, js, log, gate, recorder
+	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {
@@ -83,6 +84,8 @@ func run(ctx context.Context, o *options) error {
 	}
 	lc := coordinator.DefaultLeaderConfig()
 	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = client, o.leaderNamespace, o.leaderName, o.identity, log
+	// Without the Lease in an API outage, the API-unreachable rule needs outage mode.
+	lc.ActThroughAPIOutage = cfg.APIUnreachableTimeout > 0
 	return coordinator.RunWithLeaderElection(ctx, lc, active)
 }
 

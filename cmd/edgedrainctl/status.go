@@ -55,6 +55,9 @@ func loadViews(ctx context.Context, b *buckets) ([]nodedrain.StatusView, error) 
 		return nil, fmt.Errorf("list statuses: %w", err)
 	}
 	for _, k := range keys {
+		if k == nodedrain.TermKey { // the active coordinator's term record, no node
+			continue
+		}
 		st, _, err := b.statuses.Get(ctx, k)
 		switch {
 		case errors.Is(err, pubsub.ErrNotFound):

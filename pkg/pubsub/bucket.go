@@ -226,6 +226,31 @@ func (b *Bucket[T]) Publish(ctx context.Context, key string, v T) (uint64, error
 	return rev, nil
 }
 
+// PublishIfLast stores v as key's value only if nothing at all was written to the bucket since
+// the write of revision last (the bucket's stream still ends at last), and returns the new
+// revision. A write to any key meanwhile makes it fail with an error wrapping ErrConflict: a
+// writer that fences itself this way learns that somebody else has written. It assumes the
+// bucket's subjects are its own ($KV.<bucket>.<key>: no JetStream domain prefix, no mirror).
+func (b *Bucket[T]) PublishIfLast(ctx context.Context, key string, v T, last uint64) (uint64, error) {
+	if err := ValidKey(key); err != nil {
+		return 0, fmt.Errorf("publish %s: %w", b.name, err)
+	}
+	data, err := b.codec.Encode(v)
+	if err != nil {
+		return 0, fmt.Errorf("publish %s/%s: %w: %w", b.name, key, ErrEncode, err)
+	}
+	ack, err := b.js.Publish(ctx, "$KV."+b.name+"."+key, data, jetstream.WithExpectLastSequence(last))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			err = fmt.Errorf("%w: the bucket was written after revision %d: %w", ErrConflict, last, err)
+		}
+		return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
+	}
+	return ack.Sequence, nil
+}
+
 // Unpublish removes key's value; watchers that were given a value for key
 // receive an EventDelete. Unpublishing a missing key is not an error (it
 // writes a delete marker all the same, without asking a possibly stale

@@ -165,3 +165,28 @@ func TestBucketConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// PublishIfLast fences a writer: it lands only while nothing at all was written to the bucket
+// after the revision it names, whatever the key.
+func TestPublishIfLastFailsAfterAnyOtherWrite(t *testing.T) {
+	_, _, b := setup(t, "fence", pubsub.BucketConfig{})
+	ctx := testCtx(t)
+	rev := publish(t, b, "node-1", 1)
+
+	rev2, err := b.PublishIfLast(ctx, "node-1", record{N: 2, S: "node-1"}, rev)
+	require.NoError(t, err)
+	require.Greater(t, rev2, rev)
+
+	_, err = b.PublishIfLast(ctx, "node-1", record{N: 3, S: "node-1"}, rev)
+	require.ErrorIs(t, err, pubsub.ErrConflict, "a stale revision of its own key")
+
+	publish(t, b, "other", 1) // somebody writes another key
+	_, err = b.PublishIfLast(ctx, "node-1", record{N: 3, S: "node-1"}, rev2)
+	require.ErrorIs(t, err, pubsub.ErrConflict, "a write to another key fences it too")
+
+	v, _, err := b.Get(ctx, "node-1")
+	require.NoError(t, err)
+	require.Equal(t, 2, v.N, "refused writes change nothing")
+	_, err = b.PublishIfLast(ctx, "bad key", record{}, rev2)
+	require.ErrorIs(t, err, pubsub.ErrInvalidKey)
+}

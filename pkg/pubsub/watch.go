@@ -42,6 +42,7 @@ const (
 // again and a delete for each key that no longer exists.
 type Watcher[T any] struct {
 	b       *Bucket[T]
+	keys    []string // watched keys; none: all
 	nc      *nats.Conn
 	log     logrus.FieldLogger
 	events  chan Event[T]
@@ -70,10 +71,15 @@ func (in *inner) stop() {
 	}()
 }
 
-// Watch starts watching every key of the bucket. It fails only if the first
-// watch cannot be created; later interruptions are repaired in the
-// background.
-func (b *Bucket[T]) Watch(ctx context.Context) (*Watcher[T], error) {
+// Watch starts watching the given keys of the bucket, or every key if none is given (a
+// client allowed to read only its own key watches only that). It fails only if the first
+// watch cannot be created; later interruptions are repaired in the background.
+func (b *Bucket[T]) Watch(ctx context.Context, keys ...string) (*Watcher[T], error) {
+	for _, k := range keys {
+		if err := ValidKey(k); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", b.name, err)
+		}
+	}
 	nc := b.js.Conn()
 	ctx, cancel := context.WithCancel(ctx)
 	// Listen before the first watch exists so no reconnect is missed.
@@ -87,12 +93,13 @@ func (b *Bucket[T]) Watch(ctx context.Context) (*Watcher[T], error) {
 	if err != nil {
 		return fail(err)
 	}
-	in, err := b.startInner(ctx, 0)
+	in, err := b.startInner(ctx, keys, 0)
 	if err != nil {
 		return fail(err)
 	}
 	w := &Watcher[T]{
 		b:      b,
+		keys:   keys,
 		nc:     nc,
 		log:    b.log,
 		events: make(chan Event[T], 64),
@@ -106,13 +113,19 @@ func (b *Bucket[T]) Watch(ctx context.Context) (*Watcher[T], error) {
 
 // startInner creates a JetStream key watcher: a snapshot of the last value per
 // key when from is 0, else every message from revision from on.
-func (b *Bucket[T]) startInner(ctx context.Context, from uint64) (*inner, error) {
+func (b *Bucket[T]) startInner(ctx context.Context, keys []string, from uint64) (*inner, error) {
 	ictx, cancel := context.WithCancel(ctx)
 	var opts []jetstream.WatchOpt
 	if from > 0 {
 		opts = append(opts, jetstream.ResumeFromRevision(from))
 	}
-	kw, err := b.kv.WatchAll(ictx, opts...)
+	var kw jetstream.KeyWatcher
+	var err error
+	if len(keys) > 0 {
+		kw, err = b.kv.WatchFiltered(ictx, keys, opts...)
+	} else {
+		kw, err = b.kv.WatchAll(ictx, opts...)
+	}
 	if err != nil {
 		cancel()
 		return nil, err
@@ -255,7 +268,7 @@ func (w *Watcher[T]) resume(ctx context.Context, st *watchState) (*inner, error)
 	} else if !st.snapshotDone && st.lastRev == 0 {
 		from = 0 // nothing delivered yet: a plain snapshot
 	}
-	in, err := w.b.startInner(ctx, from)
+	in, err := w.b.startInner(ctx, w.keys, from)
 	if err != nil {
 		return nil, err
 	}

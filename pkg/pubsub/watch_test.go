@@ -200,3 +200,22 @@ func TestWatchConvergesUnderBursts(t *testing.T) {
 	}
 	converge(t, w, map[string]record{}, want)
 }
+
+// A watch of some keys delivers only theirs: no value, decode error or delete of another key.
+func TestWatchOfOneKeySeesOnlyIt(t *testing.T) {
+	_, _, b := setup(t, "filtered", pubsub.BucketConfig{History: 4})
+	ctx := testCtx(t)
+	publish(t, b, "node-1", 1)
+	publish(t, b, "node-2", 1)
+	w, err := b.Watch(ctx, "node-1")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop() })
+	expectEvents(t, w, put("node-1", 1), snapshotDone())
+	publish(t, b, "node-2", 2)
+	require.NoError(t, b.Unpublish(ctx, "node-2"))
+	publish(t, b, "node-1", 2)
+	expectEvents(t, w, put("node-1", 2))
+
+	_, err = b.Watch(ctx, "bad key")
+	require.ErrorIs(t, err, pubsub.ErrInvalidKey)
+}

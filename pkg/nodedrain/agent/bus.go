@@ -85,7 +85,7 @@ func (b *bus) run(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		watcher, err = statuses.Watch(ctx)
+		watcher, err = statuses.Watch(ctx, b.node) // this node's status only
 		return err
 	})
 	if ctx.Err() != nil {

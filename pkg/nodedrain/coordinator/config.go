@@ -46,6 +46,9 @@ type Config struct {
 	ProgressEvery time.Duration
 	// BucketReplicas is the replica count of the bus buckets (1 embedded, 3 on a NATS cluster).
 	BucketReplicas int
+	// Identity names this replica in the term record it writes on the bus when it becomes active
+	// (nodedrain.Term); empty: "edgedrain-coordinator".
+	Identity string
 	// Metrics receives the coordinator's metrics; nil: NewMetrics(nil) (not exported).
 	Metrics *Metrics
 	// Recorder records a Kubernetes Event on the Node for each transition; nil: none.

@@ -30,7 +30,9 @@ type Engine struct {
 	ops      *executor
 
 	core         *Core
-	unpublished  map[string]bool // statuses whose publication failed; retried every tick
+	terms        *pubsub.Bucket[nodedrain.Term] // the status bucket, for the term record
+	lastSeq      uint64                         // the status bucket's revision of our last write
+	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -42,15 +44,43 @@ type Engine struct {
 // leading reports whether this run may still act: with leader election, only while the Lease
 // was renewed recently enough that no other replica can hold it. Once it may not, the run stops
 // (the leader election sees the lost Lease and campaigns again).
+//
+// In API-outage mode (see outage.go) it is false without stopping the run: the run goes on with
+// fenced status writes only (mayAct).
 func (e *Engine) leading(ctx context.Context) bool {
 	if stillLeading(ctx) {
 		return true
+	}
+	if inOutage(ctx) {
+		return false
 	}
 	if ctx.Err() == nil {
 		e.log.Warn("the Lease has not been renewed within the renew deadline: this coordinator stops acting")
 		e.stopRun()
 	}
 	return false
+}
+
+// mayAct reports whether this run may act at all: it leads, or it is in API-outage mode.
+func (e *Engine) mayAct(ctx context.Context) bool {
+	return e.leading(ctx) || inOutage(ctx)
+}
+
+// claimTerm writes this run's term record to the status bucket before it acts: from then on
+// the fenced writes of a coordinator that lost its Lease in an API outage are refused.
+func (e *Engine) claimTerm(ctx context.Context) error {
+	id := e.cfg.Identity
+	if id == "" {
+		id = "edgedrain-coordinator"
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	rev, err := e.terms.Publish(pctx, nodedrain.TermKey, nodedrain.Term{Coordinator: id, Since: e.cfg.Now()})
+	if err != nil {
+		return fmt.Errorf("write the coordinator's term record to %s: %w", nodedrain.StatusBucket, err)
+	}
+	e.lastSeq = rev
+	return nil
 }
 
 // statusHistory is how many statuses per node the status bucket keeps.
@@ -122,6 +152,10 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 	statusCfg := bucket(nodedrain.StatusBucket, "edgedrain: drain status of each node, written by the coordinator")
 	statusCfg.History = statusHistory
 	e.statuses, err = pubsub.OpenBucket(ctx, e.cfg.JetStream, statusCfg, nodedrain.StatusCodec{})
+	if err != nil {
+		return err
+	}
+	e.terms, err = pubsub.OpenBucket(ctx, e.cfg.JetStream, statusCfg, nodedrain.TermCodec{})
 	return err
 }
 
@@ -138,6 +172,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {
+		return err
+	}
+	if !e.leading(ctx) {
+		// A run restarted in API-outage mode cannot resume (the node informer needs the API):
+		// it waits for the mode to end and the Lease to be won again.
+		<-ctx.Done()
+		return nil
+	}
+	if err := e.claimTerm(ctx); err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(e.cfg.Client, 0,
@@ -235,6 +278,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		return fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
 	}
 	for _, k := range keys {
+		if k == nodedrain.TermKey {
+			continue
+		}
 		st, _, err := e.statuses.Get(ctx, k)
 		if err != nil {
 			e.log.WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
@@ -304,7 +350,7 @@ func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
 }
 
 func (e *Engine) act(ctx context.Context, actions []NodeAction) {
-	if len(actions) > 0 && !e.leading(ctx) {
+	if len(actions) > 0 && !e.mayAct(ctx) {
 		return
 	}
 	for _, na := range actions {

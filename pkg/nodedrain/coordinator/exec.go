@@ -16,6 +16,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 // executor performs the machine's operations, each in its own goroutine under a per-node
@@ -87,9 +88,12 @@ func (x *executor) release(ctx context.Context, node string) {
 	go func() {
 		defer x.wg.Done()
 		for failures := 1; ; failures++ {
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := r.Release(rctx, node)
-			cancel()
+			err := ErrLeaseLapsed // no write without the Lease (in API-outage mode): later
+			if stillLeading(ctx) {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err = r.Release(rctx, node)
+				cancel()
+			}
 			if err == nil || ctx.Err() != nil {
 				return
 			}
@@ -127,6 +131,9 @@ func (x *executor) start(ctx context.Context, node, requestID string, s nodedrai
 			if res.Unreachable {
 				x.e.postProbe(ctx, false)
 			}
+			// Refused by the lease guard (in API-outage mode): the API was not reached, so the
+			// attempt does not count.
+			res.Unreachable = res.Unreachable || errors.Is(res.Err, ErrLeaseLapsed)
 		}
 		x.e.post(ctx, node, res)
 	}()
@@ -243,14 +250,31 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		st.Blockers = st.Blockers[:maxPublishedBlockers]
 		st.Message += fmt.Sprintf(" (%d blockers, first %d listed)", n, maxPublishedBlockers)
 	}
-	if !e.leading(ctx) {
+	leading := e.leading(ctx)
+	if !leading && !inOutage(ctx) {
 		return
 	}
 	// The lease guard allows up to RenewDeadline (7 s) since the last renewal; the write must land
 	// within the Lease (10 s) too, so it gets at most 2 s.
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	if _, err := e.statuses.Publish(pctx, st.Node, st); err != nil {
+	var rev uint64
+	var err error
+	if leading {
+		rev, err = e.statuses.Publish(pctx, st.Node, st)
+	} else {
+		// API-outage mode: only if nobody (a coordinator that took over) wrote since our last write.
+		rev, err = e.statuses.PublishIfLast(pctx, st.Node, st, e.lastSeq)
+		if errors.Is(err, pubsub.ErrConflict) {
+			e.metrics.FencedWrites.Inc()
+			e.log.WithFields(statusFields(st)).WithError(err).Warn("status not published: another coordinator has " +
+				"written to the status bucket since this one lost its Lease, so it is the active one now")
+			leaveOutage(ctx, "another coordinator took over")
+			e.stopRun()
+			return
+		}
+	}
+	if err != nil {
 		e.unpublished[st.Node] = true
 		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
 		if st.Status == nodedrain.StatusComplete {
@@ -259,6 +283,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		}
 		return
 	}
+	e.lastSeq = max(e.lastSeq, rev)
 	delete(e.unpublished, st.Node)
 	e.metrics.observeStatus(st)
 	e.log.WithFields(statusFields(st)).Info(st.Message)

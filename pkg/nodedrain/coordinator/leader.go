@@ -22,7 +22,11 @@ type LeaderConfig struct {
 	// LeaseDuration is how long a lost leader's lease blocks the others; RenewDeadline how long
 	// the leader tries to renew before giving up; RetryPeriod how often everyone tries.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	Logger                                    logrus.FieldLogger
+	// ActThroughAPIOutage keeps a leader that lost the Lease only because the Kubernetes API
+	// stopped answering active in API-outage mode (see outage.go), so that the API-unreachable
+	// rule can apply; set it when that rule is on.
+	ActThroughAPIOutage bool
+	Logger              logrus.FieldLogger
 }
 
 // DefaultLeaderConfig returns lease timings for a failover within 15 s of a leader's death.
@@ -97,13 +101,22 @@ func campaign(ctx context.Context, cfg LeaderConfig, lock *trackedLock, run func
 				mu.Unlock()
 				defer close(done)
 				defer stopElector() // release the Lease once run has returned
-				// run stops when leadership is lost (lctx) or ctx ends.
-				rctx, cancel := context.WithCancel(lctx)
+				// run stops when leadership is lost (lctx), unless it was lost to an API outage
+				// (outage mode, which ends when the API answers), or when ctx ends.
+				rctx, cancel := context.WithCancel(ctx)
 				defer cancel()
+				o := &outage{lock: lock, allowed: cfg.ActThroughAPIOutage, renew: cfg.RenewDeadline, log: log, end: cancel}
+				defer context.AfterFunc(lctx, func() {
+					if rctx.Err() == nil && o.active() {
+						go o.hold(rctx, cfg.RetryPeriod)
+						return
+					}
+					o.stop()
+				})()
 				// The engine acts only while the last renewal is recent enough that no other
 				// replica can have taken the Lease (a paused process must not act on its return).
 				rctx = WithLeaseCheck(rctx, func() bool { return lock.renewedWithin(cfg.RenewDeadline) })
-				defer context.AfterFunc(ctx, cancel)()
+				rctx = WithOutageMode(rctx, o.active, o.leave)
 				log.Info("became the active coordinator")
 				// While we lead, the engine must run.
 				KeepRunning(rctx, cfg.Logger, run)
@@ -159,6 +172,7 @@ type trackedLock struct {
 	resourcelock.Interface
 	mu      sync.Mutex
 	renewed time.Time
+	lastErr error // of the last request about the Lease
 }
 
 // Create acquires the Lease, recording when.
@@ -180,6 +194,7 @@ func (l *trackedLock) Update(ctx context.Context, ler resourcelock.LeaderElectio
 func (l *trackedLock) record(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lastErr = err
 	if err == nil && ler.HolderIdentity == l.Identity() {
 		l.renewed = start
 	} else if err == nil {

@@ -25,6 +25,9 @@ type Metrics struct {
 	BlockedVolumes *prometheus.GaugeVec
 	// BusDecodeErrors counts bus payloads that failed to decode, by bucket.
 	BusDecodeErrors *prometheus.CounterVec
+	// FencedWrites counts statuses a coordinator in API-outage mode did not publish because
+	// another coordinator had written to the status bucket (it took over).
+	FencedWrites prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -63,10 +66,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_bus_decode_errors_total",
 			Help: "Bus payloads rejected because they failed to decode, by bucket.",
 		}, []string{"bucket"}),
+		FencedWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_coordinator_fenced_writes_total",
+			Help: "Statuses not published in API-outage mode because another coordinator had taken over.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
-			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors)
+			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites)
 	}
 	return m
 }
