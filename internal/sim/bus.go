@@ -30,6 +30,7 @@ type bucket struct {
 	name    string
 	history int
 	keys    map[string][]revision
+	last    uint64 // the stream's last sequence: of the bucket's last write, to any key
 }
 
 type bus struct {
@@ -95,6 +96,7 @@ func (b *bus) write(bucket, key string, val any, by string) uint64 {
 		revs = revs[len(revs)-bk.history:]
 	}
 	bk.keys[key] = revs
+	bk.last = b.seq
 	for _, wt := range b.watchers {
 		if wt.bucket == bucket {
 			wt.pump()

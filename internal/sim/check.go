@@ -74,7 +74,7 @@ func describe(v any) string {
 func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 	cl := s.cluster
 	n := cl.nodes[st.Node]
-	if !cl.apiUp && s.cfg.APIUnreachableTimeout > 0 && s.w.now.Sub(cl.apiDownAt) >= s.cfg.APIUnreachableTimeout {
+	if !cl.apiUp && s.cfg.APIUnreachableTimeout > 0 && s.w.now.Sub(cl.apiDownSeen) >= s.cfg.APIUnreachableTimeout {
 		if !s.gate(st.Node, false).Safe && !s.gate(st.Node, true).Safe {
 			s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
 		}

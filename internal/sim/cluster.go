@@ -86,8 +86,9 @@ type cluster struct {
 	vols   []*volume
 	apiUp  bool
 	// apiDownAt is when the API went down (zero while up); frozen is the volume facts then
-	// (what the gate's caches hold during the outage).
-	apiDownAt time.Time
+	// (what the gate's caches hold during the outage). apiDownSeen is when it went down as a
+	// probe sees it: an earlier outage's start if it was back for less than probePeriod since.
+	apiDownAt, apiUpAt, apiDownSeen time.Time
 	// lastUnsafe is when something made a drained node less safe behind edgedrain's back: a copy of
 	// data lost (a machine down, a replica failed, a kubelet gone) or an operator's uncordon.
 	lastUnsafe time.Time
@@ -298,11 +299,19 @@ func (c *cluster) setAPI(up bool) {
 	if !up {
 		c.frozen, c.frozenN = c.liveFacts()
 		c.apiDownAt = c.w.now
+		if c.w.now.Sub(c.apiUpAt) >= probePeriod || c.apiDownSeen.IsZero() {
+			c.apiDownSeen = c.w.now
+		}
 	} else {
-		c.apiDownAt = time.Time{}
+		c.apiDownAt, c.apiUpAt = time.Time{}, c.w.now
 	}
 	c.apiUp = up
 }
+
+// probePeriod is how often the coordinator asks whether the API answers (Engine.probeAPI): an
+// API back for less than that between two outages may go unseen, and the outages be measured as
+// one.
+const probePeriod = 2 * time.Second
 
 // longhorn moves the replicas on: rebuilds a replacement for every volume short of copies (a
 // failed replica, one stranded on a node down too long, one on a node whose eviction the gate

@@ -42,6 +42,10 @@ type coord struct {
 	timerGen     int
 	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then.
 	frozenUntil time.Time
+	// outage: the Lease was lost to an API outage and the run goes on in outage mode;
+	// lastSeq is the status bucket's revision of this run's last write (its term record first).
+	outage  bool
+	lastSeq uint64
 }
 
 func (s *Sim) newCoord(name string) *coord {
@@ -82,8 +86,10 @@ func (c *coord) campaign() {
 			c.lastRenew, cl.lease.renewAt = w.now, w.now
 		case c.leader && cl.apiUp:
 			c.loseLeadership("the Lease is held by " + cl.lease.holder)
+		case c.outage && cl.apiUp:
+			c.leaveOutage("the Kubernetes API answers again")
 		case c.leader && w.now.Sub(c.lastRenew) > renewDeadline:
-			c.loseLeadership("could not renew the Lease (API unreachable)")
+			c.lapsed()
 		case !c.leader && cl.apiUp && (cl.lease.holder == "" || cl.lease.holder == c.name || w.now.Sub(cl.lease.renewAt) > leaseDuration):
 			cl.lease = lease{holder: c.name, renewAt: w.now}
 			c.leader, c.lastRenew = true, w.now
@@ -116,7 +122,7 @@ func (c *coord) crash() {
 	}
 	c.s.w.logf("%s crashes", c.name)
 	c.stopEngine()
-	c.alive, c.leader, c.conn.alive = false, false, false
+	c.alive, c.leader, c.outage, c.conn.alive = false, false, false, false
 }
 
 func (c *coord) restart() {
@@ -138,6 +144,10 @@ func (c *coord) startEngine() {
 		c.retryEngine("the bus is unreachable")
 		return
 	}
+	if c.outage { // Engine.Run restarted in outage mode waits for the mode to end
+		return
+	}
+	c.claimTerm()
 	c.snapshot = map[string]*nodedrain.NodeDrainRequest{}
 	c.watch = c.s.bus.watch(c.conn, bucketRequests, "", func(key string, r revision) {
 		c.run("request event", inc, func() { c.requestEvent(key, r) })
@@ -185,7 +195,7 @@ func (c *coord) resume() {
 	in := coordinator.ResumeInput{Requests: c.snapshot, Statuses: map[string]nodedrain.NodeDrainStatus{}, CordonedByUs: map[string]bool{}}
 	c.snapshot = nil
 	for key := range s.bus.buckets[bucketStatus].keys {
-		if v := s.bus.value(bucketStatus, key); v != nil {
+		if v := s.bus.value(bucketStatus, key); v != nil && key != nodedrain.TermKey {
 			in.Statuses[key] = v.(nodedrain.NodeDrainStatus)
 		}
 	}
@@ -268,7 +278,7 @@ func (c *coord) tick() {
 
 func (c *coord) act(actions []coordinator.NodeAction) {
 	for _, na := range actions {
-		if !c.stillLeading() {
+		if !c.stillLeading() && !c.outage { // Engine.mayAct
 			return
 		}
 		if na.Release {
@@ -296,11 +306,11 @@ func (c *coord) onReply(inc int, f func(error)) func(error) {
 // stillLeading is the engine's lease guard (Config.StillLeading): an engine whose last renewal
 // is older than the renew deadline acts no more and stops; another replica may hold the Lease.
 func (c *coord) stillLeading() bool {
-	if c.s.cfg.NoLeaderElection || c.s.w.now.Sub(c.lastRenew) < renewDeadline {
+	if c.s.cfg.NoLeaderElection || (c.leader && c.s.w.now.Sub(c.lastRenew) < renewDeadline) {
 		return true
 	}
-	if c.running {
-		c.loseLeadership("the Lease was last renewed too long ago to act on")
+	if c.running && c.leader {
+		c.lapsed()
 	}
 	return false
 }
@@ -318,7 +328,8 @@ func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 
 func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	s := c.s
-	if !c.stillLeading() {
+	leading := c.stillLeading()
+	if !leading && !c.outage {
 		return
 	}
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) {
@@ -328,7 +339,11 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		}
 		return
 	}
-	s.bus.write(bucketStatus, st.Node, st, c.name)
+	if !leading && s.bus.buckets[bucketStatus].last != c.lastSeq { // PublishIfLast refused
+		c.fenced(st)
+		return
+	}
+	seq := s.bus.write(bucketStatus, st.Node, st, c.name)
 	s.onStatusPublished(c, st)
 	if s.bus.lossy && s.w.chance(0.1) {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
@@ -337,6 +352,7 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		}
 		return
 	}
+	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
 	if c.core.Announce(st) {
 		s.onEvent(c, st)
@@ -348,6 +364,10 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 func (c *coord) release(node string) {
 	s := c.s
 	inc := c.inc
+	if !c.stillLeading() { // as the executor: no write without the Lease (outage mode); later
+		c.later(2*time.Second, "release retry", inc, func() { c.release(node) })
+		return
+	}
 	s.cluster.apiOp("release "+node, true, func() error {
 		if n, ok := s.cluster.nodes[node]; ok {
 			n.evictionRequested = false
@@ -369,8 +389,9 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	post := func(ev nodedrain.EvResult) {
 		ev.Op, ev.RequestID = st.Op, rid
 		if ev.Err != nil {
-			var uerr *url.Error // as the executor: only a transport error means unreachable
-			ev.Unreachable = errors.As(ev.Err, &uerr)
+			var uerr *url.Error // as the executor: only a transport error means unreachable,
+			// or the lease guard's refusal (the API was not reached)
+			ev.Unreachable = errors.As(ev.Err, &uerr) || errors.Is(ev.Err, coordinator.ErrLeaseLapsed)
 		}
 		c.later(0, "op result", inc, func() {
 			c.act(c.core.Step(node, ev, c.s.w.now))

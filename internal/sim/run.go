@@ -20,6 +20,9 @@ type Result struct {
 	// Events is how many events ran; States the distinct states reached (see Sim.check).
 	Events int
 	States map[string]bool
+	// Outages is how many times a leader went on in API-outage mode; Fenced how many of its
+	// status writes the term fence refused.
+	Outages, Fenced int
 }
 
 // ConfigFor draws a cluster for a seed: 2 to 4 nodes (mostly 3), one or two coordinators,
@@ -61,7 +64,8 @@ func RunPlan(seed uint64, cfg Config, plan Plan) Result {
 		s.violate("L1", "livelock: more than %d events, the last %q", maxEvents, s.w.livelock)
 	}
 	s.checkEnd()
-	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: s.states}
+	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: s.states,
+		Outages: s.outages, Fenced: s.fenced}
 }
 
 // Shrink removes happenings from a failing run's plan while the same invariant still breaks,

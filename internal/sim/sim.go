@@ -82,6 +82,10 @@ type Sim struct {
 	downDeclared map[string]bool
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
 	resumes int
+	// term is the last term record written; outages and fenced count outage modes entered and
+	// fenced writes refused.
+	term            term
+	outages, fenced int
 	// events is the sequence of statuses announced with an Event, per node.
 	events map[string][]nodedrain.DrainStatus
 	// updates counts successful update commands per node; updateWanted the update sentinel's time.
@@ -185,6 +189,10 @@ func (s *Sim) leads(c *coord) bool {
 	if s.cfg.NoLeaderElection {
 		return c.alive && c.leader
 	}
+	if c.alive && c.outage {
+		// In outage mode: only while its term is the last one written.
+		return s.term == term{coord: c.name, inc: c.inc}
+	}
 	return c.alive && c.leader && s.cluster.lease.holder == c.name && s.w.now.Sub(s.cluster.lease.renewAt) <= leaseDuration
 }
 
@@ -249,7 +257,7 @@ func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 	leads := s.leads(c)
 	s.w.logf("%s publishes %s %s for request %q: %s", c.name, st.Node, st.Status, st.RequestID, st.Message)
 	if !leads {
-		s.violate("S1", "%s published %s for %s while it did not hold the Lease", c.name, st.Status, st.Node)
+		s.violate("S1", "%s published %s for %s while it did not hold the Lease (nor, in outage mode, the last term)", c.name, st.Status, st.Node)
 		return
 	}
 	if st.RequestID != "" {

@@ -35,11 +35,15 @@ func TestSimulation(t *testing.T) {
 		list = append(list, s)
 	}
 	start := time.Now()
-	events := 0
+	events, outages, fenced := 0, 0, 0
 	states := map[string]bool{}
 	for _, seed := range list {
 		r := Run(seed)
 		events += r.Events
+		if r.Outages > 0 {
+			outages++
+		}
+		fenced += r.Fenced
 		for k := range r.States {
 			states[k] = true
 		}
@@ -48,8 +52,8 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	el := time.Since(start)
-	t.Logf("%d seeds in %s (%.0f seeds/s), %.0f events per seed, %d distinct states", len(list), el.Round(time.Millisecond),
-		float64(len(list))/el.Seconds(), float64(events)/float64(len(list)), len(states))
+	t.Logf("%d seeds in %s (%.0f seeds/s), %.0f events per seed, %d distinct states; %d runs with a leader in API-outage mode, %d fenced writes",
+		len(list), el.Round(time.Millisecond), float64(len(list))/el.Seconds(), float64(events)/float64(len(list)), len(states), outages, fenced)
 }
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
@@ -85,7 +89,7 @@ func TestRegressions(t *testing.T) {
 			return c
 		}(), Plan{{At: sec(148), Kind: Update}, {At: sec(92.4), Kind: AgentCrash, Target: 2, For: 15 * time.Second},
 			{At: sec(86), Kind: CoordCrash, Target: 2, For: 24 * time.Second}, {At: sec(155.8), Kind: APIOutage, For: 111 * time.Second}},
-			[][]string{{"node-0.edge CORDONED"}, {"stops leading"}, {"resumes: 1 request"}, {"node-0.edge COMPLETE"}}},
+			[][]string{{"node-0.edge CORDONED"}, {"lost the Lease to the API outage"}, {"resumes: 1 request"}, {"node-0.edge COMPLETE"}}},
 		{"a paused ex-leader does not publish after a takeover (S1, seed 234)", 234, func() Config {
 			c := three(0, volumes.PolicyWait)
 			c.Nodes, c.Coordinators, c.MaxConcurrent, c.Groups, c.Active = 4, 2, 2, 2, 5*time.Minute
@@ -96,10 +100,27 @@ func TestRegressions(t *testing.T) {
 		{"an operation withdrawn while no coordinator ran is asked for again (L1, seed 76)", 76, func() Config {
 			c := three(1, volumes.PolicyWait)
 			c.Coordinators, c.Active = 2, 5*time.Minute
+			c.APIUnreachableTimeout = 0 // no outage mode: nobody acts during the outage
 			return c
 		}(), Plan{{At: sec(138.9), Kind: Update, Target: 2}, {At: sec(108.6), Kind: APIOutage, Target: 2, For: 189 * time.Second},
 			{At: sec(176.2), Kind: Withdraw, Target: 2, For: 31 * time.Second}},
 			[][]string{{"stops leading"}, {"edgedrainctl withdraw node-2.edge"}, {"node-2.edge COMPLETE"}, {"runs the update command"}}},
+		{"an API outage with leader election on: the leader goes on in outage mode and the API-unreachable rule applies", 76,
+			func() Config {
+				c := three(1, volumes.PolicyWait)
+				c.Coordinators, c.Active = 2, 5*time.Minute
+				return c
+			}(), Plan{{At: sec(108.6), Kind: APIOutage, For: 189 * time.Second}, {At: sec(138.9), Kind: Update, Target: 2}},
+			[][]string{{"lost the Lease to the API outage: outage mode"}, {"node-2.edge COMPLETE", "Kubernetes API unreachable for"},
+				{"runs the update command"}, {"leaves outage mode: the Kubernetes API answers again"}, {"becomes the active coordinator"}}},
+		{"a paused ex-leader in outage mode is fenced by the term of the coordinator that took over (S1)", 21, func() Config {
+			c := three(1, volumes.PolicyWait)
+			c.Coordinators = 2
+			return c
+		}(), Plan{{At: sec(3), Kind: CoordFreeze, Target: 0, For: 20 * time.Second}, {At: sec(17), Kind: APIOutage, For: 150 * time.Second},
+			{At: sec(25), Kind: Reboot, Target: 0}},
+			[][]string{{"coordinator-0 freezes"}, {"coordinator-1 becomes the active coordinator"}, {"coordinator-1 writes its term record"},
+				{"coordinator-0 lost the Lease to the API outage"}, {"coordinator-0", "fenced"}, {"node-0.edge COMPLETE", "unreachable"}}},
 		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
 				{At: sec(20), Kind: Withdraw, Target: 0}},

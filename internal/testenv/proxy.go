@@ -9,6 +9,7 @@ import (
 
 // Proxy forwards TCP connections from a loopback port to a target address until Cut, which
 // closes the port and every connection through it: to the client the target has vanished.
+// Restore opens the same port again.
 type Proxy struct {
 	l      net.Listener
 	target string
@@ -25,13 +26,33 @@ func StartProxy(t testing.TB, target string) *Proxy {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &Proxy{l: l, target: target, conns: map[net.Conn]struct{}{}}
-	go p.serve()
+	go p.serve(l)
 	t.Cleanup(p.Cut)
 	return p
 }
 
 // Addr is the proxy's host:port.
-func (p *Proxy) Addr() string { return p.l.Addr().String() }
+func (p *Proxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.l.Addr().String()
+}
+
+// Restore listens on the proxy's port again after Cut: the target is back for new connections.
+func (p *Proxy) Restore() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cut {
+		return nil
+	}
+	l, err := net.Listen("tcp", p.l.Addr().String())
+	if err != nil {
+		return err
+	}
+	p.l, p.cut = l, false
+	go p.serve(l)
+	return nil
+}
 
 // Cut closes the proxy's port and every connection through it.
 func (p *Proxy) Cut() {
@@ -47,9 +68,9 @@ func (p *Proxy) Cut() {
 	}
 }
 
-func (p *Proxy) serve() {
+func (p *Proxy) serve(l net.Listener) {
 	for {
-		in, err := p.l.Accept()
+		in, err := l.Accept()
 		if err != nil {
 			return
 		}

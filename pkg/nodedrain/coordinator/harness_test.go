@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 var cluster *testenv.Cluster
@@ -165,4 +166,12 @@ func podsLeft(h *harness, node string) string {
 		names = append(names, fmt.Sprintf("%s(%s)", p.Name, p.Status.Phase))
 	}
 	return strings.Join(names, ",")
+}
+
+// terms opens the status bucket for its term record.
+func (h *harness) terms(t *testing.T) *pubsub.Bucket[nodedrain.Term] {
+	t.Helper()
+	b, err := pubsub.OpenBucket(context.Background(), h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.TermCodec{})
+	require.NoError(t, err)
+	return b
 }

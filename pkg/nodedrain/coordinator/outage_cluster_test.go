@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// runLeader runs an engine under leader election (short lease timings, outage mode on) with the
+// given client for both the engine and its Lease, until the test ends.
+func (h *harness) runLeader(cfg Config, client kubernetes.Interface, identity string) {
+	h.t.Helper()
+	cfg.Identity = identity
+	e, err := NewEngine(cfg)
+	require.NoError(h.t, err)
+	lc := DefaultLeaderConfig()
+	lc.LeaseDuration, lc.RenewDeadline, lc.RetryPeriod = 3*time.Second, 2*time.Second, 500*time.Millisecond
+	lc.Client, lc.Namespace, lc.Identity, lc.Logger = client, h.ns, identity, cfg.Logger
+	lc.ActThroughAPIOutage = true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunWithLeaderElection(ctx, lc, e.Run) }()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(h.t, err)
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("coordinator %s did not stop", identity)
+		}
+	})
+}
+
+// With leader election on (the default) the leader loses its Lease when the API goes away; in
+// outage mode it goes on, and the API-unreachable rule lets a drain whose volumes were safe
+// proceed (DESIGN §3). When the API is back, the replica leads again and the withdrawal after
+// the reboot is handled as usual.
+func TestAPIOutageWithLeaderElection(t *testing.T) {
+	h := newHarness(t, "outage-le", 2)
+	client, proxy := proxiedClient(t, h)
+	gate := &testGate{safe: map[string]bool{}}
+	cfg := h.config(client)
+	cfg.Gate = gate
+	cfg.APIUnreachableTimeout = 6 * time.Second // longer than the lease's renew deadline
+	h.runLeader(cfg, client, "a")
+	node := h.nodes[0]
+	h.request(node, "r1", time.Now())
+	h.waitFor(node, 30*time.Second, "blocked by volumes", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+	gate.set(node, true) // the gate's last view before the outage: safe
+	proxy.Cut()
+	st := h.waitStatus(node, nodedrain.StatusComplete, 40*time.Second)
+	assert.Contains(t, st.Message, "Kubernetes API unreachable")
+	assert.True(t, h.node(node).Spec.Unschedulable, "cordoned before the outage, and left so")
+
+	require.NoError(t, proxy.Restore())
+	h.withdraw(node) // the node rebooted; its agent withdraws
+	h.waitFor(node, 40*time.Second, "uncordoned after the API came back", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && strings.Contains(s.Message, "uncordoned")
+	})
+	assert.False(t, h.node(node).Spec.Unschedulable)
+}
+
+// A leader cut off from the API (a partition: the other replica still reaches it) goes on in
+// outage mode; the other replica takes the Lease and writes its term record first, so when the
+// old leader's API-unreachable rule would let the drain through, its status write is refused:
+// it never publishes COMPLETE behind the new leader's back.
+func TestTakeoverFencesTheLeaderInOutageMode(t *testing.T) {
+	h := newHarness(t, "outage-fence", 2)
+	client, proxy := proxiedClient(t, h)
+	oldGate := &testGate{safe: map[string]bool{}}
+	old := h.config(client)
+	old.Gate = oldGate
+	old.APIUnreachableTimeout = 10 * time.Second // after the other replica took over (~3 s)
+	h.runLeader(old, client, "old")
+	node := h.nodes[0]
+	h.request(node, "r1", time.Now())
+	h.waitFor(node, 30*time.Second, "blocked by volumes", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+
+	standby := h.config(h.c.Client)
+	standby.Gate = &testGate{safe: map[string]bool{}} // what the API shows: still not safe
+	standby.APIUnreachableTimeout = old.APIUnreachableTimeout
+	h.runLeader(standby, h.c.Client, "new")
+	oldGate.set(node, true) // the cut-off leader's last view says safe
+	proxy.Cut()
+
+	require.Eventually(t, func() bool { return testutil.ToFloat64(old.Metrics.FencedWrites) >= 1 }, 60*time.Second,
+		100*time.Millisecond, "the leader in outage mode was never fenced")
+	term, _, err := h.terms(t).Get(context.Background(), nodedrain.TermKey)
+	require.NoError(t, err)
+	assert.Equal(t, "new", term.Coordinator)
+	assert.NotContains(t, h.history(node), nodedrain.StatusComplete, "COMPLETE published although the active coordinator sees unsafe volumes")
+	last, _ := h.last(node)
+	assert.NotEmpty(t, last.Blockers, "the active coordinator still waits for the volumes: %s %s", last.Status, last.Message)
+}
