@@ -44,6 +44,13 @@ func holdsSlot(d Drain, ready, wholeCluster bool) bool {
 // shutdown), which lets its agent proceed; in a larger cluster where no other node can take the
 // workloads right now, the drain waits.
 func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admission {
+	return AdmitSeen(drains, nodes, maxConcurrent, nil)
+}
+
+// AdmitSeen is Admit for a coordinator that remembers the nodes it has seen: a node seen before
+// belongs to the cluster even while its Node object is missing (deleted and registering again),
+// so a two-node cluster does not pass for a single-node one in that moment.
+func AdmitSeen(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int, seen map[string]bool) Admission {
 	a := Admission{NotSupported: map[string]string{}, Queued: map[string]string{}}
 	known := make(map[string]NodeInfo, len(nodes))
 	for _, n := range nodes {
@@ -115,7 +122,7 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 		}
 		switch {
 		case other:
-		case len(nodes) == 1 && !otherKnown(drains, name):
+		case len(nodes) == 1 && !otherKnown(drains, seen, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
 			continue
 		case a.WholeCluster:
@@ -157,12 +164,17 @@ func DeclaresClusterShutdown(r NodeDrainRequest) bool {
 }
 
 // otherKnown reports whether edgedrain knows a node other than name (it has a request or a
-// published status): such a node belongs to the cluster even while its Node object is missing
+// published status, or the coordinator has seen its Node object): such a node belongs to the cluster even while its Node object is missing
 // (deleted and registering again), so the cluster is not a single-node one. A cluster that
 // really shrank to one node keeps the old nodes' statuses and waits: the override file, or
 // removing the stale status, lets it proceed.
-func otherKnown(drains map[string]Drain, name string) bool {
+func otherKnown(drains map[string]Drain, seen map[string]bool, name string) bool {
 	for n := range drains {
+		if n != name {
+			return true
+		}
+	}
+	for n := range seen {
 		if n != name {
 			return true
 		}

@@ -276,6 +276,18 @@ func TestAdmitNotAloneWhileAnotherNodeHasARequest(t *testing.T) {
 	assert.Contains(t, Admit(alone, nodes("a"), 1).NotSupported["a"], "single-node cluster")
 }
 
+// Regression (simulation, seed 4140): in a two-node cluster, b's Node object was gone for a
+// moment (re-registering) and b had no request or status: a was told NOTSUPPORTED as if alone,
+// rebooted undrained while b was drained next: two nodes down at once. A node the coordinator
+// has seen counts.
+func TestAdmitNotAloneWhileASeenNodeIsMissing(t *testing.T) {
+	drains := map[string]Drain{"a": drainIn(StatusRequested, "a", time.Second)}
+	a := AdmitSeen(drains, nodes("a"), 1, map[string]bool{"a": true, "b": true})
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["a"], "no other Ready, schedulable node")
+	assert.Contains(t, AdmitSeen(drains, nodes("a"), 1, map[string]bool{"a": true}).NotSupported["a"], "single-node cluster")
+}
+
 // Regression (simulation, seed 2177): c is down for an ordinary reboot (COMPLETE, holding the
 // slot) and its Node object is missing for a moment; a and b declare a cluster shutdown. That is
 // no whole-cluster shutdown: c keeps its slot and nobody else starts.

@@ -118,3 +118,29 @@ func TestWatchRecoversFromReplacedBucket(t *testing.T) {
 	publish(t, pub, "later", 1)
 	converge(t, w, state, map[string]record{"keep": {N: 9, S: "keep"}, "new": {N: 1, S: "new"}, "later": {N: 1, S: "later"}})
 }
+
+// A watch of one key resumes after a server restart still watching that key alone (nats.go
+// rewrites the key list it is given: the resume must not reuse it).
+func TestWatchOfOneKeySurvivesServerRestart(t *testing.T) {
+	ctx := testCtx(t)
+	srv := testenv.StartNATS(t)
+	_, jsW := testenv.ConnectNATSWith(t, pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}, ReconnectWait: 50 * time.Millisecond})
+	sub, err := pubsub.OpenBucket[record](ctx, jsW, pubsub.BucketConfig{Name: "restart-one", History: 4}, nil)
+	require.NoError(t, err)
+	publish(t, sub, "node-a", 1)
+	w, err := sub.Watch(ctx, "node-a")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop() })
+	expectEvents(t, w, put("node-a", 1), snapshotDone())
+
+	srv = testenv.RestartNATS(t, srv)
+	_, jsC := testenv.ConnectNATS(t, srv.ClientURL())
+	pub, err := pubsub.OpenBucket[record](ctx, jsC, pubsub.BucketConfig{Name: "restart-one"}, nil)
+	require.NoError(t, err)
+	publish(t, pub, "node-b", 1)
+	publish(t, pub, "node-a", 2)
+	expectEvents(t, w, put("node-a", 2))
+	require.Eventually(t, func() bool { return w.Resumes() >= 1 }, 10*time.Second, 10*time.Millisecond)
+	publish(t, pub, "node-a", 3)
+	expectEvents(t, w, put("node-a", 3))
+}

@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,7 @@ func (b *Bucket[T]) Watch(ctx context.Context, keys ...string) (*Watcher[T], err
 	}
 	w := &Watcher[T]{
 		b:      b,
-		keys:   keys,
+		keys:   slices.Clone(keys),
 		nc:     nc,
 		log:    b.log,
 		events: make(chan Event[T], 64),
@@ -122,7 +123,8 @@ func (b *Bucket[T]) startInner(ctx context.Context, keys []string, from uint64) 
 	var kw jetstream.KeyWatcher
 	var err error
 	if len(keys) > 0 {
-		kw, err = b.kv.WatchFiltered(ictx, keys, opts...)
+		// A copy: nats.go rewrites the slice it is given into subjects.
+		kw, err = b.kv.WatchFiltered(ictx, slices.Clone(keys), opts...)
 	} else {
 		kw, err = b.kv.WatchAll(ictx, opts...)
 	}

@@ -19,6 +19,7 @@ type Core struct {
 	drains        map[string]nodedrain.Drain
 	wholeCluster  bool
 	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
+	seen          map[string]bool                  // every node name admission has seen in this run
 }
 
 // NodeAction is an action for one node's drain. Release, when set instead of Action, asks the
@@ -150,7 +151,13 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 // Admit admits waiting drains given the cluster's nodes, answers NOTSUPPORTED where no node can
 // take the workloads, and refreshes every queued drain's message.
 func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, CoreEvent) {
-	adm := nodedrain.Admit(c.drains, nodes, c.maxConcurrent)
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	for _, n := range nodes {
+		c.seen[n.Name] = true
+	}
+	adm := nodedrain.AdmitSeen(c.drains, nodes, c.maxConcurrent, c.seen)
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
 	var out []NodeAction
