@@ -357,13 +357,15 @@ func TestWholeClusterShutdown(t *testing.T) {
 // the drained node is down, and nobody is told NOTSUPPORTED.
 func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
 	h := newHarness(t, "kernelday", 3)
+	h.deploy("web", 6, 0) // on all three nodes
 	h.run(h.config(h.c.Client))
 	base := time.Now()
 	for i, n := range h.nodes {
 		h.request(n, "r-"+n, base.Add(time.Duration(i)*time.Millisecond))
 	}
-	first := h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 30*time.Second)
+	first := h.waitStatus(h.nodes[0], nodedrain.StatusComplete, 60*time.Second)
 	assert.Equal(t, "r-"+h.nodes[0], first.RequestID)
+	assert.Empty(t, podsLeft(h, h.nodes[0]), "pods left on %s at COMPLETE", h.nodes[0])
 	shutDown(t, h, h.nodes[0]) // it reboots: down, NotReady, its slot still held
 	for _, n := range h.nodes[1:] {
 		st := h.waitFor(n, 10*time.Second, "queued behind the rebooting node", func(s nodedrain.NodeDrainStatus) bool {
@@ -374,7 +376,9 @@ func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
 	}
 	// Back: its agent withdraws; the next node is drained.
 	h.withdraw(h.nodes[0])
-	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 30*time.Second)
+	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
+	assert.Empty(t, podsLeft(h, h.nodes[1]), "pods left on %s at COMPLETE", h.nodes[1])
+	assert.NotContains(t, h.history(h.nodes[1]), nodedrain.StatusNotSupported)
 	last, _ := h.last(h.nodes[2])
 	assert.Equal(t, nodedrain.StatusRequested, last.Status, "still one at a time")
 }
