@@ -32,6 +32,17 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	rc.QPS, rc.Burst = float32(o.qps), o.burst
+	// The Lease has a client of its own; every other client writes only while this replica
+	// holds the Lease (not on standby, not in API-outage mode).
+	leaseClient, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	writes := &coordinator.WriteGate{}
+	if o.leaderElect {
+		writes.Set(func() bool { return false })
+		rc.Wrap(writes.Wrap)
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -83,7 +94,8 @@ func run(ctx context.Context, o *options) error {
 		return active(ctx)
 	}
 	lc := coordinator.DefaultLeaderConfig()
-	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = client, o.leaderNamespace, o.leaderName, o.identity, log
+	lc.Client, lc.Namespace, lc.Name, lc.Identity, lc.Logger = leaseClient, o.leaderNamespace, o.leaderName, o.identity, log
+	lc.Writes = writes
 	// Without the Lease in an API outage, the API-unreachable rule needs outage mode.
 	lc.ActThroughAPIOutage = cfg.APIUnreachableTimeout > 0
 	return coordinator.RunWithLeaderElection(ctx, lc, active)

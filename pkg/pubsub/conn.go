@@ -121,6 +121,10 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.ReconnectWait(wait),
+		// No reconnect buffer: a write made while disconnected fails at once instead of landing
+		// whenever the connection is back, long after its writer gave up on it (a coordinator
+		// that lost its Lease meanwhile must not have a status land behind its successor's back).
+		nats.ReconnectBufSize(-1),
 		nats.PingInterval(pingInterval),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.WithField("url", remember(nc)).Info("nats connected")

@@ -19,7 +19,7 @@ type Core struct {
 	drains        map[string]nodedrain.Drain
 	wholeCluster  bool
 	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
-	seen          map[string]bool                  // every node name admission has seen in this run
+	seen          map[string]time.Time             // when admission last saw each node
 }
 
 // NodeAction is an action for one node's drain. Release, when set instead of Action, asks the
@@ -152,12 +152,18 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 // take the workloads, and refreshes every queued drain's message.
 func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, CoreEvent) {
 	if c.seen == nil {
-		c.seen = map[string]bool{}
+		c.seen = map[string]time.Time{}
 	}
 	for _, n := range nodes {
-		c.seen[n.Name] = true
+		c.seen[n.Name] = now
 	}
-	adm := nodedrain.AdmitSeen(c.drains, nodes, c.maxConcurrent, c.seen)
+	recent := map[string]bool{}
+	for n, at := range c.seen {
+		if now.Sub(at) < seenFor {
+			recent[n] = true
+		}
+	}
+	adm := nodedrain.AdmitSeen(c.drains, nodes, c.maxConcurrent, recent)
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
 	var out []NodeAction
@@ -172,6 +178,11 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, C
 	}
 	return out, ev
 }
+
+// seenFor is how long a node that admission saw still counts as a member of the cluster after
+// its Node object went away (a re-registration takes seconds; a cluster that really shrank to
+// one node lets its last node proceed after this long).
+const seenFor = 10 * time.Minute
 
 // Timers fires every retry that is due at now.
 func (c *Core) Timers(now time.Time) []NodeAction {

@@ -26,7 +26,10 @@ type LeaderConfig struct {
 	// stopped answering active in API-outage mode (see outage.go), so that the API-unreachable
 	// rule can apply; set it when that rule is on.
 	ActThroughAPIOutage bool
-	Logger              logrus.FieldLogger
+	// Writes, if set, is the WriteGate of the clients the run uses: it allows writes only while
+	// this replica holds the Lease.
+	Writes *WriteGate
+	Logger logrus.FieldLogger
 }
 
 // DefaultLeaderConfig returns lease timings for a failover within 15 s of a leader's death.
@@ -103,20 +106,42 @@ func campaign(ctx context.Context, cfg LeaderConfig, lock *trackedLock, run func
 				defer stopElector() // release the Lease once run has returned
 				// run stops when leadership is lost (lctx), unless it was lost to an API outage
 				// (outage mode, which ends when the API answers), or when ctx ends.
-				rctx, cancel := context.WithCancel(ctx)
+				tctx, cancel := context.WithCancel(ctx)
 				defer cancel()
+				holds := func() bool { return lock.renewedWithin(cfg.RenewDeadline) }
+				if cfg.Writes != nil {
+					cfg.Writes.Set(holds)
+					defer cfg.Writes.Set(func() bool { return false })
+				}
 				o := &outage{lock: lock, allowed: cfg.ActThroughAPIOutage, renew: cfg.RenewDeadline, log: log, end: cancel}
+				var (
+					hmu     sync.Mutex
+					ended   bool
+					holding sync.WaitGroup
+				)
+				defer func() { // the term is over: end outage mode's hold and wait for it
+					hmu.Lock()
+					ended = true
+					hmu.Unlock()
+					cancel()
+					holding.Wait()
+				}()
 				defer context.AfterFunc(lctx, func() {
-					if rctx.Err() == nil && o.active() {
-						go o.hold(rctx, cfg.RetryPeriod)
+					hmu.Lock()
+					defer hmu.Unlock()
+					if !ended && tctx.Err() == nil && o.active() {
+						holding.Add(1)
+						go func() {
+							defer holding.Done()
+							o.hold(tctx, cfg.RetryPeriod)
+						}()
 						return
 					}
 					o.stop()
 				})()
 				// The engine acts only while the last renewal is recent enough that no other
 				// replica can have taken the Lease (a paused process must not act on its return).
-				rctx = WithLeaseCheck(rctx, func() bool { return lock.renewedWithin(cfg.RenewDeadline) })
-				rctx = WithOutageMode(rctx, o.active, o.leave)
+				rctx := WithOutageMode(WithLeaseCheck(tctx, holds), o.active, o.leave)
 				log.Info("became the active coordinator")
 				// While we lead, the engine must run.
 				KeepRunning(rctx, cfg.Logger, run)
@@ -170,13 +195,15 @@ func KeepRunning(ctx context.Context, log logrus.FieldLogger, run func(context.C
 // LeaseDuration after that.
 type trackedLock struct {
 	resourcelock.Interface
-	mu      sync.Mutex
-	renewed time.Time
-	lastErr error // of the last request about the Lease
+	mu       sync.Mutex
+	renewed  time.Time
+	lastErr  error // of the last request about the Lease
+	inflight bool  // a request about the Lease is waiting for its answer
 }
 
 // Create acquires the Lease, recording when.
 func (l *trackedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.sending()
 	start := time.Now()
 	err := l.Interface.Create(ctx, ler)
 	l.record(start, ler, err)
@@ -185,6 +212,7 @@ func (l *trackedLock) Create(ctx context.Context, ler resourcelock.LeaderElectio
 
 // Update renews (or releases) the Lease, recording a renewal.
 func (l *trackedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.sending()
 	start := time.Now()
 	err := l.Interface.Update(ctx, ler)
 	l.record(start, ler, err)
@@ -194,7 +222,7 @@ func (l *trackedLock) Update(ctx context.Context, ler resourcelock.LeaderElectio
 func (l *trackedLock) record(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lastErr = err
+	l.lastErr, l.inflight = err, false
 	if err == nil && ler.HolderIdentity == l.Identity() {
 		l.renewed = start
 	} else if err == nil {

@@ -3,7 +3,10 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -118,17 +121,60 @@ func leaseUnreachable(err error) bool {
 
 // Get reads the Lease, recording whether the API answered.
 func (l *trackedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.sending()
 	ler, raw, err := l.Interface.Get(ctx)
 	l.mu.Lock()
-	l.lastErr = err
+	l.lastErr, l.inflight = err, false
 	l.mu.Unlock()
 	return ler, raw, err
 }
 
+// sending marks a request about the Lease under way.
+func (l *trackedLock) sending() {
+	l.mu.Lock()
+	l.inflight = true
+	l.mu.Unlock()
+}
+
 // unreachableSinceRenewal reports whether the last request about the Lease found no API server
-// to answer it.
+// to answer it, or is still waiting for an answer (an API that drops requests silently).
 func (l *trackedLock) unreachableSinceRenewal() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return leaseUnreachable(l.lastErr)
+	return l.inflight || leaseUnreachable(l.lastErr)
 }
+
+// WriteGate refuses Kubernetes writes (any request but GET, HEAD and OPTIONS) made through a
+// client whose transport it wraps, unless the current check allows them: the volume gate, the
+// orphaned-PVC loop and the Event recorder write only while this replica holds the Lease (not on
+// standby, not in API-outage mode). Without a check every write is allowed.
+type WriteGate struct {
+	allowed atomic.Pointer[func() bool]
+}
+
+// Set replaces the check (nil: allow everything).
+func (g *WriteGate) Set(allowed func() bool) { g.allowed.Store(&allowed) }
+
+// Allowed reports whether a write may go out now.
+func (g *WriteGate) Allowed() bool {
+	p := g.allowed.Load()
+	return p == nil || *p == nil || (*p)()
+}
+
+// Wrap returns rt behind the gate (for rest.Config.Wrap).
+func (g *WriteGate) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !g.Allowed() {
+				return nil, fmt.Errorf("%s %s refused: %w", req.Method, req.URL.Path, ErrLeaseLapsed)
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"sync/atomic"
 	"syscall"
@@ -117,4 +118,31 @@ func receiveCtx(t *testing.T, c <-chan context.Context, msg string) context.Cont
 		t.Fatal(msg)
 		return nil
 	}
+}
+
+// The WriteGate lets reads through always and writes only while its check allows them.
+func TestWriteGateRefusesWritesWithoutTheLease(t *testing.T) {
+	var g WriteGate
+	var hits atomic.Int32
+	next := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		hits.Add(1)
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})
+	rt := g.Wrap(next)
+	do := func(method string) error {
+		req, err := http.NewRequest(method, "https://api/api/v1/nodes/n", nil)
+		require.NoError(t, err)
+		_, err = rt.RoundTrip(req)
+		return err
+	}
+	require.NoError(t, do(http.MethodPatch), "no check set: everything allowed")
+	var holds atomic.Bool
+	g.Set(holds.Load)
+	require.NoError(t, do(http.MethodGet))
+	for _, m := range []string{http.MethodPatch, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		require.ErrorIs(t, do(m), ErrLeaseLapsed, m)
+	}
+	holds.Store(true)
+	require.NoError(t, do(http.MethodDelete))
+	require.Equal(t, int32(3), hits.Load(), "refused writes must not reach the server")
 }
