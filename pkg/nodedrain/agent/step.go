@@ -247,8 +247,7 @@ func (s *stepper) reconcile(edge bool) {
 	case PhaseDeferred:
 		s.deferred(edge)
 	case PhaseBackoff:
-		if v := s.m.Effective(); v.Source == SourceOverride &&
-			(v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported) {
+		if v := s.m.Effective(); overrideClears(v) {
 			s.clear(v)
 		}
 	case PhaseCleared:
@@ -342,6 +341,11 @@ func (s *stepper) deferred(edge bool) {
 // republishAfter is how long a published request may go unanswered before it is published again.
 const republishAfter = 30 * time.Second
 
+// overrideClears reports whether v is an operator's override that lets the operation run.
+func overrideClears(v View) bool {
+	return v.Source == SourceOverride && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported)
+}
+
 // stillCleared checks, while the command waits to run (or to run again), that the bus still
 // clears it; a withdrawal by someone else cancels it, anything else defers it again.
 func (s *stepper) stillCleared(edge bool) {
@@ -352,12 +356,18 @@ func (s *stepper) stillCleared(edge bool) {
 	v := s.m.Effective()
 	switch {
 	case v.Status == nodedrain.StatusUnknown:
+	case overrideClears(v):
+		// An operator's COMPLETE now clears it (and is consumed), whatever the bus says; a
+		// failed command's backoff still holds.
+		retry := st.RetryAt
+		s.clear(v)
+		s.m.State.RetryAt = retry
 	case v.Source == SourceOverride:
 	case v.RequestID == st.RequestID && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
 	case v.RequestID == st.RequestID && v.Status == nodedrain.StatusNotRequested:
 		s.cancelled()
 	default:
-		s.m.State.Phase, s.m.Confirmed = PhaseDeferred, ""
+		s.m.State.Phase, s.m.Confirmed, s.m.ConfirmRetryAt = PhaseDeferred, "", time.Time{}
 		s.report(LevelWarn, "the status for request %s is %s again (%s): the %s waits again", st.RequestID, v.Status, v.Message, st.Operation)
 		s.deferred(edge)
 	}
@@ -386,7 +396,11 @@ func (s *stepper) statusRead(e EvStatusRead) {
 	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID &&
 		(c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
 		s.m.Confirmed = c.RequestID
+		return
 	}
+	// Not confirmed: unless the answer moves the operation on, ask again only after a while
+	// (no loop of reads while something else, e.g. an override, keeps it cleared).
+	s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
 }
 
 // cancelled ends the operation because its request was withdrawn by someone else (edgedrainctl

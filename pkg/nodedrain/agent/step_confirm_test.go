@@ -419,3 +419,37 @@ func TestStepOlderReadDoesNotRollBack(t *testing.T) {
 	assert.Equal(t, PhaseDeferred, m.State.Phase, "%v", got)
 	assert.NotContains(t, got, "run reboot r1 #1")
 }
+
+// Regression (simulation, seed 17841): the reboot command returned but the node never went down;
+// meanwhile an operator wrote a COMPLETE override and the request was withdrawn on the bus. The
+// rerun asked the bus to confirm, the bus could not (NOTREQUESTED), the override kept the agent
+// cleared, and it read the status again at once, forever. The operator's COMPLETE now clears the
+// rerun (and is consumed); an unconfirming read is not repeated before BusRetry.
+func TestStepRerunAfterFailedRebootTakesTheOverride(t *testing.T) {
+	p := testPolicy()
+	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"}),
+		now(override(nodedrain.StatusComplete, 0)), now(status(nodedrain.StatusNotRequested, "r1"))}))
+	require.Equal(t, []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}, got)
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+
+	m, clock, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
+	assert.Equal(t, []string{"command-failed #1", "remove-override"}, summaries(acts))
+	assert.Equal(t, "override COMPLETE", m.State.ClearedBy)
+	_, _, acts = playFrom(t, m, clock, p, []step{at(time.Hour, EvTimer{})})
+	assert.Equal(t, []string{"run reboot r1 #2"}, summaries(acts), "rerun on the operator's COMPLETE, no read loop")
+}
+
+// A read that does not confirm, while nothing moves the operation on (an override holds it
+// cleared), is asked again only after BusRetry: no loop of reads.
+func TestStepUnconfirmingReadIsNotRepeatedAtOnce(t *testing.T) {
+	p := testPolicy()
+	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
+		now(override(nodedrain.StatusRequested, 0))}))
+	require.Equal(t, []string{"withdraw", "accepted", "publish r1", "read"}, got)
+	m, clock, acts := playFrom(t, m, clock, p, []step{now(read(nodedrain.StatusCordoned, "r1"))})
+	require.Equal(t, PhaseCleared, m.State.Phase)
+	assert.NotContains(t, summaries(acts), "read", "read again at once")
+	_, _, acts = playFrom(t, m, clock, p, []step{at(p.BusRetry, EvTimer{})})
+	assert.Contains(t, summaries(acts), "read", "never read again")
+}
