@@ -2,6 +2,8 @@ package sim
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -159,7 +161,7 @@ func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision),
 		key string
 		r   revision
 	}
-	for _, k := range sortedBusKeys(b.buckets[bucket].keys) {
+	for _, k := range slices.Sorted(maps.Keys(b.buckets[bucket].keys)) {
 		if key != "" && k != key {
 			continue
 		}
@@ -245,13 +247,4 @@ func (b *bus) reconnected() {
 	for _, wt := range b.watchers {
 		wt.pump()
 	}
-}
-
-func sortedBusKeys(m map[string][]revision) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sortStrings(out)
-	return out
 }

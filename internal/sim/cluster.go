@@ -3,8 +3,9 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/volumes"
@@ -171,7 +172,7 @@ func (c *cluster) schedule(p *pod) {
 
 // reschedule places pending pods.
 func (c *cluster) reschedule() {
-	for _, name := range sortedPodNames(c.pods) {
+	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		if p := c.pods[name]; p.node == "" {
 			c.schedule(p)
 		}
@@ -213,7 +214,7 @@ func (c *cluster) group(name string) *group {
 // podsOn returns the evictable pods on node (every pod here is a ReplicaSet's).
 func (c *cluster) podsOn(node string) []*pod {
 	var out []*pod
-	for _, name := range sortedPodNames(c.pods) {
+	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		if p := c.pods[name]; p.node == node {
 			out = append(out, p)
 		}
@@ -393,14 +394,3 @@ func (c *cluster) rebuild(v *volume) {
 		return
 	}
 }
-
-func sortedPodNames(m map[string]*pod) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortStrings(s []string) { sort.Strings(s) }

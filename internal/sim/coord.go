@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -255,7 +257,7 @@ func (c *coord) afterEvents() {
 
 func (c *coord) tick() {
 	s := c.s
-	for _, node := range sortedSet(c.unpublished) {
+	for _, node := range slices.Sorted(maps.Keys(c.unpublished)) {
 		if d, ok := c.core.Drain(node); ok {
 			c.publishOne(d.Status)
 		}
@@ -318,7 +320,7 @@ func (c *coord) stillLeading() bool {
 // publish writes a status (the engine's loop waits for the reply: here it is immediate), after
 // any that failed to publish, as the engine does.
 func (c *coord) publish(st nodedrain.NodeDrainStatus) {
-	for _, node := range sortedSet(c.unpublished) {
+	for _, node := range slices.Sorted(maps.Keys(c.unpublished)) {
 		if d, ok := c.core.Drain(node); ok && node != st.Node {
 			c.publishOne(d.Status)
 		}
@@ -542,13 +544,4 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		}
 		s.w.after(s.w.between(time.Millisecond, 20*time.Millisecond), "eviction round", round)
 	}
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sortStrings(out)
-	return out
 }

@@ -1,7 +1,8 @@
 package coordinator
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -52,12 +53,7 @@ func (c *Core) Drain(node string) (nodedrain.Drain, bool) {
 
 // Nodes returns the names of every node the Core has a drain for, sorted.
 func (c *Core) Nodes() []string {
-	out := make([]string, 0, len(c.drains))
-	for n := range c.drains {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(c.drains))
 }
 
 // WholeCluster reports whether the last admission saw a whole-cluster shutdown.
@@ -103,13 +99,8 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 	for _, n := range in.Held {
 		names[n] = true
 	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
 	var out []NodeAction
-	for _, node := range sorted {
+	for _, node := range slices.Sorted(maps.Keys(names)) {
 		st, ok := statuses[node]
 		if !ok {
 			st = nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}
@@ -170,10 +161,10 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, C
 	for _, n := range adm.Admit {
 		out = append(out, c.Step(n, nodedrain.EvAdmit{}, now)...)
 	}
-	for _, n := range sortedKeys(adm.NotSupported) {
+	for _, n := range slices.Sorted(maps.Keys(adm.NotSupported)) {
 		out = append(out, c.Step(n, nodedrain.EvNotSupported{Reason: adm.NotSupported[n]}, now)...)
 	}
-	for _, n := range sortedKeys(adm.Queued) {
+	for _, n := range slices.Sorted(maps.Keys(adm.Queued)) {
 		out = append(out, c.Step(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
 	}
 	return out, ev
@@ -245,14 +236,5 @@ func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Ac
 	for _, a := range actions {
 		out = append(out, NodeAction{Node: node, RequestID: requestID, Action: a})
 	}
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

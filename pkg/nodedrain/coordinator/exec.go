@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -236,7 +237,7 @@ const maxPublishedBlockers = 50
 func (e *Engine) publish(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	// Statuses that failed to publish go first: the bus shows decisions in the order they were
 	// made (a FAILEDDRAIN that freed a slot before the COMPLETE of the node admitted into it).
-	for _, node := range sortedNodes(e.unpublished) {
+	for _, node := range slices.Sorted(maps.Keys(e.unpublished)) {
 		if d, ok := e.core.Drain(node); ok && node != st.Node {
 			e.publishOne(ctx, d.Status)
 		}
@@ -299,20 +300,11 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 }
 
 func (e *Engine) republish(ctx context.Context) {
-	for _, node := range sortedNodes(e.unpublished) {
+	for _, node := range slices.Sorted(maps.Keys(e.unpublished)) {
 		if d, ok := e.core.Drain(node); ok {
 			e.publishOne(ctx, d.Status)
 		}
 	}
-}
-
-func sortedNodes(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
