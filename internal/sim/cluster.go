@@ -292,6 +292,15 @@ func (c *cluster) liveFacts() ([]volumes.Volume, map[string]volumes.NodeState) {
 	return vols, states
 }
 
+// operatorUncordon is kubectl uncordon (which leaves edgedrain's annotation); what says so.
+func (c *cluster) operatorUncordon(n *node, what string) {
+	c.w.logf(what, n.name)
+	n.unschedulable, n.operatorCordon = false, false
+	c.lastUnsafe = c.w.now
+	n.rv++
+	c.reschedule()
+}
+
 // setAPI takes the API server down or up.
 func (c *cluster) setAPI(up bool) {
 	if up == c.apiUp {

@@ -181,21 +181,13 @@ func (s *Sim) apply(f Fault) {
 			n.rv++
 			back("operator uncordons", func() {
 				if n.operatorCordon {
-					w.logf("the operator uncordons %s again", n.name)
-					n.unschedulable, n.operatorCordon = false, false
-					cl.lastUnsafe = w.now
-					n.rv++
-					cl.reschedule()
+					cl.operatorUncordon(n, "the operator uncordons %s again")
 				}
 			})
 		}
 	case OperatorUncord:
 		if n := nodeAt(f.Target); n.exists && n.unschedulable {
-			w.logf("an operator uncordons %s (kubectl uncordon)", n.name)
-			n.unschedulable, n.operatorCordon = false, false
-			cl.lastUnsafe = w.now
-			n.rv++
-			cl.reschedule()
+			cl.operatorUncordon(n, "an operator uncordons %s (kubectl uncordon)")
 		}
 	case Withdraw:
 		n := nodeAt(f.Target)

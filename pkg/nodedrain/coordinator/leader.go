@@ -203,23 +203,20 @@ type trackedLock struct {
 
 // Create acquires the Lease, recording when.
 func (l *trackedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	l.sending()
-	start := time.Now()
-	err := l.Interface.Create(ctx, ler)
-	l.record(start, ler, err)
-	return err
+	return l.write(ctx, ler, l.Interface.Create)
 }
 
 // Update renews (or releases) the Lease, recording a renewal.
 func (l *trackedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	l.sending()
-	start := time.Now()
-	err := l.Interface.Update(ctx, ler)
-	l.record(start, ler, err)
-	return err
+	return l.write(ctx, ler, l.Interface.Update)
 }
 
-func (l *trackedLock) record(start time.Time, ler resourcelock.LeaderElectionRecord, err error) {
+// write performs a write of the Lease and records its outcome, timed from before it was sent.
+func (l *trackedLock) write(ctx context.Context, ler resourcelock.LeaderElectionRecord,
+	do func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	l.sending()
+	start := time.Now()
+	err := do(ctx, ler)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastErr, l.inflight = err, false
@@ -228,6 +225,7 @@ func (l *trackedLock) record(start time.Time, ler resourcelock.LeaderElectionRec
 	} else if err == nil {
 		l.renewed = time.Time{} // released
 	}
+	return err
 }
 
 // renewedWithin reports whether the Lease was last written by us less than d ago.
