@@ -519,7 +519,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			}
 			if !counted { // an attempt that reaches the API (an unanswered one is no attempt)
 				counted = true
-				s.countEviction(rid)
+				s.countEviction(rid, st.Attempt)
 			}
 			var blockers []nodedrain.Blocker
 			left := 0

@@ -77,7 +77,9 @@ type Sim struct {
 	published map[string][]nodedrain.DrainStatus
 	// commands, reboots count command runs and machine take-downs per request.
 	commands, reboots map[string]int
-	cordons, evicts   map[string]int
+	cordons, evicts   map[string]int // attempts per request's drain cycle (cycleKey)
+	evictions         map[string]map[int]bool
+	cycles            map[string]int
 	// downDeclared lists the requests whose node went down under a declared shutdown.
 	downDeclared map[string]bool
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
@@ -107,7 +109,8 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	w := &world{now: epoch, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
 		published: map[string][]nodedrain.DrainStatus{}, commands: map[string]int{}, reboots: map[string]int{},
-		cordons: map[string]int{}, evicts: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
+		cordons: map[string]int{}, evicts: map[string]int{},
+		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
 		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
 	cl := s.cluster
 	for g := range cfg.Groups {
@@ -261,7 +264,11 @@ func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 		return
 	}
 	if st.RequestID != "" {
-		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
+		prev := s.published[st.RequestID]
+		if st.Status == nodedrain.StatusStarting && (len(prev) == 0 || prev[len(prev)-1] != nodedrain.StatusStarting) {
+			s.cycles[st.RequestID]++
+		}
+		s.published[st.RequestID] = append(prev, st.Status)
 	}
 	limit := s.cfg.Policy.CordonAttempts // STARTING, FAILEDCORDON, and CORDONED right after the cordon
 	if st.Status == nodedrain.StatusDrainRetrying || st.Status == nodedrain.StatusFailedDrain {
@@ -283,10 +290,24 @@ func (s *Sim) onEvent(c *coord, st nodedrain.NodeDrainStatus) {
 	s.events[st.Node] = append(evs, st.Status)
 }
 
+// countCordon counts a cordon attempt of a request's drain cycle (see cycleKey).
 func (s *Sim) countCordon(rid string) {
-	s.cordons[rid]++
+	s.cordons[s.cycleKey(rid)]++
 }
 
-func (s *Sim) countEviction(rid string) {
-	s.evicts[rid]++
+// countEviction counts an eviction attempt of a request's drain cycle: attempt n redone after
+// the API went away in the middle of it is the same attempt.
+func (s *Sim) countEviction(rid string, n int) {
+	k := s.cycleKey(rid)
+	if s.evictions[k] == nil {
+		s.evictions[k] = map[int]bool{}
+	}
+	s.evictions[k][n] = true
+	s.evicts[k] = len(s.evictions[k])
+}
+
+// cycleKey names a request's current drain cycle: an admission, or a cordon again after someone
+// uncordoned the node during the drain, starts one with a full budget of attempts (STARTING).
+func (s *Sim) cycleKey(rid string) string {
+	return fmt.Sprintf("%s (cycle %d)", rid, s.cycles[rid])
 }
