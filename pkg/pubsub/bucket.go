@@ -209,15 +209,9 @@ func (b *Bucket[T]) DecodeErrorCount() uint64 { return b.decodeCount.Load() }
 
 // Publish stores v as the current value of key and returns its revision.
 func (b *Bucket[T]) Publish(ctx context.Context, key string, v T) (uint64, error) {
-	if err := ValidKey(key); err != nil {
-		return 0, fmt.Errorf("publish %s: %w", b.name, err)
-	}
-	data, err := b.codec.Encode(v)
+	data, err := b.encode(key, v)
 	if err != nil {
-		return 0, fmt.Errorf("publish %s/%s: %w: %w", b.name, key, ErrEncode, err)
-	}
-	if b.maxValueSize > 0 && len(data) > int(b.maxValueSize) {
-		return 0, fmt.Errorf("publish %s/%s: %d bytes, limit %d: %w", b.name, key, len(data), b.maxValueSize, ErrValueTooLarge)
+		return 0, err
 	}
 	rev, err := b.kv.Put(ctx, key, data)
 	if err != nil {
@@ -232,12 +226,9 @@ func (b *Bucket[T]) Publish(ctx context.Context, key string, v T) (uint64, error
 // writer that fences itself this way learns that somebody else has written. It assumes the
 // bucket's subjects are its own ($KV.<bucket>.<key>: no JetStream domain prefix, no mirror).
 func (b *Bucket[T]) PublishIfLast(ctx context.Context, key string, v T, last uint64) (uint64, error) {
-	if err := ValidKey(key); err != nil {
-		return 0, fmt.Errorf("publish %s: %w", b.name, err)
-	}
-	data, err := b.codec.Encode(v)
+	data, err := b.encode(key, v)
 	if err != nil {
-		return 0, fmt.Errorf("publish %s/%s: %w: %w", b.name, key, ErrEncode, err)
+		return 0, err
 	}
 	ack, err := b.js.Publish(ctx, "$KV."+b.name+"."+key, data, jetstream.WithExpectLastSequence(last))
 	if err != nil {
@@ -249,6 +240,21 @@ func (b *Bucket[T]) PublishIfLast(ctx context.Context, key string, v T, last uin
 		return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
 	}
 	return ack.Sequence, nil
+}
+
+// encode checks key and encodes v for it, within the bucket's value size limit.
+func (b *Bucket[T]) encode(key string, v T) ([]byte, error) {
+	if err := ValidKey(key); err != nil {
+		return nil, fmt.Errorf("publish %s: %w", b.name, err)
+	}
+	data, err := b.codec.Encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s/%s: %w: %w", b.name, key, ErrEncode, err)
+	}
+	if b.maxValueSize > 0 && len(data) > int(b.maxValueSize) {
+		return nil, fmt.Errorf("publish %s/%s: %d bytes, limit %d: %w", b.name, key, len(data), b.maxValueSize, ErrValueTooLarge)
+	}
+	return data, nil
 }
 
 // Unpublish removes key's value; watchers that were given a value for key

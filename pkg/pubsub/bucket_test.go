@@ -101,6 +101,8 @@ func TestBucketValueTooLarge(t *testing.T) {
 	_, _, b := setup(t, "small", pubsub.BucketConfig{MaxValueSize: 100})
 	_, err := b.Publish(testCtx(t), "node-1", record{S: strings.Repeat("x", 200)})
 	require.ErrorIs(t, err, pubsub.ErrValueTooLarge)
+	_, err = b.PublishIfLast(testCtx(t), "node-1", record{S: strings.Repeat("x", 200)}, 0)
+	require.ErrorIs(t, err, pubsub.ErrValueTooLarge, "the fenced write has the same limit")
 }
 
 func TestOpenBucketConfig(t *testing.T) {
