@@ -213,7 +213,6 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 	if byBus {
 		s.checkS1(a, x.RequestID)
 	}
-	s.commands[x.RequestID]++
 	goesDown := x.Operation != agent.OpUpdate || s.cfg.AgentPolicy.UpdateReboots
 	fails := s.w.chance(s.cfg.CommandFailure)
 	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {

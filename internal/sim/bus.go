@@ -17,7 +17,6 @@ import (
 var (
 	errBusDown    = errors.New("nats: no servers available (simulated outage)")
 	errBusTimeout = errors.New("nats: timeout (simulated lost reply)")
-	errBusWrongRv = errors.New("nats: wrong last sequence (simulated)")
 )
 
 // revision is one put (val != nil) or delete (val == nil) of a key.

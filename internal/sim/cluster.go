@@ -39,7 +39,6 @@ type node struct {
 	// operatorCordon: an operator cordoned the node (not edgedrain).
 	operatorCordon bool
 	// downUndrained records pods lost when the machine went down.
-	lostPods int
 	// evictionRequested is the Longhorn node's eviction request made by the gate (work the gate
 	// holds for the node's drain).
 	evictionRequested bool
@@ -86,10 +85,10 @@ type cluster struct {
 	groups []*group
 	vols   []*volume
 	apiUp  bool
-	// apiDownAt is when the API went down (zero while up); frozen is the volume facts then
+	// apiUpAt is when the API came back last; frozen is the volume facts when it went down
 	// (what the gate's caches hold during the outage). apiDownSeen is when it went down as a
 	// probe sees it: an earlier outage's start if it was back for less than probePeriod since.
-	apiDownAt, apiUpAt, apiDownSeen time.Time
+	apiUpAt, apiDownSeen time.Time
 	// lastUnsafe is when something made a drained node less safe behind edgedrain's back: a copy of
 	// data lost (a machine down, a replica failed, a kubelet gone) or an operator's uncordon.
 	lastUnsafe time.Time
@@ -228,9 +227,6 @@ func (c *cluster) machineDown(n *node) {
 	n.up, n.ready = false, false
 	c.lastUnsafe = c.w.now
 	for _, p := range c.podsOn(n.name) {
-		if !p.deleting {
-			n.lostPods++
-		}
 		delete(c.pods, p.name)
 		if !p.deleting {
 			c.place(c.group(p.group))
@@ -308,12 +304,11 @@ func (c *cluster) setAPI(up bool) {
 	}
 	if !up {
 		c.frozen, c.frozenN = c.liveFacts()
-		c.apiDownAt = c.w.now
 		if c.w.now.Sub(c.apiUpAt) >= probePeriod || c.apiDownSeen.IsZero() {
 			c.apiDownSeen = c.w.now
 		}
 	} else {
-		c.apiDownAt, c.apiUpAt = time.Time{}, c.w.now
+		c.apiUpAt = c.w.now
 	}
 	c.apiUp = up
 }

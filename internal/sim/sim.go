@@ -75,11 +75,11 @@ type Sim struct {
 	// published maps a request ID to the statuses published for it by a coordinator that held
 	// the Lease at the time.
 	published map[string][]nodedrain.DrainStatus
-	// commands, reboots count command runs and machine take-downs per request.
-	commands, reboots map[string]int
-	cordons, evicts   map[string]int // attempts per request's drain cycle (cycleKey)
-	evictions         map[string]map[int]bool
-	cycles            map[string]int
+	// reboots counts machine take-downs per request.
+	reboots         map[string]int
+	cordons, evicts map[string]int // attempts per request's drain cycle (cycleKey)
+	evictions       map[string]map[int]bool
+	cycles          map[string]int
 	// downDeclared lists the requests whose node went down under a declared shutdown.
 	downDeclared map[string]bool
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
@@ -90,7 +90,7 @@ type Sim struct {
 	outages, fenced int
 	// events is the sequence of statuses announced with an Event, per node.
 	events map[string][]nodedrain.DrainStatus
-	// updates counts successful update commands per node; updateWanted the update sentinel's time.
+	// updatesOK is when each node's update command last succeeded.
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
 	strandedSince map[string]time.Time
@@ -108,7 +108,7 @@ type Sim struct {
 func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	w := &world{now: epoch, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
-		published: map[string][]nodedrain.DrainStatus{}, commands: map[string]int{}, reboots: map[string]int{},
+		published: map[string][]nodedrain.DrainStatus{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{},
 		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
 		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
@@ -142,7 +142,6 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	}
 	w.after(time.Second, "longhorn", longhorn)
 	for _, f := range plan {
-		f := f
 		w.at(epoch.Add(f.At), f.String(), func() { s.apply(f) })
 	}
 	w.at(epoch.Add(cfg.Active), "quiet", func() { s.heal() })
