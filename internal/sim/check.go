@@ -25,7 +25,7 @@ const strandedFor = 90 * time.Second
 func (s *Sim) checkS1(a *agentProc, rid string) {
 	ok := false
 	for _, st := range s.published[rid] {
-		if st == nodedrain.StatusComplete || st == nodedrain.StatusNotSupported {
+		if st.Clears() {
 			ok = true
 		}
 	}
@@ -40,7 +40,7 @@ func (s *Sim) checkS1(a *agentProc, rid string) {
 	found := false
 	for i := len(revs) - 1; i >= 0; i-- {
 		st, isStatus := revs[i].val.(nodedrain.NodeDrainStatus)
-		if isStatus && st.RequestID == rid && (st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) {
+		if isStatus && st.RequestID == rid && st.Status.Clears() {
 			found = true
 			validUntil = s.w.now
 			if i+1 < len(revs) {

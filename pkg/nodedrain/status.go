@@ -41,6 +41,11 @@ func (s DrainStatus) String() string { return statusSpec.String(int(s)) }
 // IsValid reports whether s is one of the statuses 0..9.
 func (s DrainStatus) IsValid() bool { return statusSpec.valid(int(s)) }
 
+// Clears reports whether s lets the agent run its operation (COMPLETE or NOTSUPPORTED).
+func (s DrainStatus) Clears() bool {
+	return s == StatusComplete || s == StatusNotSupported
+}
+
 // Failed reports whether s is a final failure (FAILEDCORDON or FAILEDDRAIN).
 func (s DrainStatus) Failed() bool {
 	return s == StatusFailedCordon || s == StatusFailedDrain

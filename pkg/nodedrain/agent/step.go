@@ -276,7 +276,7 @@ func (s *stepper) pending(edge bool) {
 	switch {
 	case v.Status == nodedrain.StatusUnknown:
 		return
-	case v.Source == SourceOverride && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
+	case overrideClears(v):
 		s.clear(v)
 	case v.Source == SourceOverride && v.Status.Failed():
 		s.failed(v)
@@ -317,7 +317,7 @@ func (s *stepper) deferred(edge bool) {
 		s.m.RepublishAt = time.Time{} // answered: nothing to publish again
 	}
 	switch {
-	case ours && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
+	case ours && v.Status.Clears():
 		s.clear(v)
 	case ours && v.Status.Failed():
 		s.failed(v)
@@ -343,7 +343,7 @@ const republishAfter = 30 * time.Second
 
 // overrideClears reports whether v is an operator's override that lets the operation run.
 func overrideClears(v View) bool {
-	return v.Source == SourceOverride && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported)
+	return v.Source == SourceOverride && v.Status.Clears()
 }
 
 // stillCleared checks, while the command waits to run (or to run again), that the bus still
@@ -363,7 +363,7 @@ func (s *stepper) stillCleared(edge bool) {
 		s.clear(v)
 		s.m.State.RetryAt = retry
 	case v.Source == SourceOverride:
-	case v.RequestID == st.RequestID && (v.Status == nodedrain.StatusComplete || v.Status == nodedrain.StatusNotSupported):
+	case v.RequestID == st.RequestID && v.Status.Clears():
 	case v.RequestID == st.RequestID && v.Status == nodedrain.StatusNotRequested:
 		s.cancelled()
 	default:
@@ -393,8 +393,7 @@ func (s *stepper) statusRead(e EvStatusRead) {
 			s.m.Bus = &c
 		}
 	}
-	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID &&
-		(c.Status == nodedrain.StatusComplete || c.Status == nodedrain.StatusNotSupported) {
+	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() {
 		s.m.Confirmed = c.RequestID
 		return
 	}
