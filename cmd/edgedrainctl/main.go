@@ -90,6 +90,10 @@ func open(ctx context.Context, nats cli.NATSFlags) (*buckets, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := pubsub.WaitConnected(ctx, nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("connect to %s: %w", nats.URLs, err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()

@@ -32,8 +32,10 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		s.apiUnreachable(e)
 	case EvPublishFailed:
 		if s.d.Status.Status == StatusComplete && s.d.Request != nil {
+			// After a pause: a bus that refuses writes at once must not turn this into a loop of
+			// gate checks and Node reads.
 			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
-			s.start(OpFinalGate, 0)
+			s.retry(OpFinalGate, 0, s.p.GateRecheck)
 		}
 	}
 	return s.d, s.actions

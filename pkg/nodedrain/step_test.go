@@ -489,3 +489,16 @@ func TestWithdrawAfterAPIUnreachableCompleteUncordons(t *testing.T) {
 	require.False(t, r.d.Status.CordonedByUs)
 	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
 }
+
+// A COMPLETE that could not be published is checked again (volumes, cordon) after GateRecheck,
+// not at once: a bus that refuses writes immediately must not make a loop of checks.
+func TestUnpublishedCompleteIsCheckedAgainAfterAPause(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r.ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon).expect(StatusComplete)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	assert.Equal(t, OpFinalGate, r.d.RetryOp)
+	assert.Equal(t, r.now.Add(r.p.GateRecheck), r.d.RetryAt)
+	r.fire().expect(StatusCordoned, OpFinalGate)
+	r.ok(OpFinalGate).ok(OpCheckCordon).expect(StatusComplete)
+}

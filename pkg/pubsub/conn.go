@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -91,7 +92,8 @@ func (o ConnectOptions) Validate() error {
 
 // Connect validates opts and connects to NATS. It returns at once even when no
 // server is reachable yet: the connection keeps retrying in the background,
-// forever, and requests made meanwhile fail with timeouts until it is up.
+// forever, and requests made meanwhile fail at once until it is up (there is
+// no reconnect buffer); WaitConnected waits for it.
 // Disconnects, reconnects and the final close are logged once each.
 func Connect(opts ConnectOptions) (*nats.Conn, error) {
 	if err := opts.Validate(); err != nil {
@@ -189,6 +191,21 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 		log.WithField("url", configured).Warn("nats not reachable yet; retrying in the background")
 	}
 	return nc, nil
+}
+
+// WaitConnected waits until nc is connected, or ctx ends (its error then).
+func WaitConnected(ctx context.Context, nc *nats.Conn) error {
+	status := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(status)
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nats: not connected: %w", ctx.Err())
+		case <-status:
+		case <-time.After(100 * time.Millisecond): // a connect that happened before the listener
+		}
+	}
+	return nil
 }
 
 // Connected reports whether nc is currently connected to a server; it is

@@ -1,6 +1,7 @@
 package pubsub_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -86,11 +87,15 @@ func TestConnectBeforeServerStarts(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second, "Connect must not wait for the server")
 	require.False(t, pubsub.Connected(nc))
 	require.False(t, pubsub.Connected(nil))
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, pubsub.WaitConnected(short, nc), context.DeadlineExceeded)
 
 	restarted, err := pubsub.StartEmbedded(cfg)
 	require.NoError(t, err)
 	t.Cleanup(restarted.Shutdown)
-	require.Eventually(t, func() bool { return pubsub.Connected(nc) }, eventTimeout, 10*time.Millisecond)
+	require.NoError(t, pubsub.WaitConnected(testCtx(t), nc), "WaitConnected returns once the server is up")
+	require.True(t, pubsub.Connected(nc))
 }
 
 // Each connection event is logged once, with the server URL.

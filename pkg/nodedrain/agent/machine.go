@@ -153,7 +153,10 @@ type Machine struct {
 	// BusKnown says the status watch has delivered its snapshot, so a nil Bus means "none published".
 	BusKnown bool
 	// Override is the forced status from the override file; nil when there is none.
-	Override *nodedrain.StatusOverride
+	// OverrideAt is when the last one arrived, WithdrawnAt when the bus first said the current
+	// request was withdrawn: the later of the two decides for an operation waiting to run.
+	Override                *nodedrain.StatusOverride
+	OverrideAt, WithdrawnAt time.Time
 	// BusSynced says the bus is known to hold what State.OnBus asks for; BusRetryAt is when a
 	// failed publish or withdrawal is tried again (zero while one is under way); BusFailures
 	// counts the failures in a row.

@@ -31,11 +31,7 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	case EvBusStatus:
 		// The watch delivers in order; a lower revision means the bucket was replaced (a server
 		// back without its store) and the watch read every key again: take it.
-		s.m.Bus, s.m.BusRevision = nil, e.Revision
-		if e.Status != nil {
-			c := *e.Status
-			s.m.Bus = &c
-		}
+		s.takeBus(e.Status, e.Revision)
 		edge = s.m.BusKnown
 	case EvBusSnapshot:
 		s.m.BusKnown, edge = true, true
@@ -45,7 +41,7 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		s.m.Override = nil
 		if e.Override != nil {
 			c := *e.Override
-			s.m.Override = &c
+			s.m.Override, s.m.OverrideAt = &c, s.now
 		}
 	case EvCommandDone:
 		s.commandDone(e)
@@ -350,6 +346,11 @@ func overrideClears(v View) bool {
 // clears it; a withdrawal by someone else cancels it, anything else defers it again.
 func (s *stepper) stillCleared(edge bool) {
 	st := s.m.State
+	// edgedrainctl withdraw cancels it, unless an operator's override came after the withdrawal.
+	if s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
+		s.cancelled()
+		return
+	}
 	if strings.HasPrefix(st.ClearedBy, "override") {
 		return
 	}
@@ -362,11 +363,8 @@ func (s *stepper) stillCleared(edge bool) {
 		retry := st.RetryAt
 		s.clear(v)
 		s.m.State.RetryAt = retry
-	case v.Source == SourceOverride:
-	case v.RequestID == st.RequestID && v.Status.Clears():
-	case v.RequestID == st.RequestID && v.Status == nodedrain.StatusNotRequested:
-		s.cancelled()
-	default:
+	case v.Source == SourceBus && v.RequestID == st.RequestID && v.Status.Clears():
+	default: // the bus, or an operator's override, holds it back
 		s.m.State.Phase, s.m.Confirmed, s.m.ConfirmRetryAt = PhaseDeferred, "", time.Time{}
 		s.report(LevelWarn, "the status for request %s is %s again (%s): the %s waits again", st.RequestID, v.Status, v.Message, st.Operation)
 		s.deferred(edge)
@@ -387,11 +385,7 @@ func (s *stepper) statusRead(e EvStatusRead) {
 	// agent had before asking means the bucket was replaced: the read is the truth then.
 	newerDelivered := s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision
 	if !newerDelivered {
-		s.m.Bus, s.m.BusRevision = nil, e.Revision
-		if e.Status != nil {
-			c := *e.Status
-			s.m.Bus = &c
-		}
+		s.takeBus(e.Status, e.Revision)
 	}
 	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() {
 		s.m.Confirmed = c.RequestID
@@ -400,6 +394,26 @@ func (s *stepper) statusRead(e EvStatusRead) {
 	// Not confirmed: unless the answer moves the operation on, ask again only after a while
 	// (no loop of reads while something else, e.g. an override, keeps it cleared).
 	s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
+}
+
+// takeBus takes st (nil: none published) at rev as the node's status on the bus, noting when
+// the current request was first seen withdrawn (NOTREQUESTED naming it).
+func (s *stepper) takeBus(st *nodedrain.NodeDrainStatus, rev uint64) {
+	was := s.withdrawnOnBus()
+	s.m.Bus, s.m.BusRevision = nil, rev
+	if st != nil {
+		c := *st
+		s.m.Bus = &c
+	}
+	if !was && s.withdrawnOnBus() {
+		s.m.WithdrawnAt = s.now
+	}
+}
+
+// withdrawnOnBus reports whether the bus says the current request was withdrawn.
+func (s *stepper) withdrawnOnBus() bool {
+	b := s.m.Bus
+	return b != nil && s.m.State.RequestID != "" && b.RequestID == s.m.State.RequestID && b.Status == nodedrain.StatusNotRequested
 }
 
 // cancelled ends the operation because its request was withdrawn by someone else (edgedrainctl

@@ -421,35 +421,52 @@ func TestStepOlderReadDoesNotRollBack(t *testing.T) {
 }
 
 // Regression (simulation, seed 17841): the reboot command returned but the node never went down;
-// meanwhile an operator wrote a COMPLETE override and the request was withdrawn on the bus. The
-// rerun asked the bus to confirm, the bus could not (NOTREQUESTED), the override kept the agent
-// cleared, and it read the status again at once, forever. The operator's COMPLETE now clears the
-// rerun (and is consumed); an unconfirming read is not repeated before BusRetry.
-func TestStepRerunAfterFailedRebootTakesTheOverride(t *testing.T) {
+// meanwhile an operator wrote a COMPLETE override and the request was withdrawn on the bus
+// (edgedrainctl withdraw). The rerun waited for a bus confirmation that could never come while
+// the override kept it cleared, and read the status again at once, forever. Now the later of the
+// two decides: a withdrawal after the override cancels; an override after the withdrawal reruns
+// the command (and is consumed).
+func TestStepRerunAfterFailedRebootLaterOfOverrideAndWithdrawalDecides(t *testing.T) {
 	p := testPolicy()
-	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
-		now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"}),
-		now(override(nodedrain.StatusComplete, 0)), now(status(nodedrain.StatusNotRequested, "r1"))}))
-	require.Equal(t, []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1"}, got)
-	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	waitingBoot := seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"})})
+	overrideThenWithdraw := seq(waitingBoot, []step{at(time.Second, override(nodedrain.StatusComplete, 0)),
+		at(time.Second, status(nodedrain.StatusNotRequested, "r1"))})
+	withdrawThenOverride := seq(waitingBoot, []step{at(time.Second, status(nodedrain.StatusNotRequested, "r1")),
+		at(time.Second, override(nodedrain.StatusComplete, 0))})
 
-	m, clock, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
+	m, clock, _ := play(t, fresh(), overrideThenWithdraw)
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{}), at(time.Hour, EvTimer{})})
+	assert.Equal(t, []string{"command-failed #1", "withdraw"}, summaries(acts), "the withdrawal came last: cancelled")
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+
+	m, clock, _ = play(t, fresh(), withdrawThenOverride)
+	m, clock, acts = playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
 	assert.Equal(t, []string{"command-failed #1", "remove-override"}, summaries(acts))
 	assert.Equal(t, "override COMPLETE", m.State.ClearedBy)
 	_, _, acts = playFrom(t, m, clock, p, []step{at(time.Hour, EvTimer{})})
-	assert.Equal(t, []string{"run reboot r1 #2"}, summaries(acts), "rerun on the operator's COMPLETE, no read loop")
+	assert.Equal(t, []string{"run reboot r1 #2"}, summaries(acts), "the override came last: the command runs again, no read loop")
 }
 
-// A read that does not confirm, while nothing moves the operation on (an override holds it
-// cleared), is asked again only after BusRetry: no loop of reads.
+// A confirming read that neither confirms nor moves the operation on (a status UNKNOWN naming
+// the request) is asked again only after BusRetry: no loop of reads.
 func TestStepUnconfirmingReadIsNotRepeatedAtOnce(t *testing.T) {
 	p := testPolicy()
-	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
-		now(override(nodedrain.StatusRequested, 0))}))
+	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1"))}))
 	require.Equal(t, []string{"withdraw", "accepted", "publish r1", "read"}, got)
-	m, clock, acts := playFrom(t, m, clock, p, []step{now(read(nodedrain.StatusCordoned, "r1"))})
+	m, clock, acts := playFrom(t, m, clock, p, []step{now(read(nodedrain.StatusUnknown, "r1"))})
 	require.Equal(t, PhaseCleared, m.State.Phase)
 	assert.NotContains(t, summaries(acts), "read", "read again at once")
 	_, _, acts = playFrom(t, m, clock, p, []step{at(p.BusRetry, EvTimer{})})
 	assert.Contains(t, summaries(acts), "read", "never read again")
+}
+
+// Once cleared, an operator's override that holds the operation back (REQUESTED) sends it back
+// to waiting, as before it was cleared; the bus's COMPLETE does not run it past the override.
+func TestStepHoldOverrideAfterClearanceWaits(t *testing.T) {
+	m, _, got := play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
+		now(override(nodedrain.StatusRequested, 0)), now(read(nodedrain.StatusComplete, "r1"))}))
+	assert.Equal(t, PhaseDeferred, m.State.Phase)
+	assert.NotContains(t, got, "run reboot r1 #1")
 }
