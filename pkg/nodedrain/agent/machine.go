@@ -153,8 +153,10 @@ type Machine struct {
 	// BusKnown says the status watch has delivered its snapshot, so a nil Bus means "none published".
 	BusKnown bool
 	// Override is the forced status from the override file; nil when there is none.
-	// OverrideAt is when the last one arrived, WithdrawnAt when the bus first said the current
-	// request was withdrawn: the later of the two decides for an operation waiting to run.
+	// OverrideAt is when the last override that lets the current operation run arrived,
+	// WithdrawnAt when the bus first said the current request was withdrawn: the later of the two
+	// decides for an operation waiting to run. Both are lost with a restart (a withdrawal then
+	// counts as the later one: the operation is cancelled, not run).
 	Override                *nodedrain.StatusOverride
 	OverrideAt, WithdrawnAt time.Time
 	// BusSynced says the bus is known to hold what State.OnBus asks for; BusRetryAt is when a

@@ -41,7 +41,10 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		s.m.Override = nil
 		if e.Override != nil {
 			c := *e.Override
-			s.m.Override, s.m.OverrideAt = &c, s.now
+			s.m.Override = &c
+			if overrideClears(s.m.Effective()) { // an operator's go-ahead for this operation
+				s.m.OverrideAt = s.now
+			}
 		}
 	case EvCommandDone:
 		s.commandDone(e)
@@ -346,12 +349,9 @@ func overrideClears(v View) bool {
 // clears it; a withdrawal by someone else cancels it, anything else defers it again.
 func (s *stepper) stillCleared(edge bool) {
 	st := s.m.State
-	// edgedrainctl withdraw cancels it, unless an operator's override came after the withdrawal.
+	// edgedrainctl withdraw cancels it, unless an operator's go-ahead came after the withdrawal.
 	if s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
 		s.cancelled()
-		return
-	}
-	if strings.HasPrefix(st.ClearedBy, "override") {
 		return
 	}
 	v := s.m.Effective()
@@ -363,6 +363,8 @@ func (s *stepper) stillCleared(edge bool) {
 		retry := st.RetryAt
 		s.clear(v)
 		s.m.State.RetryAt = retry
+	case v.Source != SourceOverride && strings.HasPrefix(st.ClearedBy, "override"):
+		// Cleared by an operator's override (consumed since): the bus does not hold it back.
 	case v.Source == SourceBus && v.RequestID == st.RequestID && v.Status.Clears():
 	default: // the bus, or an operator's override, holds it back
 		s.m.State.Phase, s.m.Confirmed, s.m.ConfirmRetryAt = PhaseDeferred, "", time.Time{}
@@ -420,6 +422,12 @@ func (s *stepper) withdrawnOnBus() bool {
 // withdraw): it is not run; a sentinel that asked for it asks again only when it changes.
 func (s *stepper) cancelled() {
 	st := s.m.State
+	if v := s.m.Effective(); overrideClears(v) && v.Status == nodedrain.StatusComplete {
+		// An operator's COMPLETE for this operation, older than the withdrawal: it goes with the
+		// operation, or it would let the next one run without a drain.
+		s.m.Override = nil
+		s.actions = append(s.actions, RemoveOverride{})
+	}
 	s.finish(fmt.Sprintf("request %s was withdrawn by someone else (edgedrainctl withdraw): the %s is cancelled; ask again to run it",
 		st.RequestID, st.Operation))
 }

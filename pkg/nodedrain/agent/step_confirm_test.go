@@ -437,9 +437,12 @@ func TestStepRerunAfterFailedRebootLaterOfOverrideAndWithdrawalDecides(t *testin
 
 	m, clock, _ := play(t, fresh(), overrideThenWithdraw)
 	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
-	m, _, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{}), at(time.Hour, EvTimer{})})
-	assert.Equal(t, []string{"command-failed #1", "withdraw"}, summaries(acts), "the withdrawal came last: cancelled")
+	m, clock, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{}), at(time.Hour, EvTimer{})})
+	assert.Equal(t, []string{"command-failed #1", "remove-override", "withdraw"}, summaries(acts),
+		"the withdrawal came last: cancelled, and the operator's COMPLETE goes with the operation")
 	assert.Equal(t, PhaseIdle, m.State.Phase)
+	_, _, acts = playFrom(t, m, clock, p, []step{now(trigger(OpUpdate, "u1"))})
+	assert.NotContains(t, summaries(acts), "run update u1 #1", "the next operation ran without a drain")
 
 	m, clock, _ = play(t, fresh(), withdrawThenOverride)
 	m, clock, acts = playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
@@ -469,4 +472,18 @@ func TestStepHoldOverrideAfterClearanceWaits(t *testing.T) {
 		now(override(nodedrain.StatusRequested, 0)), now(read(nodedrain.StatusComplete, "r1"))}))
 	assert.Equal(t, PhaseDeferred, m.State.Phase)
 	assert.NotContains(t, got, "run reboot r1 #1")
+}
+
+// An operation cleared by an operator's override, withdrawn afterwards: an override that does not
+// let it run (REQUESTED), written after the withdrawal, does not revive it.
+func TestStepHoldOverrideAfterWithdrawalDoesNotRerun(t *testing.T) {
+	p := testPolicy()
+	m, clock, got := play(t, fresh(), seq(deferredReboot, []step{now(override(nodedrain.StatusComplete, 0)),
+		now(EvCommandDone{RequestID: "r1"}), at(time.Second, status(nodedrain.StatusNotRequested, "r1")),
+		at(time.Second, override(nodedrain.StatusRequested, 0))}))
+	require.Equal(t, []string{"withdraw", "accepted", "publish r1", "remove-override", "run reboot r1 #1"}, got)
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	_, _, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{}), at(time.Hour, EvTimer{})})
+	assert.NotContains(t, summaries(acts), "run reboot r1 #2")
+	assert.Contains(t, summaries(acts), "withdraw", "cancelled")
 }
