@@ -102,11 +102,14 @@ func (o *outage) hold(ctx context.Context, retry time.Duration) {
 		gctx, cancel := context.WithTimeout(ctx, retry)
 		_, _, err := o.lock.Get(gctx)
 		cancel()
-		if ctx.Err() == nil && !leaseUnreachable(err) {
+		switch {
+		case ctx.Err() != nil: // the term ended meanwhile
+			o.stop()
+			return
+		case !leaseUnreachable(err):
 			o.leave("the Kubernetes API answers again")
 			return
-		}
-		if ctx.Err() != nil || !o.active() {
+		case !o.active():
 			o.leave("outage mode over")
 			return
 		}
