@@ -50,6 +50,10 @@ type EmbeddedConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept connections;
 	// zero means DefaultReadyTimeout, negative is invalid.
 	ReadyTimeout time.Duration
+	// Authentication decides every client connection and the permissions it
+	// gets (the coordinator passes busauth's). Nil lets anyone connect with
+	// every right: only tests and tools on loopback may do that.
+	Authentication server.Authentication
 }
 
 // Validate reports the first problem with c, wrapping ErrInvalidConfig.
@@ -105,7 +109,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 		NoSigs:             true,
 		// No monitoring, cluster, leafnode or gateway listeners.
-		HTTPPort: 0,
+		HTTPPort:                   0,
+		CustomClientAuthentication: cfg.Authentication,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
