@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -54,6 +55,13 @@ type EmbeddedConfig struct {
 	// gets (the coordinator passes busauth's). Nil lets anyone connect with
 	// every right: only tests and tools on loopback may do that.
 	Authentication server.Authentication
+	// TLSCertFile and TLSKeyFile are the PEM server certificate (with any
+	// intermediates after it) and its private key, e.g. tls.crt and tls.key
+	// of a kubernetes.io/tls Secret; set both or neither. With them the
+	// listener speaks TLS only: plain-text clients are refused. The files are
+	// read again at a handshake after they change (a renewed Secret); a
+	// change that does not load keeps the certificate served before.
+	TLSCertFile, TLSKeyFile string
 }
 
 // Validate reports the first problem with c, wrapping ErrInvalidConfig.
@@ -69,6 +77,8 @@ func (c EmbeddedConfig) Validate() error {
 		return fmt.Errorf("embedded nats: negative max store %d: %w", c.MaxStore, ErrInvalidConfig)
 	case c.ReadyTimeout < 0:
 		return fmt.Errorf("embedded nats: negative ready timeout %s: %w", c.ReadyTimeout, ErrInvalidConfig)
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return fmt.Errorf("embedded nats: TLS certificate and key must be set together: %w", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -81,10 +91,20 @@ type Embedded struct {
 }
 
 // StartEmbedded starts a NATS server with JetStream in this process and waits
-// until it accepts client connections, at most cfg.ReadyTimeout.
+// until it accepts client connections, at most cfg.ReadyTimeout. TLS files that
+// cannot be read or do not hold a matching certificate and key are an error
+// wrapping ErrInvalidConfig.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	logger := &serverLogger{log: loggerOrDiscard(cfg.Logger).WithField("component", "nats-server")}
+	var tlsConfig *tls.Config
+	if cfg.TLSCertFile != "" {
+		var err error
+		if tlsConfig, err = serverTLS(cfg.TLSCertFile, cfg.TLSKeyFile, logger.log); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Host == "" {
 		cfg.Host = DefaultEmbeddedHost
@@ -111,12 +131,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		// No monitoring, cluster, leafnode or gateway listeners.
 		HTTPPort:                   0,
 		CustomClientAuthentication: cfg.Authentication,
+		TLSConfig:                  tlsConfig, // nil: plain text
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats on %s: %w", cfg.StoreDir, err)
 	}
-	logger := &serverLogger{log: loggerOrDiscard(cfg.Logger).WithField("component", "nats-server")}
 	srv.SetLoggerV2(logger, false, false, false)
 
 	go srv.Start()
@@ -150,14 +170,18 @@ func waitReady(srv *server.Server, logger *serverLogger, timeout time.Duration) 
 }
 
 // ClientURL returns the URL clients in this process or on this machine
-// connect to, e.g. "nats://127.0.0.1:4222" (loopback when the server listens
-// on all addresses).
+// connect to, e.g. "nats://127.0.0.1:4222", or "tls://…" when the listener
+// speaks TLS (loopback when the server listens on all addresses).
 func (e *Embedded) ClientURL() string {
 	host := e.cfg.Host
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "nats://" + net.JoinHostPort(host, strconv.Itoa(e.cfg.Port))
+	scheme := "nats://"
+	if e.cfg.TLSCertFile != "" {
+		scheme = "tls://"
+	}
+	return scheme + net.JoinHostPort(host, strconv.Itoa(e.cfg.Port))
 }
 
 // Port returns the client port the server listens on (the picked one when
