@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/internal/ratelog"
 )
 
 // Backoff between attempts to re-create a broken watch.
@@ -50,6 +52,8 @@ type Watcher[T any] struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	resumes atomic.Uint64
+	// warnings samples the log lines about single payloads; the metric counts them all.
+	warnings ratelog.Limiter
 
 	mu  sync.Mutex
 	err error
@@ -241,8 +245,8 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			}
 			for _, ev := range apply(st, w.b, e) {
 				if ev.Kind == EventDecodeError {
-					// The caller gets the event and the metric; log quietly.
-					w.log.WithError(ev.Err).WithField("key", ev.Key).Debug("undecodable payload")
+					// The caller gets the event and the metric; log quietly, and a sample only.
+					w.warnings.Logger("undecodable", w.log).WithError(ev.Err).WithField("key", ev.Key).Debug("undecodable payload")
 				}
 				select {
 				case w.events <- ev:

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
+	"github.com/edgedrain/edgedrain/internal/ratelog"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -45,6 +46,9 @@ type bus struct {
 	metrics *Metrics
 	ops     chan busOp
 	out     chan<- Event
+
+	// warnings samples the warnings about single status payloads; metrics count them all.
+	warnings ratelog.Limiter
 }
 
 func newBus(js jetstream.JetStream, node string, log logrus.FieldLogger, m *Metrics, out chan<- Event) *bus {
@@ -192,7 +196,7 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 		case pubsub.EventPut:
 			if ev.Value.Node != b.node {
 				b.metrics.BusDecodeErrors.Inc()
-				b.log.WithField("status", ev.Value.Status).Warnf("ignoring a drain status for node %q published under this node's key", ev.Value.Node)
+				b.warnings.Logger("status-wrong-node", b.log).WithField("status", ev.Value.Status).Warnf("ignoring a drain status for node %q published under this node's key", ev.Value.Node)
 				continue
 			}
 			st := ev.Value
@@ -202,7 +206,7 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 		case pubsub.EventSnapshotDone:
 			b.send(ctx, EvBusSnapshot{})
 		case pubsub.EventDecodeError:
-			b.log.WithError(ev.Err).Warn("ignoring a drain status for this node that does not decode")
+			b.warnings.Logger("status-undecodable", b.log).WithError(ev.Err).Warn("ignoring a drain status for this node that does not decode")
 		}
 	}
 	if err := w.Err(); err != nil && ctx.Err() == nil {

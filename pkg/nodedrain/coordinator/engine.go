@@ -13,6 +13,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/edgedrain/edgedrain/internal/ratelog"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -39,6 +40,9 @@ type Engine struct {
 	timer        *time.Timer
 	stopRun      context.CancelFunc
 	runs         uint64 // Runs started
+
+	// warnings samples the warnings about single bus payloads; metrics count them all.
+	warnings ratelog.Limiter
 }
 
 // leading reports whether this run may still act: with leader election, only while the Lease
@@ -266,7 +270,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			case pubsub.EventDelete:
 				delete(requests, ev.Key)
 			case pubsub.EventDecodeError:
-				e.log.WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+				e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
 			case pubsub.EventSnapshotDone:
 				snapshot = false
 			}
@@ -283,7 +287,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		}
 		st, _, err := e.statuses.Get(ctx, k)
 		if err != nil {
-			e.log.WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
 			continue
 		}
 		statuses[k] = st
@@ -325,7 +329,7 @@ func (e *Engine) checkKey(key, node string) bool {
 		return true
 	}
 	e.metrics.BusDecodeErrors.WithLabelValues(nodedrain.RequestsBucket).Inc()
-	e.log.WithField("node", key).Warnf("ignoring a drain request for node %q published under key %q", node, key)
+	e.warnings.Logger("request-wrong-key", e.log).WithField("node", key).Warnf("ignoring a drain request for node %q published under key %q", node, key)
 	return false
 }
 
@@ -340,7 +344,7 @@ func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.Nod
 		e.step(ctx, ev.Key, nodedrain.EvRequest{})
 	case pubsub.EventDecodeError:
 		// Counted by the bucket; the node's drain is left as it was.
-		e.log.WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+		e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
 	}
 }
 
