@@ -1,13 +1,16 @@
 // Package deploy_test checks the manifests against a real API server: every manifest passes a
-// server-side dry run, and the coordinator's RBAC is enough for its own drain flow.
+// server-side dry run, the coordinator's RBAC is enough for its own drain flow and no more, and
+// the NetworkPolicy admits the pods it names.
 package deploy_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -56,44 +60,81 @@ func ensureNamespace(t *testing.T, c *testenv.Cluster) {
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	c := testenv.RequireCluster(t, cluster)
 	ensureNamespace(t, c) // a dry run does not create the namespace the other objects go in
-	for _, dir := range []string{"base", "overlays/external-nats"} {
-		t.Run(dir, func(t *testing.T) {
-			rendered := kubectl(t, c, nil, "kustomize", dir)
+	renders := map[string]func() []byte{
+		"base":                          func() []byte { return kubectl(t, c, nil, "kustomize", "base") },
+		"overlays/external-nats":        func() []byte { return kubectl(t, c, nil, "kustomize", "overlays/external-nats") },
+		"base+orphan-deletion":          func() []byte { return withComponent(t, c, "base", orphanDeletion) },
+		"external-nats+orphan-deletion": func() []byte { return withComponent(t, c, "overlays/external-nats", orphanDeletion) },
+	}
+	for name, render := range renders {
+		t.Run(name, func(t *testing.T) {
+			rendered := render()
 			require.Contains(t, string(rendered), "kind: Deployment")
 			out := kubectl(t, c, rendered, "apply", "--dry-run=server", "-f", "-")
 			assert.Contains(t, string(out), "deployment.apps/edgedrain-coordinator")
 			assert.Contains(t, string(out), "daemonset.apps/edgedrain-agent")
 			assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator")
+			assert.Contains(t, string(out), "networkpolicy.networking.k8s.io/edgedrain-coordinator")
+			if strings.Contains(name, orphanDeletion) {
+				assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-orphan-deletion")
+				assert.Contains(t, string(rendered), "EDGEDRAIN_DELETE_DRAINED_ORPHANS")
+			} else {
+				assert.NotContains(t, string(rendered), "orphan-deletion")
+			}
 		})
 	}
 }
 
-// The coordinator, running with exactly the base's RBAC (as its ServiceAccount), drains a node,
-// names a blocking PodDisruptionBudget's state, records Events, holds its Lease and uncordons.
-func TestCoordinatorRBACIsEnough(t *testing.T) {
-	c := testenv.RequireCluster(t, cluster)
-	ensureNamespace(t, c)
-	ctx := context.Background()
-	rendered := kubectl(t, c, nil, "kustomize", "base")
+// applyRBAC applies the RBAC objects (roles and bindings) of rendered manifests for real.
+func applyRBAC(t *testing.T, c *testenv.Cluster, rendered []byte) {
+	t.Helper()
+	for _, doc := range documents(t, rendered) {
+		switch doc["kind"] {
+		case "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			raw, err := json.Marshal(doc)
+			require.NoError(t, err)
+			kubectl(t, c, raw, "apply", "-f", "-")
+		}
+	}
+}
+
+// documents splits rendered manifests into objects.
+func documents(t *testing.T, rendered []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
 	for {
 		var obj map[string]any
 		if err := dec.Decode(&obj); err != nil {
-			break
+			require.ErrorIs(t, err, io.EOF)
+			return out
 		}
-		kind, _ := obj["kind"].(string)
-		if kind != "ClusterRole" && kind != "ClusterRoleBinding" && kind != "Role" && kind != "RoleBinding" {
-			continue
+		if obj != nil {
+			out = append(out, obj)
 		}
-		doc, err := json.Marshal(obj)
-		require.NoError(t, err)
-		kubectl(t, c, doc, "apply", "-f", "-")
 	}
+}
+
+// asCoordinator applies the base's RBAC and returns the cluster, and a client configuration and
+// a client with the coordinator ServiceAccount's identity (and so only its RBAC).
+func asCoordinator(t *testing.T) (*testenv.Cluster, *rest.Config, kubernetes.Interface) {
+	t.Helper()
+	c := testenv.RequireCluster(t, cluster)
+	ensureNamespace(t, c)
+	applyRBAC(t, c, kubectl(t, c, nil, "kustomize", "base"))
 	rc, err := c.UserConfig("system:serviceaccount:"+namespace+":edgedrain-coordinator",
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace)
 	require.NoError(t, err)
 	client, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
+	return c, rc, client
+}
+
+// The coordinator, running with exactly the base's RBAC (as its ServiceAccount), drains a node,
+// runs a drainer Job, records Events, holds its Lease and uncordons.
+func TestCoordinatorRBACIsEnough(t *testing.T) {
+	c, rc, client := asCoordinator(t)
+	ctx := context.Background()
 
 	nodes := c.AddNodes(t, "rbac-deploy", 2)
 	ns := c.Namespace(t)
@@ -102,6 +143,11 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 		pods, err := c.RunningPods(ctx, ns, "app=web")
 		return err == nil && len(pods) == 4
 	}, time.Minute, 50*time.Millisecond)
+
+	target := nodes[0]
+	// A node-local PVC with a drainer template in a namespace opted in: its drainer Job is
+	// created, watched and removed, and the PVC labelled, with the same permissions.
+	pvc := localPVCWithDrainer(t, c, ns, target)
 
 	srv := testenv.StartNATS(t)
 	_, js := testenv.ConnectNATS(t, srv.ClientURL())
@@ -143,11 +189,13 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 		}, time.Minute, 50*time.Millisecond, "last status: %s %q", st.Status, st.Message)
 		return st
 	}
-	target := nodes[0]
 	_, err = requests.Publish(ctx, target, nodedrain.NodeDrainRequest{Node: target, RequestID: "r1", RequestedAt: time.Now(),
 		RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
 	require.NoError(t, err)
 	waitStatus(target, func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusComplete })
+	drained, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, pvc, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, volumes.DrainStatusDrained, drained.Labels[volumes.DrainStatusLabel], "COMPLETE came after the drainer")
 	require.Eventually(t, func() bool {
 		evs, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + target})
 		return err == nil && len(evs.Items) > 0

@@ -36,6 +36,15 @@ type Config struct {
 	// DrainerBackoff is the wait after a drainer Job's first failure; it doubles after each
 	// further failure up to DrainerBackoffMax (both > 0).
 	DrainerBackoff, DrainerBackoffMax time.Duration
+	// Drainers bounds what drainer templates, which users write, may make the coordinator
+	// create, and in which namespaces (DESIGN §10). DefaultDrainerPolicy: nothing privileged,
+	// no host access, the namespace's "default" ServiceAccount without an API token, and only in
+	// namespaces labelled edgedrain.io/drainers=allowed.
+	Drainers DrainerPolicy
+	// DeleteDrainedOrphans lets a StatefulSet annotated DeleteDrainedOrphansAnnotation "true"
+	// have its drained orphaned PVCs deleted. Off: the annotation is reported once and the PVCs
+	// stay (the coordinator then needs no PVC delete permission).
+	DeleteDrainedOrphans bool
 	// OrphanInterval is how often Run looks for orphaned PVCs besides reacting to changes (> 0).
 	OrphanInterval time.Duration
 	// SyncTimeout bounds Start's wait for the caches to fill (> 0).
@@ -54,8 +63,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults: PolicyWait, Longhorn in longhorn-system, drainer Jobs
-// bounded by 30 minutes and retried after 30 s doubling to 10 minutes, orphans looked for
-// every minute, caches given 2 minutes to sync.
+// bounded by 30 minutes and retried after 30 s doubling to 10 minutes under
+// DefaultDrainerPolicy, orphans looked for every minute (and never deleted), caches given 2
+// minutes to sync.
 func DefaultConfig() Config {
 	return Config{
 		Policy:            PolicyWait,
@@ -63,6 +73,7 @@ func DefaultConfig() Config {
 		DrainerTimeout:    30 * time.Minute,
 		DrainerBackoff:    30 * time.Second,
 		DrainerBackoffMax: 10 * time.Minute,
+		Drainers:          DefaultDrainerPolicy(),
 		OrphanInterval:    time.Minute,
 		SyncTimeout:       2 * time.Minute,
 		WriteTimeout:      10 * time.Second,
@@ -102,6 +113,9 @@ func (c Config) ValidateSettings() error {
 	}
 	if c.DrainerBackoff <= 0 || c.DrainerBackoffMax < c.DrainerBackoff {
 		errs = append(errs, fmt.Errorf("drainer backoff (%s) must be positive and at most its maximum (%s)", c.DrainerBackoff, c.DrainerBackoffMax))
+	}
+	if err := c.Drainers.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{"orphan interval": c.OrphanInterval, "sync timeout": c.SyncTimeout, "write timeout": c.WriteTimeout} {
 		if d <= 0 {

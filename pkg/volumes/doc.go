@@ -12,7 +12,10 @@
 //   - Node-local volumes (PersistentVolumes with node affinity to the node) keep their data across
 //     a reboot and never block by themselves; when a drainer Job template is configured for the
 //     PVC (DrainerTemplateAnnotation on the PVC or on its StatefulSet) the gate runs that Job on
-//     the node once its pods are gone, and blocks until it succeeded.
+//     the node once its pods are gone, and blocks until it succeeded. Users write those
+//     templates but the coordinator creates the Jobs, so a DrainerPolicy (Config.Drainers)
+//     bounds them: nothing privileged, no host access, one ServiceAccount, allowed namespaces
+//     only; a template asking for more is refused and blocks, with an Event on the PVC.
 //   - Orphaned PVCs of a scaled-down StatefulSet get the same drainer Job from Gate.Run, the loop
 //     the coordinator runs while it is the leader.
 //

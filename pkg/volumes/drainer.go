@@ -254,6 +254,7 @@ func (g *Gate) forgetGone(exists map[string]bool) {
 	for _, uid := range gone {
 		g.forgetTask(uid)
 	}
+	g.forgetGoneReports(exists)
 }
 
 // stopNodeDrainers deletes the drainer Jobs running for node's drain (heldDrainer) and forgets

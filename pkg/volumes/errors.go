@@ -12,6 +12,10 @@ var (
 	// ErrInvalidTemplate is returned by ParseDrainerTemplate for a drainer Job template that
 	// does not decode or cannot run.
 	ErrInvalidTemplate = errors.New("invalid drainer template")
+	// ErrTemplateRefused is returned by DrainerPolicy.Admit for a drainer template that asks for
+	// more than the operator allowed (privileges, host access, another ServiceAccount), and for a
+	// drainer in a namespace the operator did not allow.
+	ErrTemplateRefused = errors.New("drainer template refused")
 	// ErrNotStarted is returned by Check, Run, Release and Held before Start succeeded.
 	ErrNotStarted = errors.New("volume gate not started")
 	// ErrAlreadyStarted is returned by a second call of Start.

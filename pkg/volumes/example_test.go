@@ -27,6 +27,9 @@ func Example() {
 	cfg.Client, cfg.Dynamic, cfg.Logger = client, dyn, log
 	cfg.Policy = volumes.PolicyWait // --volume-policy, parsed by volumes.ParsePolicy
 	cfg.DrainerTimeout = 30 * time.Minute
+	// Drainer Jobs only in "shop" and in namespaces labelled edgedrain.io/drainers=allowed;
+	// nothing privileged, no host access, the namespace's "default" ServiceAccount, no token.
+	cfg.Drainers.Namespaces = []string{"shop"}
 	cfg.Metrics = volumes.NewMetrics(reg)
 	gate, err := volumes.New(cfg)
 	if err != nil {

@@ -47,14 +47,18 @@ type Gate struct {
 	podIndex cache.Indexer
 	sts      appslisters.StatefulSetLister
 	jobs     batchlisters.JobLister
-	wake     chan struct{} // a change Run may care about
+	// namespaces and nsSelector find the namespaces Config.Drainers allows by label; both nil
+	// without a NamespaceSelector.
+	namespaces listersv1.NamespaceLister
+	nsSelector labels.Selector
+	wake       chan struct{} // a change Run may care about
 
 	nodeMu    sync.Mutex
 	nodeLocks map[string]*sync.Mutex
 	taskMu    sync.Mutex
 	tasks     map[string]*drainTask
 	badMu     sync.Mutex
-	bad       map[string]uint64 // object -> hash of the invalid template already reported
+	bad       map[string]uint64 // problem key -> hash of what was reported (reportOnce)
 }
 
 var (
@@ -83,15 +87,17 @@ func New(cfg Config) (*Gate, error) {
 	if rules == nil {
 		rules = DefaultRules()
 	}
-	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules,
+	sel, _ := cfg.Drainers.selector() // checked by Validate
+	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules, nsSelector: sel,
 		wake: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{}}
 	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
 	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
 	return g, nil
 }
 
-// Start starts the gate's informers (nodes, PVs, PVCs, pods, StatefulSets, drainer Jobs, and
-// each source's), which run until ctx ends, and waits at most Config.SyncTimeout for them to
+// Start starts the gate's informers (nodes, PVs, PVCs, pods, StatefulSets, drainer Jobs,
+// namespaces when Config.Drainers has a NamespaceSelector, and each source's), which run until
+// ctx ends, and waits at most Config.SyncTimeout for them to
 // fill. It may be called once.
 func (g *Gate) Start(ctx context.Context) error {
 	if !g.starting.CompareAndSwap(false, true) {
@@ -118,11 +124,18 @@ func (g *Gate) Start(ctx context.Context) error {
 		UpdateFunc: func(any, any) { g.signal() },
 		DeleteFunc: func(any) { g.signal() },
 	}
+	all := []cache.SharedIndexInformer{nodes.Informer(), pvs.Informer(), pvcs.Informer(), pods.Informer(), sts.Informer(), jobs.Informer()}
+	waking := []cache.SharedIndexInformer{pvcs.Informer(), sts.Informer(), jobs.Informer()}
+	if g.nsSelector != nil {
+		namespaces := factory.Core().V1().Namespaces()
+		g.namespaces = namespaces.Lister()
+		all, waking = append(all, namespaces.Informer()), append(waking, namespaces.Informer())
+	}
 	var synced []cache.InformerSynced
-	for _, inf := range []cache.SharedIndexInformer{nodes.Informer(), pvs.Informer(), pvcs.Informer(), pods.Informer(), sts.Informer(), jobs.Informer()} {
+	for _, inf := range all {
 		synced = append(synced, inf.HasSynced)
 	}
-	for _, inf := range []cache.SharedIndexInformer{pvcs.Informer(), sts.Informer(), jobs.Informer()} {
+	for _, inf := range waking {
 		if _, err := inf.AddEventHandler(wake); err != nil {
 			return fmt.Errorf("volume gate informers: %w", err)
 		}
@@ -226,7 +239,7 @@ func (g *Gate) checkLocal(ctx context.Context, node string, opts coordinator.Gat
 		if !ok || lv.pvc.Labels[DrainStatusLabel] == DrainStatusDrained {
 			continue
 		}
-		tmpl, err := g.parseTemplate(src)
+		tmpl, err := g.admitTemplate(src, lv.pvc)
 		if err != nil {
 			out = append(out, volumeBlocker("local", lv.pv.Name, lv.pvc.Namespace, lv.pvc.Name, fmt.Sprintf("drainer template on %s: %v", src.where, err), 0))
 			blocked = true
@@ -333,19 +346,16 @@ func (g *Gate) Held(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// parseTemplate parses a template, reporting an invalid one once (Event, metric, log).
+// parseTemplate parses a template, reporting an invalid one once per value (Event on the object
+// carrying it, metric, log).
 func (g *Gate) parseTemplate(src templateSource) (DrainerTemplate, error) {
+	key := "invalid/" + src.ref.Kind + "/" + src.ref.Namespace + "/" + src.ref.Name
 	t, err := ParseDrainerTemplate(src.raw)
 	if err == nil {
+		g.forgetReport(key)
 		return t, nil
 	}
-	key := src.ref.Kind + "/" + src.ref.Namespace + "/" + src.ref.Name
-	h := templateHash(src.raw)
-	g.badMu.Lock()
-	fresh := g.bad[key] != h
-	g.bad[key] = h
-	g.badMu.Unlock()
-	if fresh {
+	if g.reportOnce(key, src.raw) {
 		g.metrics.TemplateErrors.Inc()
 		g.log.WithField("object", src.where).WithError(err).Warn("invalid drainer template")
 		g.event(src.ref, corev1.EventTypeWarning, "InvalidDrainerTemplate", "annotation %s: %v", DrainerTemplateAnnotation, err)

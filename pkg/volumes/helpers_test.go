@@ -82,6 +82,9 @@ func startGate(t *testing.T, c *testenv.Cluster, tune func(*Config)) *gateFixtur
 	cfg.OrphanInterval, cfg.SyncTimeout = 200*time.Millisecond, 30*time.Second
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
 	cfg.Recorder = recorder{ev}
+	// Tests run drainers in throwaway namespaces, and the orphan tests delete what they ask to;
+	// the drainer policy tests narrow this back.
+	cfg.Drainers.Namespaces, cfg.DeleteDrainedOrphans = []string{AllNamespaces}, true
 	log := logrus.New()
 	log.SetLevel(logrus.DebugLevel)
 	cfg.Logger = log.WithField("test", t.Name())

@@ -21,6 +21,9 @@ type Metrics struct {
 	DrainerJobs *prometheus.CounterVec
 	// TemplateErrors counts drainer templates found invalid (each reported as an Event).
 	TemplateErrors prometheus.Counter
+	// TemplatesRefused counts drainer templates refused by the DrainerPolicy, once per PVC and
+	// template value (each reported as an Event on the PVC).
+	TemplatesRefused prometheus.Counter
 	// CheckDuration observes how long one Check takes.
 	CheckDuration prometheus.Histogram
 	// OrphanedPVCs is how many orphaned PVCs of scaled-down StatefulSets are waiting for their
@@ -41,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_drainer_template_errors_total",
 			Help: "Drainer Job templates found invalid (annotation on a PVC or StatefulSet).",
 		}),
+		TemplatesRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_drainer_templates_refused_total",
+			Help: "Drainer Job templates refused: they asked for privileges, host access or another ServiceAccount, or their namespace is not allowed.",
+		}),
 		CheckDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edgedrain_volume_gate_check_seconds",
 			Help:    "Time taken by one volume gate check of a node.",
@@ -56,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable)
+		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.TemplatesRefused, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable)
 	}
 	return m
 }

@@ -24,8 +24,9 @@ var drainedSelector = labels.SelectorFromSet(labels.Set{DrainStatusLabel: DrainS
 //     DrainerTemplateAnnotation: a claim <template>-<statefulset>-<ordinal> whose ordinal is
 //     outside the ones the StatefulSet asks for, [spec.ordinals.start, start+spec.replicas),
 //     mounted by no pod. The drained label records that it ran; failures are retried with
-//     backoff and reported as Events and metrics. With DeleteDrainedOrphansAnnotation "true" on
-//     the StatefulSet a drained orphan is deleted.
+//     backoff and reported as Events and metrics. A template the DrainerPolicy refuses runs
+//     nothing (an Event on the PVC says why). With DeleteDrainedOrphansAnnotation "true" on
+//     the StatefulSet and Config.DeleteDrainedOrphans on, a drained orphan is deleted.
 //   - removes the drained label from a PVC used again: its ordinal is inside that range again
 //     (whether or not its pod runs at that instant), or a pod (not a drainer) mounts it.
 func (g *Gate) Run(ctx context.Context) error {
@@ -91,8 +92,12 @@ func (g *Gate) reconcilePVCs(ctx context.Context) {
 			}
 			if pvc.Labels[DrainStatusLabel] == DrainStatusDrained {
 				drained++
-				if sts.Annotations[DeleteDrainedOrphansAnnotation] == "true" {
+				switch {
+				case sts.Annotations[DeleteDrainedOrphansAnnotation] != "true":
+				case g.cfg.DeleteDrainedOrphans:
 					g.deleteOrphan(ctx, sts, pvc)
+				default:
+					g.orphanDeletionOff(sts)
 				}
 				continue
 			}
@@ -127,9 +132,9 @@ func (g *Gate) drainOrphan(ctx context.Context, sts *appsv1.StatefulSet, raw str
 	if own, ok := pvc.Annotations[DrainerTemplateAnnotation]; ok {
 		src = templateSource{raw: own, where: "PVC " + pvc.Namespace + "/" + pvc.Name, ref: pvcRef(pvc)}
 	}
-	tmpl, err := g.parseTemplate(src)
+	tmpl, err := g.admitTemplate(src, pvc)
 	if err != nil {
-		return // reported once by parseTemplate
+		return // reported once by admitTemplate
 	}
 	if _, reason := g.drainPVC(ctx, pvc, tmpl, g.pvNode(pvc), TriggerOrphan); reason != "" {
 		g.log.WithFields(logrus.Fields{"pvc": pvc.Namespace + "/" + pvc.Name}).Debug(reason)

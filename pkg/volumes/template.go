@@ -20,6 +20,7 @@ const (
 	// it, holds the drainer Job to run on the PVC's data before its node goes down (and on the
 	// orphaned PVCs of a scaled-down StatefulSet): JSON of a batch/v1 JobSpec
 	// ({"template":{"spec":{"containers":[...]}}}) or of a whole Job ({"kind":"Job","spec":{...}}).
+	// What it may ask for is bounded by Config.Drainers (DrainerPolicy).
 	DrainerTemplateAnnotation = "edgedrain.io/drainer-template"
 	// DrainStatusLabel is set to DrainStatusDrained on a PVC once its drainer succeeded, and
 	// removed when the PVC is used again.
