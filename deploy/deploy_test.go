@@ -65,6 +65,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"overlays/external-nats":        func() []byte { return kubectl(t, c, nil, "kustomize", "overlays/external-nats") },
 		"base+orphan-deletion":          func() []byte { return withComponent(t, c, "base", orphanDeletion) },
 		"external-nats+orphan-deletion": func() []byte { return withComponent(t, c, "overlays/external-nats", orphanDeletion) },
+		"base+operator-access":          func() []byte { return withComponent(t, c, "base", "operator-access") },
 	}
 	for name, render := range renders {
 		t.Run(name, func(t *testing.T) {
@@ -81,6 +82,14 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 			} else {
 				assert.NotContains(t, string(rendered), "orphan-deletion")
 			}
+			// Bus identity (DESIGN §10): agents carry a pod-bound token of edgedrain's audience
+			// and no credentials; the coordinator may review tokens.
+			assert.Contains(t, string(rendered), "audience: edgedrain")
+			assert.Contains(t, string(rendered), "EDGEDRAIN_NATS_TOKEN_FILE")
+			assert.Contains(t, string(rendered), "tokenreviews")
+			assert.NotContains(t, string(rendered), "EDGEDRAIN_NATS_CREDS")
+			assert.Equal(t, strings.Contains(name, "operator-access"), strings.Contains(string(rendered), "EDGEDRAIN_OPERATOR_PASSWORD_FILE"))
+			assert.Equal(t, strings.Contains(name, "external-nats"), strings.Contains(string(rendered), "EDGEDRAIN_AUTH_CALLOUT_ISSUER_SEED_FILE"))
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
@@ -12,7 +13,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	nc, js, err := cli.ConnectBus(o.nats.Options("edgedrain-agent/"+o.cfg.Node), log)
+	natsOpts := o.nats.Options("edgedrain-agent/" + o.cfg.Node)
+	// The bus lets an agent subscribe only under its node's inbox prefix (DESIGN §10).
+	natsOpts.InboxPrefix = busauth.AgentInboxPrefix(o.cfg.Node)
+	nc, js, err := cli.ConnectBus(natsOpts, log)
 	if err != nil {
 		return err
 	}

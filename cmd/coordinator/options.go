@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -21,6 +22,8 @@ type options struct {
 	natsEmbedded       bool
 	natsListen         string
 	natsStoreDir       string
+	natsServer         pubsub.EmbeddedConfig // with --nats-embedded: the listener's TLS files
+	auth               authOptions
 	cfg                coordinator.Config
 	volumes            volumes.Config
 	leaderElect        bool
@@ -45,6 +48,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.BoolVar(&o.natsEmbedded, "nats-embedded", false, "run a NATS server with JetStream in this process (single replica; ignores --nats-url)")
 	fs.StringVar(&o.natsListen, "nats-listen", "0.0.0.0:4222", "with --nats-embedded: host:port the agents connect to")
 	fs.StringVar(&o.natsStoreDir, "nats-store-dir", "/var/lib/edgedrain/nats", "with --nats-embedded: JetStream file store (keep it on a volume)")
+	registerEmbeddedTLSFlags(fs, &o.natsServer)
+	registerAuthFlags(fs, &o.auth)
 	fs.IntVar(&o.cfg.BucketReplicas, "bucket-replicas", o.cfg.BucketReplicas, "replicas of the bus buckets: 1 embedded, 3 on a NATS cluster")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-drains", o.cfg.MaxConcurrentDrains, "nodes in maintenance at once, cluster-wide; the rest wait in REQUESTED, oldest first")
 	fs.StringVar(&o.cfg.NodeSelector, "node-selector", "", "label selector of the nodes this coordinator manages; empty: all")
@@ -66,6 +71,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.volumes.DrainerBackoffMax, "drainer-backoff-max", o.volumes.DrainerBackoffMax, "longest wait between drainer Job runs")
 	fs.DurationVar(&o.volumes.OrphanInterval, "orphan-interval", o.volumes.OrphanInterval, "how often PVCs left by scaled-down StatefulSets are looked for (besides reacting to changes)")
 	fs.DurationVar(&o.volumes.SyncTimeout, "volume-sync-timeout", o.volumes.SyncTimeout, "longest the volume gate's caches may take to fill at start")
+	registerDrainerFlags(fs, &o.volumes)
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active replica with a coordination.k8s.io Lease")
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "edgedrain-system"), "namespace of the Lease")
 	fs.StringVar(&o.leaderName, "leader-election-name", "edgedrain-coordinator", "name of the Lease")
@@ -101,6 +107,7 @@ func (o *options) validate() error {
 	} else if err := o.nats.Options("edgedrain-coordinator").Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, validateEmbeddedTLS(o.natsEmbedded, o.natsServer), o.auth.validate(o.natsEmbedded))
 	if o.leaderElect && (o.leaderNamespace == "" || o.leaderName == "" || o.identity == "") {
 		errs = append(errs, errors.New("--leader-elect needs --leader-election-namespace, --leader-election-name and --identity"))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
@@ -34,7 +37,8 @@ func run(ctx context.Context, o *options) error {
 	rc.QPS, rc.Burst = float32(o.qps), o.burst
 	// The Lease has a client of its own; every other client writes only while this replica
 	// holds the Lease (not on standby, not in API-outage mode).
-	leaseClient, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+	leaseRC := rest.CopyConfig(rc)
+	leaseClient, err := kubernetes.NewForConfig(leaseRC)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -48,24 +52,19 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	natsOpts := o.nats.Options("edgedrain-coordinator")
-	if o.natsEmbedded {
-		host, port, _ := cli.SplitHostPort(o.natsListen)
-		srv, err := pubsub.StartEmbedded(pubsub.EmbeddedConfig{Host: host, Port: port, StoreDir: o.natsStoreDir,
-			ServerName: "edgedrain-" + o.identity, Logger: log.WithField("component", "nats-server")})
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		natsOpts = pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}, Name: "edgedrain-coordinator"}
-		log.WithField("listen", o.natsListen).Info("embedded NATS server with JetStream started for the agents")
+	// Bus authentication reviews tokens outside the write gate: a TokenReview changes nothing,
+	// and a standby must answer its share of the callouts.
+	authClient, err := kubernetes.NewForConfig(rest.CopyConfig(leaseRC))
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	nc, js, err := cli.ConnectBus(natsOpts, log)
+	reg := cli.NewRegistry()
+	nc, js, stopBus, err := connectBus(o, authClient, reg, log)
 	if err != nil {
 		return err
 	}
+	defer stopBus()
 	defer nc.Close()
-	reg := cli.NewRegistry()
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -99,6 +98,53 @@ func run(ctx context.Context, o *options) error {
 	// Without the Lease in an API outage, the API-unreachable rule needs outage mode.
 	lc.ActThroughAPIOutage = cfg.APIUnreachableTimeout > 0
 	return coordinator.RunWithLeaderElection(ctx, lc, active)
+}
+
+// connectBus starts the embedded server (refusing whoever busauth refuses) and connects this
+// process to it in-process, or connects to the external NATS server and, with an issuer seed,
+// answers its auth callouts.
+func connectBus(o *options, client kubernetes.Interface, reg prometheus.Registerer, log logrus.FieldLogger) (*nats.Conn, jetstream.JetStream, func(), error) {
+	natsOpts := o.nats.Options("edgedrain-coordinator")
+	stop := func() {}
+	password := ""
+	if o.natsEmbedded {
+		var err error
+		if password, err = busauth.NewPassword(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	auth, err := o.auth.authenticator(client, reg, log, password)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if o.natsEmbedded {
+		host, port, _ := cli.SplitHostPort(o.natsListen)
+		srv, err := pubsub.StartEmbedded(pubsub.EmbeddedConfig{Host: host, Port: port, StoreDir: o.natsStoreDir,
+			ServerName: "edgedrain-" + o.identity, Logger: log.WithField("component", "nats-server"),
+			TLSCertFile: o.natsServer.TLSCertFile, TLSKeyFile: o.natsServer.TLSKeyFile, Authentication: auth})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		stop = srv.Shutdown
+		natsOpts = pubsub.ConnectOptions{InProcess: srv.Server(), User: busauth.CoordinatorUser, Password: password, Name: "edgedrain-coordinator"}
+		log.WithField("listen", o.natsListen).Info("embedded NATS server with JetStream started for the agents (anonymous clients refused)")
+	}
+	nc, js, err := cli.ConnectBus(natsOpts, log)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	issuer, err := o.auth.calloutIssuer()
+	if err == nil && issuer != nil {
+		_, err = auth.ServeCallout(nc, issuer)
+		log.Info("answering the NATS server's auth callouts")
+	}
+	if err != nil {
+		nc.Close()
+		stop()
+		return nil, nil, nil, err
+	}
+	return nc, js, stop, nil
 }
 
 // activeTerm returns what this replica runs while it is the active coordinator (a leadership

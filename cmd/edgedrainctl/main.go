@@ -107,9 +107,9 @@ func open(ctx context.Context, nats cli.NATSFlags) (*buckets, error) {
 		}
 	}
 	b := &buckets{close: nc.Close}
-	b.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	b.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, OpenOnly: true}, nodedrain.RequestCodec{})
 	if err == nil {
-		b.statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+		b.statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, OpenOnly: true}, nodedrain.StatusCodec{})
 	}
 	if err != nil {
 		nc.Close()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -67,6 +68,9 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.createWorld(ctx); err != nil {
 		return err
 	}
+	if err := d.createIdentities(ctx); err != nil {
+		return err
+	}
 	if err := d.startCoordinator(ctx); err != nil {
 		return err
 	}
@@ -103,7 +107,8 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("Look further while it runs:")
 	d.say("  export KUBECONFIG=%s", d.c.Kubeconfig)
 	d.say("  %s get nodes", filepath.Join(d.c.BinDir, "kubectl"))
-	d.say("  %s --nats-url %s status", filepath.Join(d.bin, "edgedrainctl"), d.natsURL)
+	d.say("  %s --nats-url %s --nats-user %s --nats-password-file %s status", filepath.Join(d.bin, "edgedrainctl"), d.natsURL,
+		busauth.OperatorUser, d.operatorPasswordFile())
 	d.say("  curl -s %s | grep edgedrain_", d.metrics)
 	d.say("  logs: %s", d.dir)
 	if d.keep {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -83,6 +84,8 @@ func (d *demo) startCoordinator(ctx context.Context) error {
 		"--nats-embedded", "--nats-listen", "127.0.0.1:"+strconv.Itoa(natsPort),
 		"--nats-store-dir", filepath.Join(d.dir, "nats"),
 		"--leader-elect=false",
+		"--agent-service-account", agentNamespace+"/edgedrain-agent",
+		"--operator-password-file", d.operatorPasswordFile(),
 		"--listen", "127.0.0.1:"+strconv.Itoa(metricsPort),
 		"--volume-recheck", "500ms", "--drain-backoff", "1s", "--evict-retry-delay", "500ms",
 	)
@@ -113,6 +116,7 @@ func (d *demo) startAgent(_ context.Context, node, bootID string) error {
 	_, err := d.spawn("agent-"+node, "agent",
 		"--node-name", node,
 		"--nats-url", d.natsURL,
+		"--nats-token-file", filepath.Join(dir, "token"),
 		"--state-dir", filepath.Join(dir, "state"),
 		"--boot-id-file", filepath.Join(dir, "boot_id"),
 		"--reboot-sentinel", filepath.Join(dir, "reboot-required"),
@@ -136,7 +140,8 @@ func (d *demo) restartAgent(ctx context.Context, node, bootID string) error {
 }
 
 func (d *demo) connect() (jetstream.JetStream, func(), error) {
-	nc, err := pubsub.Connect(pubsub.ConnectOptions{URLs: []string{d.natsURL}, Name: "edgedrain-demo"})
+	nc, err := pubsub.Connect(pubsub.ConnectOptions{URLs: []string{d.natsURL}, Name: "edgedrain-demo",
+		User: busauth.OperatorUser, PasswordFile: d.operatorPasswordFile()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,6 +59,10 @@ type BucketConfig struct {
 	// DecodeErrors, if set, is incremented once per payload that fails to
 	// decode (in Get and in watchers).
 	DecodeErrors prometheus.Counter
+	// OpenOnly opens an existing bucket and never creates or changes it: for
+	// clients that do not administer the bus (agents, people's tools). A
+	// missing bucket is ErrBucketMissing; the settings above are ignored.
+	OpenOnly bool
 }
 
 // Validate reports the first problem with c, wrapping ErrInvalidConfig.
@@ -104,7 +108,18 @@ func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketCo
 	if codec == nil {
 		codec = JSONCodec[T]{}
 	}
-	kv, err := openOrCreate(ctx, js, cfg)
+	var kv jetstream.KeyValue
+	var err error
+	if cfg.OpenOnly {
+		kv, err = js.KeyValue(ctx, cfg.Name)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			err = fmt.Errorf("bucket %s: %w", cfg.Name, ErrBucketMissing)
+		} else if err != nil {
+			err = fmt.Errorf("bucket %s: open: %w", cfg.Name, err)
+		}
+	} else {
+		kv, err = openOrCreate(ctx, js, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}

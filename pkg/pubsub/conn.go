@@ -32,9 +32,24 @@ type ConnectOptions struct {
 	// User and Password authenticate with a user name and password. Password
 	// requires User.
 	User, Password string
+	// PasswordFile holds the password instead of Password (a mounted Secret);
+	// it is read once, at Connect.
+	PasswordFile string
 	// CredsFile is a NATS credentials file (JWT and NKey seed). It cannot be
 	// combined with User or Password.
 	CredsFile string
+	// TokenFile holds a bearer token (an agent's projected ServiceAccount
+	// token). It is read again at every connect and reconnect, so a token the
+	// kubelet rotated is used as soon as the server drops the old one. It
+	// cannot be combined with User, Password or CredsFile.
+	TokenFile string
+	// InProcess connects to a server of this process without a network
+	// connection (the coordinator to its embedded server); URLs are then not
+	// needed.
+	InProcess nats.InProcessConnProvider
+	// InboxPrefix replaces nats.go's "_INBOX" prefix of reply subjects (an
+	// agent may subscribe only under its own prefix); empty keeps the default.
+	InboxPrefix string
 	// TLSCAFile is a PEM bundle of CAs that sign the server certificate;
 	// empty uses the system roots.
 	TLSCAFile string
@@ -53,7 +68,7 @@ type ConnectOptions struct {
 
 // Validate reports the first problem with o, wrapping ErrInvalidConfig.
 func (o ConnectOptions) Validate() error {
-	if len(o.URLs) == 0 {
+	if len(o.URLs) == 0 && o.InProcess == nil {
 		return fmt.Errorf("nats connect: at least one URL is required: %w", ErrInvalidConfig)
 	}
 	for _, u := range o.URLs {
@@ -61,11 +76,17 @@ func (o ConnectOptions) Validate() error {
 			return fmt.Errorf("nats connect: url %q: %v: %w", redactURL(u), err, ErrInvalidConfig)
 		}
 	}
-	if o.Password != "" && o.User == "" {
+	if o.Password != "" && o.PasswordFile != "" {
+		return fmt.Errorf("nats connect: password and password file are exclusive: %w", ErrInvalidConfig)
+	}
+	if (o.Password != "" || o.PasswordFile != "") && o.User == "" {
 		return fmt.Errorf("nats connect: password set without user: %w", ErrInvalidConfig)
 	}
-	if o.CredsFile != "" && (o.User != "" || o.Password != "") {
+	if o.CredsFile != "" && (o.User != "" || o.Password != "" || o.PasswordFile != "") {
 		return fmt.Errorf("nats connect: credentials file and user/password are exclusive: %w", ErrInvalidConfig)
+	}
+	if o.TokenFile != "" && (o.User != "" || o.Password != "" || o.PasswordFile != "" || o.CredsFile != "") {
+		return fmt.Errorf("nats connect: a token file cannot be combined with a user, password or credentials file: %w", ErrInvalidConfig)
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return fmt.Errorf("nats connect: TLS certificate and key must be set together: %w", ErrInvalidConfig)
@@ -75,6 +96,8 @@ func (o ConnectOptions) Validate() error {
 	}
 	files := []struct{ what, path string }{
 		{"credentials file", o.CredsFile},
+		{"token file", o.TokenFile},
+		{"password file", o.PasswordFile},
 		{"TLS CA file", o.TLSCAFile},
 		{"TLS certificate file", o.TLSCertFile},
 		{"TLS key file", o.TLSKeyFile},
@@ -169,11 +192,27 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 			entry.Warn("nats async error")
 		}),
 	}
+	if opts.PasswordFile != "" {
+		raw, err := os.ReadFile(opts.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats connect: password file: %w", err)
+		}
+		opts.Password = strings.TrimSpace(string(raw))
+	}
 	if opts.User != "" {
 		natsOpts = append(natsOpts, nats.UserInfo(opts.User, opts.Password))
 	}
 	if opts.CredsFile != "" {
 		natsOpts = append(natsOpts, nats.UserCredentials(opts.CredsFile))
+	}
+	if opts.TokenFile != "" {
+		natsOpts = append(natsOpts, nats.TokenHandler(tokenReader(opts.TokenFile, log)))
+	}
+	if opts.InProcess != nil {
+		natsOpts = append(natsOpts, nats.InProcessServer(opts.InProcess))
+	}
+	if opts.InboxPrefix != "" {
+		natsOpts = append(natsOpts, nats.CustomInboxPrefix(opts.InboxPrefix))
 	}
 	if opts.TLSCAFile != "" {
 		natsOpts = append(natsOpts, nats.RootCAs(opts.TLSCAFile))
@@ -191,6 +230,20 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 		log.WithField("url", configured).Warn("nats not reachable yet; retrying in the background")
 	}
 	return nc, nil
+}
+
+// tokenReader returns the token in path, read afresh at each call (every connect attempt). A
+// file that cannot be read is logged and presents no token, so the server refuses the attempt
+// and the next one reads the file again.
+func tokenReader(path string, log logrus.FieldLogger) func() string {
+	return func() string {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			log.WithError(err).Warn("nats token file unreadable; connecting without a token")
+			return ""
+		}
+		return strings.TrimSpace(string(raw))
+	}
 }
 
 // WaitConnected waits until nc is connected, or ctx ends (its error then).

@@ -30,6 +30,10 @@ var (
 	// has a setting that cannot be changed to the requested one.
 	ErrIncompatibleBucket = errors.New("incompatible existing bucket")
 
+	// ErrBucketMissing is returned by OpenBucket with OpenOnly when the bucket
+	// does not exist yet (the coordinator creates it).
+	ErrBucketMissing = errors.New("bucket does not exist yet (the coordinator creates it)")
+
 	// ErrServerNotReady is returned by StartEmbedded when the server does not
 	// accept connections in time or fails to start JetStream.
 	ErrServerNotReady = errors.New("nats server not ready")

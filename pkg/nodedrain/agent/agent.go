@@ -16,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/edgedrain/edgedrain/internal/ratelog"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -42,6 +43,7 @@ type Agent struct {
 	view        View       // the effective status last logged
 	call        *localCall // the local request being stepped
 	sentinelErr map[Operation]string
+	foreignLog  ratelog.Limiter
 	heartbeat   atomic.Int64
 }
 
@@ -270,11 +272,24 @@ func (a *Agent) report() StatusReport {
 		Override: a.m.Override, State: a.m.State}
 }
 
+// noteForeign counts (and logs, sampled) a bus status answering a request this agent never
+// made. Step ignores such a status for clearing; this only makes it visible.
+func (a *Agent) noteForeign(ev Event) {
+	e, ok := ev.(EvBusStatus)
+	if !ok || e.Status == nil || e.Status.RequestID == "" || a.m.State.mine(e.Status.RequestID) {
+		return
+	}
+	a.metrics.ForeignStatuses.Inc()
+	a.foreignLog.Logger("foreign-status", a.entry()).WithFields(logrus.Fields{"answers": e.Status.RequestID, "status": e.Status.Status}).
+		Warn("a drain status on the bus answers a request this agent never made: it clears nothing")
+}
+
 // step feeds one event to the machine, saves the state, then performs the actions.
 func (a *Agent) step(ctx context.Context, ev Event) {
 	if ctx.Err() != nil {
 		return
 	}
+	a.noteForeign(ev)
 	m, actions := Step(a.m, ev, a.cfg.Now(), a.cfg.Policy)
 	a.m = m
 	a.persist()

@@ -79,12 +79,12 @@ func (b *bus) run(ctx context.Context) {
 	var watcher *pubsub.Watcher[nodedrain.NodeDrainStatus]
 	b.retry(ctx, "open the bus buckets", func() error {
 		var err error
-		requests, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, Logger: b.log},
+		requests, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, Logger: b.log, OpenOnly: true},
 			nodedrain.RequestCodec{})
 		if err != nil {
 			return err
 		}
-		statuses, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log,
+		statuses, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log, OpenOnly: true,
 			DecodeErrors: b.metrics.BusDecodeErrors}, nodedrain.StatusCodec{})
 		if err != nil {
 			return err

@@ -24,6 +24,9 @@ type Metrics struct {
 	BusDecodeErrors prometheus.Counter
 	// StateErrors counts state files that could not be read back or written.
 	StateErrors prometheus.Counter
+	// ForeignStatuses counts status values on the bus answering a request this agent never
+	// made; they clear nothing.
+	ForeignStatuses prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -65,6 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_agent_state_errors_total",
 			Help: "State files that could not be read back (moved aside) or written.",
 		}),
+		ForeignStatuses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_agent_foreign_statuses_total",
+			Help: "Drain statuses on the bus for a request this agent never made (another agent under this node's name, a lost state file, or a forgery); they clear nothing.",
+		}),
 	}
 	for _, op := range Operations {
 		m.DeferredOperations.WithLabelValues(string(op))
@@ -72,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
-			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors)
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses)
 	}
 	return m
 }

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -253,6 +255,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // cordoned, and rebuilds every drain from them.
 func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.NodeDrainRequest]) error {
 	requests := map[string]*nodedrain.NodeDrainRequest{}
+	// Keys whose latest value is not a request of their node's agent: restored after the resume
+	// (a copied delete marker in the snapshot only hides the key, as a genuine one does).
+	bad := map[string]uint64{}
 	for snapshot := true; snapshot; {
 		select {
 		case <-ctx.Done():
@@ -263,14 +268,21 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			}
 			switch ev.Kind {
 			case pubsub.EventPut:
-				if ok := e.checkKey(ev.Key, ev.Value.Node); ok {
+				switch o := e.origin(ctx, ev); {
+				case o == pubsub.Superseded:
+				case o == pubsub.Written && e.checkKey(ev.Key, ev.Value.Node):
 					r := ev.Value
 					requests[ev.Key] = &r
+				default:
+					delete(requests, ev.Key)
+					bad[ev.Key] = ev.Revision
 				}
 			case pubsub.EventDelete:
 				delete(requests, ev.Key)
 			case pubsub.EventDecodeError:
 				e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+				delete(requests, ev.Key)
+				bad[ev.Key] = ev.Revision
 			case pubsub.EventSnapshotDone:
 				snapshot = false
 			}
@@ -320,6 +332,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		e.log.WithFields(logrus.Fields{"node": node, "status": d.Status.Status, "request": d.Status.RequestID}).Info("resuming")
 	}
 	e.act(ctx, actions)
+	for _, k := range slices.Sorted(maps.Keys(bad)) {
+		e.repair(ctx, k, bad[k])
+	}
 	return nil
 }
 
@@ -335,16 +350,25 @@ func (e *Engine) checkKey(key, node string) bool {
 
 func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainRequest]) {
 	switch ev.Kind {
-	case pubsub.EventPut:
-		if e.checkKey(ev.Key, ev.Value.Node) {
-			r := ev.Value
-			e.step(ctx, ev.Key, nodedrain.EvRequest{Request: &r})
+	case pubsub.EventPut, pubsub.EventDelete:
+		o := e.origin(ctx, ev)
+		switch {
+		case o == pubsub.Superseded:
+			return
+		case o == pubsub.Copied || (ev.Kind == pubsub.EventPut && !e.checkKey(ev.Key, ev.Value.Node)):
+			e.repair(ctx, ev.Key, ev.Revision)
+			return
 		}
-	case pubsub.EventDelete:
-		e.step(ctx, ev.Key, nodedrain.EvRequest{})
+		var req *nodedrain.NodeDrainRequest
+		if ev.Kind == pubsub.EventPut {
+			r := ev.Value
+			req = &r
+		}
+		e.step(ctx, ev.Key, nodedrain.EvRequest{Request: req})
 	case pubsub.EventDecodeError:
 		// Counted by the bucket; the node's drain is left as it was.
 		e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+		e.repair(ctx, ev.Key, ev.Revision)
 	}
 }
 

@@ -28,6 +28,9 @@ type Metrics struct {
 	// FencedWrites counts statuses a coordinator in API-outage mode did not publish because
 	// another coordinator had written to the status bucket (it took over).
 	FencedWrites prometheus.Counter
+	// ForgedRequests counts request changes that were server copies of another key's message
+	// (a client redirected a reply into a node's request key); they were ignored.
+	ForgedRequests prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -70,10 +73,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_coordinator_fenced_writes_total",
 			Help: "Statuses not published in API-outage mode because another coordinator had taken over.",
 		}),
+		ForgedRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_coordinator_forged_requests_total",
+			Help: "Drain request changes ignored because the server wrote them as a copy of another key's message (a client redirected a reply into a node's request key).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
-			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites)
+			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests)
 	}
 	return m
 }

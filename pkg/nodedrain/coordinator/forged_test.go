@@ -1,0 +1,109 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// copyInto makes the server copy the latest message of key from under to key into (a direct
+// get whose reply subject is the other key): what an agent, which may read its own request key,
+// can do to another node's key whatever the bus permissions.
+func (h *harness) copyInto(from, into string) {
+	h.t.Helper()
+	b := nodedrain.RequestsBucket
+	nc := h.js.Conn()
+	require.NoError(h.t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+b+".$KV."+b+"."+from, "$KV."+b+"."+into, nil))
+	require.NoError(h.t, nc.Flush())
+}
+
+// attackerWrites puts raw bytes under the attacker's own request key.
+func (h *harness) attackerWrites(key string, data []byte) {
+	h.t.Helper()
+	kv, err := h.js.KeyValue(context.Background(), nodedrain.RequestsBucket)
+	require.NoError(h.t, err)
+	_, err = kv.Put(context.Background(), key, data)
+	require.NoError(h.t, err)
+}
+
+// An agent copies its own delete marker under a draining node's key: the coordinator keeps the
+// drain, puts the node's request back, and the node's real withdrawal still uncordons it.
+func TestCopiedWithdrawalIsIgnoredAndRepaired(t *testing.T) {
+	h := newHarness(t, "forge-del", 2)
+	attacker, victim := h.nodes[0], h.nodes[1]
+	cfg := h.config(h.c.Client)
+	h.run(cfg)
+	h.request(victim, "r-victim", time.Now())
+	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
+
+	h.attackerWrites(attacker, []byte(`{"Node":"`+attacker+`","RequestID":"a1","RequestedBy":2}`))
+	h.Withdraw(t, attacker)
+	h.copyInto(attacker, victim)
+
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cfg.Metrics.ForgedRequests) >= 1 },
+		10*time.Second, 20*time.Millisecond, "the copied delete marker was not recognised")
+	require.Eventually(t, func() bool {
+		r, _, err := h.Requests.Get(context.Background(), victim)
+		return err == nil && r.RequestID == "r-victim"
+	}, 10*time.Second, 20*time.Millisecond, "the victim's request was not put back")
+	st, _ := h.last(victim)
+	require.Equal(t, nodedrain.StatusComplete, st.Status, "the victim's drain was disturbed: %+v", st)
+	require.True(t, h.node(victim).Spec.Unschedulable, "the victim was uncordoned by a forged withdrawal")
+
+	// The victim's own withdrawal (its agent reads its request back, as put back) ends the drain.
+	h.withdraw(victim)
+	h.waitFor(victim, 30*time.Second, "uncordoned after the real withdrawal", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
+}
+
+// An agent writes another node's request under its own key and copies it under that node's key,
+// before and while the coordinator runs: the node is never drained, and its key is cleared.
+func TestCopiedRequestDrainsNothing(t *testing.T) {
+	h := newHarness(t, "forge-put", 3)
+	attacker := h.nodes[0]
+	plant := func(victim string) {
+		data, err := nodedrain.EncodeRequest(nodedrain.NodeDrainRequest{Node: victim, RequestID: "forged-" + victim,
+			RequestedAt: time.Now(), RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+		require.NoError(t, err)
+		h.attackerWrites(attacker, data)
+		h.copyInto(attacker, victim)
+	}
+	plant(h.nodes[1]) // in the snapshot a starting coordinator reads
+	r, _, err := h.Requests.Get(context.Background(), h.nodes[1])
+	require.NoError(t, err, "the copy did not land (the attack changed)")
+	require.Equal(t, "forged-"+h.nodes[1], r.RequestID)
+	cfg := h.config(h.c.Client)
+	h.run(cfg)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cfg.Metrics.ForgedRequests) == 1 },
+		10*time.Second, 20*time.Millisecond, "the copy in the snapshot was not recognised")
+	// Live: the coordinator may clear the attacker's misnamed value before the copy is made
+	// (then a delete marker is copied); the attacker tries until a forged request is copied.
+	require.Eventually(t, func() bool {
+		plant(h.nodes[2])
+		return testutil.ToFloat64(cfg.Metrics.ForgedRequests) >= 2
+	}, 10*time.Second, 100*time.Millisecond, "no live copy was recognised")
+
+	for _, victim := range h.nodes[1:] {
+		require.Eventually(t, func() bool {
+			_, _, err := h.Requests.Get(context.Background(), victim)
+			return err != nil
+		}, 10*time.Second, 20*time.Millisecond, "the copied request under %s was not cleared", victim)
+	}
+	require.Never(t, func() bool {
+		for _, victim := range h.nodes[1:] {
+			if st, ok := h.last(victim); (ok && st.RequestID != "") || h.node(victim).Spec.Unschedulable {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Second, 50*time.Millisecond, "a copied request was served")
+	_, _, err = h.Requests.Get(context.Background(), attacker)
+	require.ErrorIs(t, err, pubsub.ErrNotFound, "the attacker's own misnamed value was not cleared")
+}

@@ -1,0 +1,119 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The headers the server puts on a message it sends as a copy of a stored one (a JetStream
+// direct-get reply). No client write carries them.
+var copyHeaders = []string{jetstream.StreamHeader, jetstream.SubjectHeader, jetstream.SequenceHeader}
+
+// Origin says who wrote a bucket revision.
+type Origin int
+
+// Origins.
+const (
+	// Written: a client wrote it (or it no longer concerns the key: a resynchronised delete).
+	Written Origin = iota
+	// Copied: the server wrote it as a copy of another stored message: a client that may read a
+	// key can send a direct get whose reply subject names another key of this bucket, and the
+	// server writes its reply there, headers and all (a copied delete marker deletes the other
+	// key). Copies carry the server's Nats-Stream, Nats-Subject and Nats-Sequence headers;
+	// nothing a client writes does.
+	Copied
+	// Superseded: the revision is gone and key has a newer one, whose own event follows; who
+	// wrote it can no longer be told, and it does not matter (the newer value decides).
+	Superseded
+)
+
+// Origin tells who wrote key's value or delete marker at revision rev.
+func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin, error) {
+	if rev == 0 {
+		return Written, nil
+	}
+	msg, err := b.storedMsg(ctx, map[string]any{"seq": rev})
+	if err != nil {
+		return Written, err
+	}
+	if msg == nil {
+		latest, err := b.storedMsg(ctx, map[string]any{"last_by_subj": "$KV." + b.name + "." + key})
+		if err != nil {
+			return Written, err
+		}
+		if latest != nil && latest.Seq > rev {
+			return Superseded, nil
+		}
+		return Written, nil
+	}
+	if msg.Subject != "$KV."+b.name+"."+key || len(msg.Hdrs) == 0 {
+		return Written, nil
+	}
+	hdr, err := nats.DecodeHeadersMsg(msg.Hdrs)
+	if err != nil {
+		return Copied, nil // no client write has headers the client library cannot read back
+	}
+	for _, h := range copyHeaders {
+		if hdr.Get(h) != "" {
+			return Copied, nil
+		}
+	}
+	return Written, nil
+}
+
+type storedMsg struct {
+	Subject string `json:"subject"`
+	Seq     uint64 `json:"seq"`
+	Hdrs    []byte `json:"hdrs"`
+}
+
+// storedMsg reads a message as stored (query: by "seq" or "last_by_subj"), through the stream's
+// message API (a direct get, which nats.go prefers for buckets, adds its own headers to the
+// reply). Nil: no such message.
+func (b *Bucket[T]) storedMsg(ctx context.Context, query map[string]any) (*storedMsg, error) {
+	req, err := json.Marshal(query)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+b.name, req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %v: %w", b.name, query, err)
+	}
+	var resp struct {
+		Message *storedMsg          `json:"message"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("read %s %v: %w", b.name, query, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read %s %v: %w", b.name, query, resp.Error)
+	}
+	return resp.Message, nil
+}
+
+// PublishIfRevision stores v as key's value only if key's current revision is rev (its value or
+// delete marker), and returns the new revision; otherwise it fails with an error wrapping
+// ErrConflict.
+func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+	data, err := b.encode(key, v)
+	if err != nil {
+		return 0, err
+	}
+	n, err := b.kv.Update(ctx, key, data, rev)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return 0, fmt.Errorf("publish %s/%s at revision %d: %w", b.name, key, rev, err)
+	}
+	return n, nil
+}

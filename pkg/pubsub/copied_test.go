@@ -1,0 +1,71 @@
+package pubsub_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// A client that may read key a makes the server write a copy of a's delete marker under key b
+// (a direct get whose reply subject is b's): b is deleted on the bus, and Origin tells the copy
+// from a client's own writes.
+func TestOriginTellsServerCopiesFromClientWrites(t *testing.T) {
+	_, js, b := setup(t, "copies", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	revA := publish(t, b, "a", 1)
+	revB := publish(t, b, "b", 2)
+	require.NoError(t, b.Unpublish(ctx, "a"))
+
+	nc := js.Conn()
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_copies.$KV.copies.a", "$KV.copies.b", nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool {
+		_, _, err := b.Get(ctx, "b")
+		return err != nil
+	}, 5*time.Second, 20*time.Millisecond, "the copied delete marker deleted b")
+	copyRev := revB + 2 // a's delete marker, then the copy
+
+	for _, c := range []struct {
+		key  string
+		rev  uint64
+		want pubsub.Origin
+	}{{"a", revA, pubsub.Written}, {"b", revB, pubsub.Written}, {"a", revB + 1, pubsub.Written}, {"b", copyRev, pubsub.Copied},
+		{"b", 999, pubsub.Written}, {"a", copyRev, pubsub.Written}} {
+		got, err := b.Origin(ctx, c.key, c.rev)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got, "%s at revision %d", c.key, c.rev)
+	}
+
+	// Putting back the value b had, on condition that the copy is still the latest.
+	_, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev-1)
+	require.ErrorIs(t, err, pubsub.ErrConflict, "a stale revision")
+	rev, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev)
+	require.NoError(t, err)
+	v, got, err := b.Get(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, record{N: 2, S: "b"}, v)
+	require.Equal(t, rev, got)
+}
+
+// With one value kept per key (the default), a revision overwritten before it is looked at is
+// superseded: its writer can no longer be told, and the newer value decides.
+func TestOriginOfAnOverwrittenRevision(t *testing.T) {
+	_, _, b := setup(t, "overwritten", pubsub.BucketConfig{})
+	ctx := testCtx(t)
+	first := publish(t, b, "a", 1)
+	publish(t, b, "a", 2)
+	other := publish(t, b, "b", 3)
+	require.NoError(t, b.Unpublish(ctx, "b"))
+	got, err := b.Origin(ctx, "a", first)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Superseded, got)
+	got, err = b.Origin(ctx, "b", other)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Superseded, got, "overwritten by a delete marker")
+	got, err = b.Origin(ctx, "c", first)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Written, got, "a revision of another key (a resynchronised delete)")
+}
