@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
-	"github.com/edgedrain/edgedrain/pkg/busauth"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
@@ -15,7 +15,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	natsOpts := o.nats.Options("edgedrain-agent/" + o.cfg.Node)
 	// The bus lets an agent subscribe only under its node's inbox prefix (DESIGN §10).
-	natsOpts.InboxPrefix = busauth.AgentInboxPrefix(o.cfg.Node)
+	natsOpts.InboxPrefix = nodedrain.AgentInboxPrefix(o.cfg.Node)
 	nc, js, err := cli.ConnectBus(natsOpts, log)
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ package busauth
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -65,13 +64,8 @@ type Permissions struct {
 	Publish, Subscribe []string
 }
 
-// AgentInboxPrefix is the inbox prefix an agent of node must use (nats.CustomInboxPrefix):
-// replies and watch deliveries reach it there, and it may subscribe nowhere else, so it cannot
-// read another client's replies. Node names have no '_', so mapping '.' to '_' keeps the prefix
-// one subject token and distinct per node ("a.b" must not be a prefix of "a").
-func AgentInboxPrefix(node string) string {
-	return "_INBOX_edgedrain_agent." + strings.ReplaceAll(node, ".", "_")
-}
+// AgentInboxPrefix is nodedrain.AgentInboxPrefix: where the agent of node receives.
+func AgentInboxPrefix(node string) string { return nodedrain.AgentInboxPrefix(node) }
 
 func stream(bucket string) string { return "KV_" + bucket }
 

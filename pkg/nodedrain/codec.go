@@ -1,5 +1,7 @@
 package nodedrain
 
+import "strings"
+
 // Bus bucket names (DESIGN §2); the key in both is the node name.
 const (
 	// RequestsBucket holds each node's NodeDrainRequest, written by that node's agent.
@@ -25,3 +27,11 @@ func (StatusCodec) Encode(s NodeDrainStatus) ([]byte, error) { return EncodeStat
 
 // Decode strictly decodes a status (see DecodeStatus).
 func (StatusCodec) Decode(data []byte) (NodeDrainStatus, error) { return DecodeStatus(data) }
+
+// AgentInboxPrefix is the inbox prefix the agent of node uses for its replies and its status
+// watch (nats.CustomInboxPrefix): the bus lets it subscribe only there (DESIGN §10), so it
+// cannot read another client's replies. Node names have no '_', so mapping '.' to '_' keeps the
+// prefix one subject token and distinct per node ("a.b" must not extend "a").
+func AgentInboxPrefix(node string) string {
+	return "_INBOX_edgedrain_agent." + strings.ReplaceAll(node, ".", "_")
+}
