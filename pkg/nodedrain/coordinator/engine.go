@@ -255,8 +255,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // cordoned, and rebuilds every drain from them.
 func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.NodeDrainRequest]) error {
 	requests := map[string]*nodedrain.NodeDrainRequest{}
-	// Keys whose latest value is not a request of their node's agent: restored after the resume
-	// (a copied delete marker in the snapshot only hides the key, as a genuine one does).
+	// Copies the server made under a key, undone after the resume (a copied delete marker in the
+	// snapshot only hides the key, as a genuine one does; other unusable values hide it too, and
+	// no drain is served for it after the resume, so they need no repair).
 	bad := map[string]uint64{}
 	for snapshot := true; snapshot; {
 		select {
@@ -275,14 +276,15 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 					requests[ev.Key] = &r
 				default:
 					delete(requests, ev.Key)
-					bad[ev.Key] = ev.Revision
+					if o == pubsub.Copied {
+						bad[ev.Key] = ev.Revision
+					}
 				}
 			case pubsub.EventDelete:
 				delete(requests, ev.Key)
 			case pubsub.EventDecodeError:
 				e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
 				delete(requests, ev.Key)
-				bad[ev.Key] = ev.Revision
 			case pubsub.EventSnapshotDone:
 				snapshot = false
 			}
@@ -333,7 +335,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	}
 	e.act(ctx, actions)
 	for _, k := range slices.Sorted(maps.Keys(bad)) {
-		e.repair(ctx, k, bad[k])
+		e.repair(ctx, k, bad[k], true)
 	}
 	return nil
 }
@@ -356,7 +358,7 @@ func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.Nod
 		case o == pubsub.Superseded:
 			return
 		case o == pubsub.Copied || (ev.Kind == pubsub.EventPut && !e.checkKey(ev.Key, ev.Value.Node)):
-			e.repair(ctx, ev.Key, ev.Revision)
+			e.repair(ctx, ev.Key, ev.Revision, o == pubsub.Copied)
 			return
 		}
 		var req *nodedrain.NodeDrainRequest
@@ -368,7 +370,7 @@ func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.Nod
 	case pubsub.EventDecodeError:
 		// Counted by the bucket; the node's drain is left as it was.
 		e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
-		e.repair(ctx, ev.Key, ev.Revision)
+		e.repair(ctx, ev.Key, ev.Revision, false)
 	}
 }
 

@@ -50,20 +50,28 @@ func (e *Engine) origin(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrain
 // repair puts back, under key, the request the engine serves for that node (none: a delete), on
 // condition that the value it ignored at rev is still the latest. The node's agent then finds
 // its own request there again, so its withdrawal reaches the engine; without this, an agent that
-// finds a value it did not write leaves it, and the node would stay cordoned.
-func (e *Engine) repair(ctx context.Context, key string, rev uint64) {
+// finds a value it did not write leaves it, and the node would stay cordoned. A copy is always
+// undone; another unusable value (undecodable, or naming another node) only while the engine
+// serves a request for the node: an idle node's agent overwrites such a value when it asks, and
+// a flood of them then costs no writes.
+func (e *Engine) repair(ctx context.Context, key string, rev uint64, copied bool) {
 	if nodedrain.ValidNodeName(key) != nil {
 		return
 	}
+	d, serving := e.core.Drain(key)
+	serving = serving && d.Request != nil
+	if !copied && !serving {
+		return
+	}
 	var err error
-	if d, ok := e.core.Drain(key); ok && d.Request != nil {
+	if serving {
 		_, err = e.requests.PublishIfRevision(ctx, key, *d.Request, rev)
 	} else {
 		err = e.requests.UnpublishRevision(ctx, key, rev)
 	}
 	switch {
 	case err == nil:
-		e.log.WithField("node", key).Info("restored the node's request key after a value that was not its agent's")
+		e.warnings.Logger("request-repaired", e.log).WithField("node", key).Info("restored the node's request key after a value its agent did not write")
 	case errors.Is(err, pubsub.ErrConflict):
 		// Written again meanwhile: the newer value is handled on its own.
 	default:

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
-	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 // copyInto makes the server copy the latest message of key from under to key into (a direct
@@ -55,6 +54,15 @@ func TestCopiedWithdrawalIsIgnoredAndRepaired(t *testing.T) {
 	st, _ := h.last(victim)
 	require.Equal(t, nodedrain.StatusComplete, st.Status, "the victim's drain was disturbed: %+v", st)
 	require.True(t, h.node(victim).Spec.Unschedulable, "the victim was uncordoned by a forged withdrawal")
+
+	// A status delivered under the victim's key (a consumer of the attacker's own status with
+	// that deliver subject: no copy headers, and no request) is undone as well while the drain
+	// is served, or the victim's agent would find a value it did not write and leave it.
+	h.attackerWrites(victim, []byte(`{"Node":"`+attacker+`","Status":2}`))
+	require.Eventually(t, func() bool {
+		r, _, err := h.Requests.Get(context.Background(), victim)
+		return err == nil && r.RequestID == "r-victim"
+	}, 10*time.Second, 20*time.Millisecond, "the victim's request was not put back after an undecodable value")
 
 	// The victim's own withdrawal (its agent reads its request back, as put back) ends the drain.
 	h.withdraw(victim)
@@ -104,6 +112,8 @@ func TestCopiedRequestDrainsNothing(t *testing.T) {
 		}
 		return false
 	}, 2*time.Second, 50*time.Millisecond, "a copied request was served")
+	// The attacker's own key keeps its misnamed value: no drain is served for it, and writing
+	// over every unusable value would let a flood of them double the writes.
 	_, _, err = h.Requests.Get(context.Background(), attacker)
-	require.ErrorIs(t, err, pubsub.ErrNotFound, "the attacker's own misnamed value was not cleared")
+	require.NoError(t, err)
 }
