@@ -72,13 +72,19 @@ func (c *Cluster) PodToken(t testing.TB, pod *corev1.Pod, audience string, secon
 
 // RequestPodToken is PodToken for callers without a testing.TB (the demo).
 func RequestPodToken(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, audience string, seconds int64) (string, error) {
-	tr, err := client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName,
+	return RequestToken(ctx, client, pod.Namespace, pod.Spec.ServiceAccountName, audience, seconds,
+		&authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+}
+
+// RequestToken asks for a token of ServiceAccount ns/sa with audience, bound to bound (nil:
+// to nothing).
+func RequestToken(ctx context.Context, client kubernetes.Interface, ns, sa, audience string, seconds int64, bound *authenticationv1.BoundObjectReference) (string, error) {
+	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			Audiences: []string{audience}, ExpirationSeconds: &seconds,
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+			Audiences: []string{audience}, ExpirationSeconds: &seconds, BoundObjectRef: bound,
 		}}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("token request for pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return "", fmt.Errorf("token request for %s/%s: %w", ns, sa, err)
 	}
 	return tr.Status.Token, nil
 }
