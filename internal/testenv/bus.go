@@ -28,9 +28,33 @@ type Bus struct {
 // status published until the test ends.
 func StartBus(t testing.TB) *Bus {
 	t.Helper()
+	return StartBusWith(t, pubsub.EmbeddedConfig{}, pubsub.ConnectOptions{})
+}
+
+// StartBusWith is StartBus on a server started with cfg (e.g. with an Authentication; Host and
+// StoreDir default to loopback and a temporary directory), the test's own connection made with
+// conn (e.g. the coordinator's user and password; URLs, Name and ReconnectWait default to
+// ConnectNATS's).
+func StartBusWith(t testing.TB, cfg pubsub.EmbeddedConfig, conn pubsub.ConnectOptions) *Bus {
+	t.Helper()
 	b := &Bus{seen: map[string][]nodedrain.NodeDrainStatus{}}
-	b.NATS = StartNATS(t)
-	_, b.JS = ConnectNATS(t, b.NATS.ClientURL())
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = t.TempDir()
+	}
+	b.NATS = startNATS(t, cfg)
+	if len(conn.URLs) == 0 {
+		conn.URLs = []string{b.NATS.ClientURL()}
+	}
+	if conn.Name == "" {
+		conn.Name = t.Name()
+	}
+	if conn.ReconnectWait == 0 {
+		conn.ReconnectWait = natsReconnectWait
+	}
+	_, b.JS = ConnectNATSWith(t, conn)
 	ctx := context.Background()
 	var err error
 	b.Requests, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})

@@ -6,6 +6,11 @@ import (
 	"github.com/edgedrain/edgedrain/internal/testenv"
 )
 
-var cluster *testenv.Cluster
+var (
+	cluster       *testenv.Cluster
+	natsServerBin string // nats-server built from its Go module, for the external-server tests
+)
 
-func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
+func TestMain(m *testing.M) {
+	testenv.MainWithBinary(m, &cluster, "github.com/nats-io/nats-server/v2", &natsServerBin)
+}
