@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,27 +112,15 @@ func setUnschedulable(ctx context.Context, client kubernetes.Interface, node str
 }
 
 // edgedrain: the coordinator with its production defaults (client QPS 200, burst 400),
-// embedded NATS; timed from the request's publication to COMPLETE on the bus.
-func (b *bench) edgedrain(ctx context.Context, s *setup) error {
-	dir, err := os.MkdirTemp("", "edgedrain-bench-nats-")
+// embedded NATS (secured as in production, or open as before bus authentication); timed from
+// the request's publication to COMPLETE on the bus.
+func (b *bench) edgedrain(ctx context.Context, s *setup, secured bool) error {
+	bus, err := b.openBus(ctx, s, secured)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := pubsub.StartEmbedded(pubsub.EmbeddedConfig{StoreDir: dir})
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
-	nc, err := pubsub.Connect(pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}})
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer bus.close()
+	js := bus.coordinator
 	rc := rest.CopyConfig(b.c.Admin)
 	rc.QPS, rc.Burst = 200, 400
 	client, err := kubernetes.NewForConfig(rc)
@@ -150,11 +136,16 @@ func (b *bench) edgedrain(ctx context.Context, s *setup) error {
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = engine.Run(ectx) }()
-	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
 	if err != nil {
 		return err
 	}
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	// The agent opens the buckets the coordinator made (it may not create them).
+	var requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		requests, err = pubsub.OpenBucket(ctx, bus.requester, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, OpenOnly: true}, nodedrain.RequestCodec{})
+		return err == nil, nil
+	})
 	if err != nil {
 		return err
 	}

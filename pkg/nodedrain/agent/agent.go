@@ -351,9 +351,12 @@ func (a *Agent) consumeOverride() {
 	a.entry().Info("override COMPLETE acted on: file removed")
 }
 
-// newRequestID returns a request ID unique per request: a node prefix, the time and randomness.
+// newRequestID returns a request ID unique per request: a node prefix, the time and 128 random
+// bits. The agent acts on a COMPLETE only for this ID, and no other node can read it (bus
+// permissions; the coordinator's Node annotation holds only a digest), so another node cannot
+// forge a status this agent would act on, even through a server copy (README, Security model).
 func (a *Agent) newRequestID() string {
-	var b [4]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	prefix := a.cfg.Node
 	if len(prefix) > 64 {

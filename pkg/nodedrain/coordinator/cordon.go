@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -19,11 +21,21 @@ const CordonAnnotation = "edgedrain.io/cordoned"
 
 // cordonRecord is the value of CordonAnnotation.
 type cordonRecord struct {
-	RequestID string    `json:"requestID"`
-	At        time.Time `json:"at"`
+	// Request is a digest of the request's ID, never the ID itself: Node objects are readable by
+	// every kubelet, and an agent acts on a COMPLETE only for its own request ID, which no other
+	// node may learn (DESIGN §10; README, Security model).
+	Request string    `json:"request"`
+	At      time.Time `json:"at"`
 	// WasUnschedulable is the node's spec.unschedulable before edgedrain cordoned it (always
 	// false today: a node already cordoned is left to whoever cordoned it).
 	WasUnschedulable bool `json:"wasUnschedulable"`
+}
+
+// RequestDigest names a request without revealing its ID: the first 16 hex digits of the ID's
+// SHA-256.
+func RequestDigest(requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
 // nodeOps cordons and uncordons nodes through the API, always reading the node fresh.
@@ -44,7 +56,7 @@ func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool,
 		_, ours := node.Annotations[CordonAnnotation]
 		return ours, nil
 	}
-	rec, err := json.Marshal(cordonRecord{RequestID: requestID, At: o.now().UTC(), WasUnschedulable: false})
+	rec, err := json.Marshal(cordonRecord{Request: RequestDigest(requestID), At: o.now().UTC(), WasUnschedulable: false})
 	if err != nil {
 		return false, err
 	}

@@ -40,6 +40,11 @@ func TestCopiedWithdrawalIsIgnoredAndRepaired(t *testing.T) {
 	h.run(cfg)
 	h.request(victim, "r-victim", time.Now())
 	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
+	// Every kubelet reads Node objects: the cordon record names the request by digest only, so
+	// no other node learns the ID the victim's agent acts on.
+	ann := h.node(victim).Annotations[CordonAnnotation]
+	require.Contains(t, ann, RequestDigest("r-victim"))
+	require.NotContains(t, ann, "r-victim")
 
 	h.attackerWrites(attacker, []byte(`{"Node":"`+attacker+`","RequestID":"a1","RequestedBy":2}`))
 	h.Withdraw(t, attacker)
