@@ -192,14 +192,17 @@ func (s *authScene) waitExpiredClose(node string, timeout time.Duration) *server
 func (s *authScene) waitReconnected(a *agentProc, since time.Time, timeout time.Duration) *server.ConnInfo {
 	s.t.Helper()
 	var open *server.ConnInfo
-	require.Eventually(s.t, func() bool {
+	if !assert.Eventually(s.t, func() bool {
 		for _, c := range s.agentConns(a.node, server.ConnOpen) {
 			if !c.Start.Before(since) {
 				open = c
 			}
 		}
 		return open != nil
-	}, timeout, 20*time.Millisecond, "the agent of %s never connected again after %s\n%s", a.node, since.Format(time.RFC3339Nano), a.proc.Tail(30))
+	}, timeout, 20*time.Millisecond) {
+		s.t.Fatalf("the agent of %s never connected again after %s (refusals so far: %v)", a.node, since.Format(time.RFC3339Nano),
+			s.decisions("none", "refused"))
+	}
 	require.Eventually(s.t, func() bool {
 		st, err := a.statusErr()
 		return err == nil && st.BusConnected && strings.Contains(a.proc.Log(), "nats reconnected")
@@ -315,7 +318,6 @@ func TestAgentKeepsItsDeferredRebootAcrossATokenRotation(t *testing.T) {
 	closed := s.waitExpiredClose(target, time.Until(expA)+10*time.Second)
 	require.Equal(t, first[0].Cid, closed.Cid, "another connection expired than the one made with A")
 	assert.False(t, closed.Stop.Before(expA), "the server closed the connection at %s, before A expired at %s", closed.Stop, expA)
-	assert.Less(t, closed.Stop.Sub(expA), 2*time.Second, "the server kept A's connection open well past its expiry")
 	open := s.waitReconnected(a, *closed.Stop, 30*time.Second)
 	assert.Equal(t, "agent of node "+target+" ("+s.ns+"/"+pod.Name+")", open.AuthorizedUser)
 	assert.Equal(t, 2.0, s.decisions("agent", "accepted"), "the agent connected once with A and once with B")
@@ -326,9 +328,6 @@ func TestAgentKeepsItsDeferredRebootAcrossATokenRotation(t *testing.T) {
 	s.waitBlocked(target, req.RequestID)
 	s.requireStillDeferred(a, req.RequestID)
 	s.finishOnce(a, req.RequestID, unblock)
-	if os.Getenv("DUMP") != "" {
-		t.Logf("agent log:\n%s", a.proc.Log())
-	}
 }
 
 // TestAgentRefusedAtReconnectKeepsRetrying: at token A's expiry the file holds a token the bus
@@ -362,15 +361,26 @@ func TestAgentRefusedAtReconnectKeepsRetrying(t *testing.T) {
 			require.True(t, time.Now().Before(expA), "setup too slow: token A expired at %s, before the bad token was written", expA.Format(time.RFC3339Nano))
 
 			closed := s.waitExpiredClose(target, time.Until(expA)+10*time.Second)
-			const attempts = 4
-			require.Eventually(t, func() bool { return s.decisions("none", "refused") >= attempts }, 60*time.Second,
-				50*time.Millisecond, "the agent stopped trying to reconnect after %v refusals\n%s",
-				s.decisions("none", "refused"), a.proc.Tail(30))
-			t.Logf("A expired -> %d refused reconnects in %s", attempts, time.Since(*closed.Stop))
-			require.False(t, a.proc.Exited(), "the agent exited while refused\n%s", a.proc.Tail(30))
+			require.Eventually(t, func() bool { return s.decisions("none", "refused") >= 1 }, 30*time.Second, 20*time.Millisecond,
+				"the agent never presented the bad token")
+			require.False(t, a.proc.Exited(), "the agent exited once refused")
+			require.Eventually(t, func() bool { st, err := a.statusErr(); return err == nil && !st.BusConnected }, 10*time.Second,
+				20*time.Millisecond, "the agent reports the bus up while refused")
 			assert.Empty(t, s.agentConns(target, server.ConnOpen), "the server let the agent in with a bad token")
-			st := a.status()
-			assert.False(t, st.BusConnected, "the agent reports the bus up while refused")
+			s.requireStillDeferred(a, req.RequestID)
+
+			// nats.go gives up after the same refusal twice in a row unless told otherwise; an
+			// agent must not: the kubelet (or the API server the coordinator asks) may be late.
+			const attempts = 4
+			retrying := assert.Eventually(t, func() bool { return s.decisions("none", "refused") >= attempts }, 30*time.Second,
+				50*time.Millisecond)
+			if !retrying {
+				t.Errorf("the agent stopped reconnecting after %v refusals (process exited: %v; its log says the NATS connection closed for good: %v)",
+					s.decisions("none", "refused"), a.proc.Exited(), strings.Contains(a.proc.Log(), `"msg":"nats connection closed"`))
+			} else {
+				t.Logf("A expired -> %d refused reconnects in %s", attempts, time.Since(*closed.Stop))
+			}
+			require.False(t, a.proc.Exited(), "the agent exited while refused")
 			s.requireStillDeferred(a, req.RequestID)
 
 			good := s.token(pod)
