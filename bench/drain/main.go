@@ -51,17 +51,21 @@ func run(counts []int, termination time.Duration, nodes int) error {
 	fmt.Printf("drain of one node holding N pods, %d simulated nodes, pod termination %s\n", nodes, termination)
 	fmt.Printf("%6s  %12s  %12s  %12s  %12s  %14s  %14s  %14s\n", "pods", "edgedrain", "open bus", "kubectl", "bare probe",
 		"vs open bus", "vs kubectl", "vs bare probe")
-	secured := func(ctx context.Context, s *setup) error { return b.edgedrain(ctx, s, true) }
-	open := func(ctx context.Context, s *setup) error { return b.edgedrain(ctx, s, false) }
+	secured := func(ctx context.Context, s *setup, start func()) error { return b.edgedrain(ctx, s, true, start) }
+	open := func(ctx context.Context, s *setup, start func()) error { return b.edgedrain(ctx, s, false, start) }
+	kubectl := func(ctx context.Context, s *setup, start func()) error { start(); return b.kubectl(ctx, s) }
+	bare := func(ctx context.Context, s *setup, start func()) error { start(); return b.bare(ctx, s) }
 	for _, n := range counts {
 		var times [4]time.Duration
-		for i, method := range []func(context.Context, *setup) error{secured, open, b.kubectl, b.bare} {
+		for i, method := range []func(context.Context, *setup, func()) error{secured, open, kubectl, bare} {
 			s, err := b.prepare(ctx, n)
 			if err != nil {
 				return err
 			}
-			start := time.Now()
-			err = method(ctx, s)
+			// Each method starts the clock once its own preparation is done (edgedrain: the
+			// agent's pod and token made, before the bus and the coordinator start).
+			var start time.Time
+			err = method(ctx, s, func() { start = time.Now() })
 			times[i] = time.Since(start)
 			s.cleanup()
 			if err != nil {

@@ -114,8 +114,8 @@ func setUnschedulable(ctx context.Context, client kubernetes.Interface, node str
 // edgedrain: the coordinator with its production defaults (client QPS 200, burst 400),
 // embedded NATS (secured as in production, or open as before bus authentication); timed from
 // the request's publication to COMPLETE on the bus.
-func (b *bench) edgedrain(ctx context.Context, s *setup, secured bool) error {
-	bus, err := b.openBus(ctx, s, secured)
+func (b *bench) edgedrain(ctx context.Context, s *setup, secured bool, start func()) error {
+	bus, err := b.openBus(ctx, s, secured, start)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ type bus struct {
 // edgedrain ran before bus authentication; for comparison). Secured: the coordinator connects
 // in-process with its password, and the request comes from the target's agent, authenticated
 // with a token bound to its DaemonSet pod and held to its node's keys.
-func (b *bench) openBus(ctx context.Context, s *setup, secured bool) (*bus, error) {
+// start is called once the agent's identity is made, before the server starts.
+func (b *bench) openBus(ctx context.Context, s *setup, secured bool, start func()) (*bus, error) {
 	dir, err := os.MkdirTemp("", "edgedrain-bench-nats-")
 	if err != nil {
 		return nil, err
@@ -65,6 +66,7 @@ func (b *bench) openBus(ctx context.Context, s *setup, secured bool) (*bus, erro
 		}
 		coordOpts.User, coordOpts.Password = busauth.CoordinatorUser, password
 	}
+	start()
 	srv, err := pubsub.StartEmbedded(cfg)
 	if err != nil {
 		return fail(err)

@@ -194,7 +194,8 @@ func (s *authScene) waitReconnected(a *agentProc, since time.Time, timeout time.
 	var open *server.ConnInfo
 	if !assert.Eventually(s.t, func() bool {
 		for _, c := range s.agentConns(a.node, server.ConnOpen) {
-			if !c.Start.Before(since) {
+			// A connection still being refused is listed too, its user not yet known.
+			if !c.Start.Before(since) && c.AuthorizedUser != "" && c.AuthorizedUser != "[REDACTED]" {
 				open = c
 			}
 		}

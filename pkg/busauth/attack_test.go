@@ -148,8 +148,12 @@ func attackSuite(t *testing.T, w *world) {
 			_, err := a.js.CreateOrUpdateConsumer(ctx, "KV_"+req, jetstream.ConsumerConfig{FilterSubject: "$KV." + req + "." + n1})
 			return err
 		})
-		a.refused(t, "delete a consumer", "$JS.API.CONSUMER.DELETE.KV_"+st, func(ctx context.Context) error {
-			return a.js.DeleteConsumer(ctx, "KV_"+st, "anyone")
+		a.refused(t, "delete a consumer of the requests stream", "$JS.API.CONSUMER.DELETE.KV_"+req, func(ctx context.Context) error {
+			return a.js.DeleteConsumer(ctx, "KV_"+req, "anyone")
+		})
+		a.refused(t, "list the status stream's consumers", "$JS.API.CONSUMER.NAMES.KV_"+st, func(ctx context.Context) error {
+			_, err := a.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.NAMES.KV_"+st, nil)
+			return err
 		})
 	})
 

@@ -80,10 +80,12 @@ func keySubject(bucket, key string) string { return "$KV." + bucket + "." + key 
 //     direct gets);
 //   - watch its node's status: CONSUMER.CREATE on the status stream whose subject names the
 //     filter (the server checks that the consumer's filter is that subject), flow-control
-//     replies of that stream;
+//     replies of that stream, CONSUMER.DELETE of the status stream's consumers (their names
+//     are random and cannot be listed: an agent can delete only the ones it made);
 //   - receive replies only under its own inbox prefix.
 //
-// Nothing else: no other key, no status write, no stream or consumer administration or purge.
+// Nothing else: no other key, no status write, no stream administration or purge, no consumer
+// listing.
 // An operator reads every key of both buckets, watches them, and may put or delete any request
 // (NATS cannot tell a delete from a put by subject; a forged request drains a node but never
 // reboots it, since its agent ignores a status for a request it did not make).
@@ -99,6 +101,9 @@ func PermissionsFor(id Identity) Permissions {
 				"$JS.API.DIRECT.GET." + stream(req) + "." + keySubject(req, id.Node),
 				"$JS.API.DIRECT.GET." + stream(st) + "." + keySubject(st, id.Node),
 				"$JS.API.CONSUMER.CREATE." + stream(st) + ".*." + keySubject(st, id.Node),
+				// nats.go deletes a watch's consumer when it stops or resumes it (else it waits
+				// 5 s for an answer); consumer names are random and no agent may list them.
+				"$JS.API.CONSUMER.DELETE." + stream(st) + ".*",
 				"$JS.FC." + stream(st) + ".>",
 			},
 			Subscribe: []string{AgentInboxPrefix(id.Node) + ".>"},

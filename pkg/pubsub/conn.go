@@ -150,6 +150,9 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 		// whenever the connection is back, long after its writer gave up on it (a coordinator
 		// that lost its Lease meanwhile must not have a status land behind its successor's back).
 		nats.ReconnectBufSize(-1),
+		// A refusal may pass (a token the kubelet has not rotated yet, an API server that could
+		// not review it): keep trying, never give up after two refusals as nats.go would.
+		nats.IgnoreAuthErrorAbort(),
 		nats.PingInterval(pingInterval),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.WithField("url", remember(nc)).Info("nats connected")
