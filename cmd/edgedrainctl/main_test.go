@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,15 +13,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-// bus starts NATS with the two buckets holding a few nodes in different states.
+// bus starts NATS as the coordinator does (anonymous clients refused; people's tools as the
+// operator) with the two buckets holding a few nodes in different states, and returns the
+// flags that reach it as the operator.
 func bus(t *testing.T) string {
 	t.Helper()
-	srv := testenv.StartNATS(t)
-	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	coordPW, err := busauth.NewPassword()
+	require.NoError(t, err)
+	auth, err := busauth.New(busauth.Config{CoordinatorPassword: coordPW, OperatorPassword: "op-secret"})
+	require.NoError(t, err)
+	srv, err := pubsub.StartEmbedded(pubsub.EmbeddedConfig{StoreDir: t.TempDir(), Authentication: auth})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	operatorPW = filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(operatorPW, []byte("op-secret\n"), 0o600))
+	_, js := testenv.ConnectNATSWith(t, pubsub.ConnectOptions{URLs: []string{srv.ClientURL()}, User: busauth.CoordinatorUser, Password: coordPW})
 	ctx := context.Background()
 	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
 	require.NoError(t, err)
@@ -44,7 +57,16 @@ func bus(t *testing.T) string {
 	return srv.ClientURL()
 }
 
+// operatorPW is the operator's password file of the last bus started.
+var operatorPW string
+
+// ctl runs edgedrainctl as the operator (args may override the credentials).
 func ctl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return ctlAs(t, append([]string{"--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW}, args...)...)
+}
+
+func ctlAs(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), args, &out, &errOut)
@@ -113,9 +135,22 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// Without the operator's credentials the bus refuses edgedrainctl, and it says so.
+func TestRefusedWithoutOperatorCredentials(t *testing.T) {
+	url := bus(t)
+	_, errOut, code := ctlAs(t, "--timeout", "2s", "--nats-url", url, "status")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "uthorization violation")
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	require.NoError(t, os.WriteFile(wrong, []byte("nope"), 0o600))
+	_, errOut, code = ctlAs(t, "--timeout", "2s", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", wrong, "withdraw", "edge-3.shop")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "uthorization violation")
+}
+
 func TestNoCoordinatorYet(t *testing.T) {
 	srv := testenv.StartNATS(t)
-	_, errOut, code := ctl(t, "--nats-url", srv.ClientURL(), "status")
+	_, errOut, code := ctlAs(t, "--nats-url", srv.ClientURL(), "status")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "has a coordinator run on this bus?")
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,13 +176,16 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 			log.WithField("url", remember(nc)).Info("nats reconnected")
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
+			defer lastErrs.Delete(nc)
 			entry := log.WithField("url", configured)
 			if err := nc.LastError(); err != nil {
 				entry = entry.WithError(err)
 			}
 			entry.Info("nats connection closed")
 		}),
+		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) { lastErrs.Store(nc, err) }),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			lastErrs.Store(nc, err)
 			entry := log.WithField("url", nc.ConnectedUrlRedacted()).WithError(err)
 			if sub != nil {
 				entry = entry.WithField("subject", sub.Subject)
@@ -249,13 +253,26 @@ func tokenReader(path string, log logrus.FieldLogger) func() string {
 	}
 }
 
-// WaitConnected waits until nc is connected, or ctx ends (its error then).
+// lastErrs holds the last error each connection made by Connect met (nats.go forgets a refused
+// reconnect attempt's), for WaitConnected to say why it gave up.
+var lastErrs sync.Map
+
+// WaitConnected waits until nc is connected, or ctx ends (its error then, with the
+// connection's last error, e.g. an authorization violation).
 func WaitConnected(ctx context.Context, nc *nats.Conn) error {
 	status := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(status)
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
+			last := nc.LastError()
+			if e, ok := lastErrs.Load(nc); ok && last == nil {
+				last, _ = e.(error)
+			}
+			if last != nil {
+				// Say why (a refusal names the credentials as the problem).
+				return fmt.Errorf("nats: not connected (last error: %v): %w", last, ctx.Err())
+			}
 			return fmt.Errorf("nats: not connected: %w", ctx.Err())
 		case <-status:
 		case <-time.After(100 * time.Millisecond): // a connect that happened before the listener
