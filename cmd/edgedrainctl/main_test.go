@@ -140,12 +140,12 @@ func TestRefusedWithoutOperatorCredentials(t *testing.T) {
 	url := bus(t)
 	_, errOut, code := ctlAs(t, "--timeout", "2s", "--nats-url", url, "status")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "uthorization violation")
+	assert.Contains(t, errOut, "Authorization Violation")
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	require.NoError(t, os.WriteFile(wrong, []byte("nope"), 0o600))
 	_, errOut, code = ctlAs(t, "--timeout", "2s", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", wrong, "withdraw", "edge-3.shop")
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "uthorization violation")
+	assert.Contains(t, errOut, "Authorization Violation")
 }
 
 func TestNoCoordinatorYet(t *testing.T) {
