@@ -356,6 +356,7 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
+	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status}, s.w.now))
 	if c.core.Announce(st) {
 		s.onEvent(c, st)
 	}

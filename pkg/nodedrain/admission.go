@@ -32,7 +32,7 @@ type Admission struct {
 // under maintenance). In a whole-cluster shutdown a COMPLETE node that is no longer Ready has gone
 // down as planned and frees its slot, so the next node can drain.
 func holdsSlot(d Drain, ready, wholeCluster bool) bool {
-	if d.Active() {
+	if d.Active() || d.BusHolds {
 		return true
 	}
 	return d.Status.Status == StatusComplete && d.Request != nil && !(wholeCluster && !ready)

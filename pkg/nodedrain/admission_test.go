@@ -339,3 +339,30 @@ func TestDeclaredShutdownWithABrokenNode(t *testing.T) {
 	none := map[string]Drain{"b": drainIn(StatusRequested, "b", time.Second)}
 	assert.False(t, Admit(none, ns, 1).WholeCluster)
 }
+
+// A drain that leaves maintenance frees its slot only once that status is on the bus: until
+// then the bus may still show it in maintenance (seed 101553).
+func TestSlotFreedOnlyWhenTheFreeingStatusIsPublished(t *testing.T) {
+	p := DefaultPolicy()
+	failing := drainIn(StatusDrainRetrying, "a", 0)
+	failing.BusHolds = true                                                     // as Step sets it with the status
+	failing, _ = Step(failing, EvPublished{Status: StatusDrainRetrying}, t0, p) // on the bus
+	failing.Waiting, failing.Status.Attempt = OpEvict, p.DrainAttempts
+	failing, _ = Step(failing, EvResult{Op: OpEvict, RequestID: "a-r", Err: fmt.Errorf("pods left")}, t0, p)
+	if !assert.Equal(t, StatusFailedDrain, failing.Status.Status) {
+		return
+	}
+	drains := map[string]Drain{"a": failing, "b": drainIn(StatusRequested, "b", time.Second)}
+	assert.Empty(t, Admit(drains, nodes("a", "b"), 1).Admit, "FAILEDDRAIN not published yet: the bus still shows a in maintenance")
+
+	failing, _ = Step(failing, EvPublished{Status: StatusDrainRetrying}, t0, p) // a late ack of an older status
+	drains["a"] = failing
+	assert.Empty(t, Admit(drains, nodes("a", "b"), 1).Admit)
+
+	failing, _ = Step(failing, EvPublished{Status: StatusFailedDrain}, t0, p)
+	drains["a"] = failing
+	assert.Equal(t, []string{"b"}, Admit(drains, nodes("a", "b"), 1).Admit, "FAILEDDRAIN on the bus frees the slot")
+
+	resumed, _ := Resume(NodeDrainStatus{Node: "c", Status: StatusCordoned, RequestID: "c-r"}, nil, t0, p)
+	assert.True(t, resumed.BusHolds, "a resumed drain the bus shows in maintenance holds its slot until its next status is published")
+}

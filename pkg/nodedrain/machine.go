@@ -123,11 +123,19 @@ type Drain struct {
 	// else had cordoned the node). Unknown (a lost reply, COMPLETE without a cordon answer), a
 	// withdrawal uncordons: the uncordon only ever undoes edgedrain's own annotation.
 	CordonKnown bool
+	// BusHolds says the bus may still show this drain in maintenance: a slot-holding status of
+	// it was published (or its publication may have landed), and no status that frees the slot
+	// is known to have replaced it there yet. The slot stays taken meanwhile (S3 is about what
+	// the bus shows, not only what this coordinator decided).
+	BusHolds bool
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.
-func (d Drain) Active() bool {
-	switch d.Status.Status {
+func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
+
+// holdsSlot reports whether a drain in status s is in maintenance.
+func (s DrainStatus) holdsSlot() bool {
+	switch s {
 	case StatusStarting, StatusCordoned, StatusDrainRetrying:
 		return true
 	}
@@ -187,6 +195,11 @@ type EvAPIUnreachable struct {
 	Safe     bool
 	Blockers []Blocker
 }
+
+// EvPublished says the drain's status Status reached the bus (the write was acknowledged).
+type EvPublished struct{ Status DrainStatus }
+
+func (EvPublished) event() {}
 
 // EvPublishFailed says the publication of the drain's status failed. A COMPLETE that did not
 // reach the bus is not published later as it was: what made it true may have changed meanwhile

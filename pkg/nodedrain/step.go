@@ -30,6 +30,10 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		s.timer()
 	case EvAPIUnreachable:
 		s.apiUnreachable(e)
+	case EvPublished:
+		if !e.Status.holdsSlot() && e.Status == s.d.Status.Status {
+			s.d.BusHolds = false
+		}
 	case EvPublishFailed:
 		if s.d.Status.Status == StatusComplete && s.d.Request != nil {
 			// After a pause: a bus that refuses writes at once must not turn this into a loop of
@@ -46,7 +50,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 // operation is idempotent, so redoing the one that was under way is safe: a cordon finds the node
 // already cordoned by edgedrain and does not cordon it again.
 func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) (Drain, []Action) {
-	d := Drain{Status: st}
+	d := Drain{Status: st, BusHolds: st.Status.holdsSlot()}
 	if req == nil || req.RequestID != st.RequestID {
 		if req == nil && !st.Status.InProgress() && st.Status != StatusComplete && !st.Status.Failed() &&
 			st.Status != StatusNotSupported {
@@ -93,6 +97,7 @@ type stepper struct {
 func (s *stepper) set(status DrainStatus, msg string, blockers []Blocker) {
 	st := &s.d.Status
 	st.Status, st.Message, st.Blockers, st.UpdatedAt = status, msg, blockers, s.now
+	s.d.BusHolds = s.d.BusHolds || status.holdsSlot()
 	s.actions = append(s.actions, Publish{Status: *st})
 }
 

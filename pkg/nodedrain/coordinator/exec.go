@@ -286,6 +286,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	}
 	e.lastSeq = max(e.lastSeq, rev)
 	delete(e.unpublished, st.Node)
+	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status}, e.cfg.Now()))
 	e.metrics.observeStatus(st)
 	e.log.WithFields(statusFields(st)).Info(st.Message)
 	// An Event per transition, not per progress update.
