@@ -59,6 +59,10 @@ type BucketConfig struct {
 	// DecodeErrors, if set, is incremented once per payload that fails to
 	// decode (in Get and in watchers).
 	DecodeErrors prometheus.Counter
+	// NoRollup makes the bucket's stream refuse messages with a Nats-Rollup
+	// header (KV purges): a client allowed to write one key could otherwise
+	// erase every key with "Nats-Rollup: all". Set on create and on open.
+	NoRollup bool
 	// OpenOnly opens an existing bucket and never creates or changes it: for
 	// clients that do not administer the bus (agents, people's tools). A
 	// missing bucket is ErrBucketMissing; the settings above are ignored.
@@ -117,8 +121,8 @@ func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketCo
 		} else if err != nil {
 			err = fmt.Errorf("bucket %s: open: %w", cfg.Name, err)
 		}
-	} else {
-		kv, err = openOrCreate(ctx, js, cfg)
+	} else if kv, err = openOrCreate(ctx, js, cfg); err == nil && cfg.NoRollup {
+		err = denyRollup(ctx, js, cfg.Name)
 	}
 	if err != nil {
 		return nil, err
@@ -156,6 +160,23 @@ func openOrCreate(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 			return nil, fmt.Errorf("bucket %s: create: %w", cfg.Name, err)
 		}
 	}
+}
+
+// denyRollup turns rollups off on the bucket's stream (KV buckets are created with them on).
+func denyRollup(ctx context.Context, js jetstream.JetStream, name string) error {
+	s, err := js.Stream(ctx, "KV_"+name)
+	if err != nil {
+		return fmt.Errorf("bucket %s: stream: %w", name, err)
+	}
+	sc := s.CachedInfo().Config
+	if !sc.AllowRollup {
+		return nil
+	}
+	sc.AllowRollup = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("bucket %s: turning rollups off: %w", name, err)
+	}
+	return nil
 }
 
 func createConfig(cfg BucketConfig) jetstream.KeyValueConfig {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,6 +67,9 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 	return Written, nil
 }
 
+// storedMsgTimeout bounds one read of a stored message.
+const storedMsgTimeout = 2 * time.Second
+
 type storedMsg struct {
 	Subject string `json:"subject"`
 	Seq     uint64 `json:"seq"`
@@ -80,6 +84,9 @@ func (b *Bucket[T]) storedMsg(ctx context.Context, query map[string]any) (*store
 	if err != nil {
 		return nil, err
 	}
+	// Bounded: a server whose API queue a client flooded drops requests without an answer.
+	ctx, cancel := context.WithTimeout(ctx, storedMsgTimeout)
+	defer cancel()
 	reply, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+b.name, req)
 	if err != nil {
 		return nil, fmt.Errorf("read %s %v: %w", b.name, query, err)
@@ -116,4 +123,34 @@ func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev 
 		return 0, fmt.Errorf("publish %s/%s at revision %d: %w", b.name, key, rev, err)
 	}
 	return n, nil
+}
+
+// Revision is one stored value or delete marker of a key, as History reads it.
+type Revision[T any] struct {
+	Rev     uint64
+	Deleted bool
+	// Value is the decoded value of a put; Err is set when it does not decode.
+	Value T
+	Err   error
+}
+
+// History returns key's stored revisions, newest first (as many as the bucket keeps per key).
+func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], error) {
+	entries, err := b.kv.History(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history %s/%s: %w", b.name, key, err)
+	}
+	out := make([]Revision[T], 0, len(entries))
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		r := Revision[T]{Rev: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
+		if !r.Deleted {
+			r.Value, r.Err = b.codec.Decode(e.Value())
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -36,6 +36,7 @@ type Engine struct {
 	terms        *pubsub.Bucket[nodedrain.Term] // the status bucket, for the term record
 	lastSeq      uint64                         // the status bucket's revision of our last write
 	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
+	recheck      map[string]bool                // request keys whose change could not be checked; every tick
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -134,7 +135,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{},
+		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -145,10 +146,13 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 	bucket := func(name, desc string) pubsub.BucketConfig {
 		return pubsub.BucketConfig{Name: name, Description: desc, Replicas: e.cfg.BucketReplicas,
 			MaxValueSize: nodedrain.MaxPayloadSize, Logger: e.log,
-			DecodeErrors: e.metrics.BusDecodeErrors.WithLabelValues(name)}
+			DecodeErrors: e.metrics.BusDecodeErrors.WithLabelValues(name), NoRollup: true}
 	}
-	e.requests, err = pubsub.OpenBucket(ctx, e.cfg.JetStream,
-		bucket(nodedrain.RequestsBucket, "edgedrain: drain request of each node, written by its agent"), nodedrain.RequestCodec{})
+	// No rollups on either bucket (a client allowed one key could erase every key with one), and
+	// a few values of request history (see reconcileKey).
+	reqCfg := bucket(nodedrain.RequestsBucket, "edgedrain: drain request of each node, written by its agent")
+	reqCfg.History = requestHistory
+	e.requests, err = pubsub.OpenBucket(ctx, e.cfg.JetStream, reqCfg, nodedrain.RequestCodec{})
 	if err != nil {
 		return err
 	}
@@ -244,6 +248,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.nodeChanged:
 		case <-tick.C:
 			e.republish(ctx)
+			e.recheckKeys(ctx)
 			e.checkAPIUnreachable(ctx)
 			e.fireTimers(ctx)
 		}
@@ -255,10 +260,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // cordoned, and rebuilds every drain from them.
 func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.NodeDrainRequest]) error {
 	requests := map[string]*nodedrain.NodeDrainRequest{}
-	// Copies the server made under a key, undone after the resume (a copied delete marker in the
-	// snapshot only hides the key, as a genuine one does; other unusable values hide it too, and
-	// no drain is served for it after the resume, so they need no repair).
-	bad := map[string]uint64{}
+	// Keys whose newest value its agent did not write (a copy, unusable): decided from their
+	// history before the resume, restored on the bus after it (reconcileKey).
+	bad := map[string]bool{}
 	for snapshot := true; snapshot; {
 		select {
 		case <-ctx.Done():
@@ -269,22 +273,26 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			}
 			switch ev.Kind {
 			case pubsub.EventPut:
-				switch o := e.origin(ctx, ev); {
-				case o == pubsub.Superseded:
+				o, err := e.requests.Origin(ctx, ev.Key, ev.Revision)
+				switch {
+				case err != nil:
+					// Served for now (a drain, never an operation: the node's agent acts only on
+					// its own request) and looked at again every tick.
+					r := ev.Value
+					requests[ev.Key] = &r
+					e.recheckLater(ev.Key, err)
+				case o == pubsub.Copied:
+					e.copyFound(ev.Key, ev.Revision)
+					bad[ev.Key] = true
 				case o == pubsub.Written && e.checkKey(ev.Key, ev.Value.Node):
 					r := ev.Value
 					requests[ev.Key] = &r
-				default:
-					delete(requests, ev.Key)
-					if o == pubsub.Copied {
-						bad[ev.Key] = ev.Revision
-					}
 				}
+				// An unusable value matters only under a drain under way (see below).
 			case pubsub.EventDelete:
 				delete(requests, ev.Key)
 			case pubsub.EventDecodeError:
 				e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
-				delete(requests, ev.Key)
 			case pubsub.EventSnapshotDone:
 				snapshot = false
 			}
@@ -319,6 +327,28 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			cordoned[n.Name] = true
 		}
 	}
+	// A drain under way whose key shows no request: a copied delete marker (or an unusable
+	// value) hides a request as a withdrawal does; the key's history tells them apart.
+	counted := maps.Clone(bad)
+	for node, st := range statuses {
+		if requests[node] == nil && (st.Status.InProgress() || st.Status == nodedrain.StatusComplete) {
+			bad[node] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(bad)) {
+		g, err := e.lastGenuine(ctx, k)
+		if err == nil && g.newestCopied && !counted[k] {
+			e.copyFound(k, g.latest) // a copied delete marker: the snapshot does not show deletes
+		}
+		switch {
+		case err != nil:
+			e.recheckLater(k, err)
+		case g.known && g.req != nil:
+			requests[k] = g.req
+		case g.known:
+			delete(requests, k)
+		}
+	}
 	in := ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}
 	if h, ok := e.cfg.Gate.(GateHolder); ok {
 		held, err := h.Held(ctx)
@@ -335,7 +365,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	}
 	e.act(ctx, actions)
 	for _, k := range slices.Sorted(maps.Keys(bad)) {
-		e.repair(ctx, k, bad[k], true)
+		e.reconcileKey(ctx, k)
 	}
 	return nil
 }
@@ -348,30 +378,6 @@ func (e *Engine) checkKey(key, node string) bool {
 	e.metrics.BusDecodeErrors.WithLabelValues(nodedrain.RequestsBucket).Inc()
 	e.warnings.Logger("request-wrong-key", e.log).WithField("node", key).Warnf("ignoring a drain request for node %q published under key %q", node, key)
 	return false
-}
-
-func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainRequest]) {
-	switch ev.Kind {
-	case pubsub.EventPut, pubsub.EventDelete:
-		o := e.origin(ctx, ev)
-		switch {
-		case o == pubsub.Superseded:
-			return
-		case o == pubsub.Copied || (ev.Kind == pubsub.EventPut && !e.checkKey(ev.Key, ev.Value.Node)):
-			e.repair(ctx, ev.Key, ev.Revision, o == pubsub.Copied)
-			return
-		}
-		var req *nodedrain.NodeDrainRequest
-		if ev.Kind == pubsub.EventPut {
-			r := ev.Value
-			req = &r
-		}
-		e.step(ctx, ev.Key, nodedrain.EvRequest{Request: req})
-	case pubsub.EventDecodeError:
-		// Counted by the bucket; the node's drain is left as it was.
-		e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
-		e.repair(ctx, ev.Key, ev.Revision, false)
-	}
 }
 
 // step feeds one event to a node's drain and carries out the resulting actions.

@@ -3,7 +3,8 @@ package coordinator
 import (
 	"context"
 	"errors"
-	"time"
+	"maps"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
@@ -11,63 +12,138 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-// copyCheckAttempts bounds the reads that tell a request from a server copy; when the bus does
-// not answer, the value is taken as the client's own (the attack then needs a bus failure at the
-// very moment, and a withdrawal is never lost).
-const copyCheckAttempts = 3
+// requestHistory is how many values of each node's request key the bus keeps: enough to find the
+// last value the node's agent wrote under a few copies the server was made to write on top.
+const requestHistory = 8
 
 // A client that may read a bus key (an agent its own request key) can have the server copy that
 // message under another key of the same bucket: a direct get whose reply subject is the other
 // key. Bus permissions cannot stop it. An agent could so plant a request under another node's
 // key, or copy its own delete marker there (a withdrawal of the other node's request). Such a
-// copy carries the server's headers; the engine ignores it and repairs the key (see repair).
+// copy carries the server's headers (pubsub.Bucket.Origin). The engine never acts on a copy: it
+// acts on the newest value of the key that the node's agent wrote (reconcileKey), and puts that
+// value back on top of the copy. When the bus cannot tell (no answer), the key is looked at
+// again every tick; nothing is taken as written unchecked.
 
-// origin tells a request event written by a client from a server copy (counted and logged) and
-// from one a newer value of the key has replaced (skipped: the newer value's event follows, as
-// for a watcher that lagged; so a second copy cannot hide the first).
-func (e *Engine) origin(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainRequest]) pubsub.Origin {
-	var err error
-	for attempt := 1; attempt <= copyCheckAttempts; attempt++ {
-		var o pubsub.Origin
-		if o, err = e.requests.Origin(ctx, ev.Key, ev.Revision); err == nil {
-			if o == pubsub.Copied {
-				e.metrics.ForgedRequests.Inc()
-				e.warnings.Logger("request-copied", e.log).WithFields(logrus.Fields{"node": ev.Key, "revision": ev.Revision}).
-					Warn("ignoring a drain request change that is a server copy of another key's message (a client redirected a reply into this key)")
-			}
-			return o
+// requestEvent handles a change of a node's request key.
+func (e *Engine) requestEvent(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainRequest]) {
+	switch ev.Kind {
+	case pubsub.EventPut, pubsub.EventDelete:
+		o, err := e.requests.Origin(ctx, ev.Key, ev.Revision)
+		switch {
+		case err != nil:
+			e.recheckLater(ev.Key, err)
+			return
+		case o == pubsub.Superseded:
+			return // a newer value's event follows
+		case o == pubsub.Copied:
+			e.copyFound(ev.Key, ev.Revision)
+			e.reconcileKey(ctx, ev.Key)
+			return
+		case ev.Kind == pubsub.EventPut && !e.checkKey(ev.Key, ev.Value.Node):
+			e.reconcileServed(ctx, ev.Key)
+			return
 		}
-		if ctx.Err() != nil {
-			return pubsub.Written
+		var req *nodedrain.NodeDrainRequest
+		if ev.Kind == pubsub.EventPut {
+			r := ev.Value
+			req = &r
 		}
-		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		e.step(ctx, ev.Key, nodedrain.EvRequest{Request: req})
+	case pubsub.EventDecodeError:
+		// Counted by the bucket; the node's drain is left as it was.
+		e.warnings.Logger("request-undecodable", e.log).WithField("node", ev.Key).WithError(ev.Err).Warn("ignoring a drain request that does not decode")
+		e.reconcileServed(ctx, ev.Key)
 	}
-	e.warnings.Logger("request-copy-check", e.log).WithField("node", ev.Key).WithError(err).
-		Warn("cannot tell whether a drain request change is a server copy; taking it as written")
-	return pubsub.Written
 }
 
-// repair puts back, under key, the request the engine serves for that node (none: a delete), on
-// condition that the value it ignored at rev is still the latest. The node's agent then finds
-// its own request there again, so its withdrawal reaches the engine; without this, an agent that
-// finds a value it did not write leaves it, and the node would stay cordoned. A copy is always
-// undone; another unusable value (undecodable, or naming another node) only while the engine
-// serves a request for the node: an idle node's agent overwrites such a value when it asks, and
-// a flood of them then costs no writes.
-func (e *Engine) repair(ctx context.Context, key string, rev uint64, copied bool) {
+// reconcileServed reconciles a key that got an unusable value only while the engine serves a
+// request for its node: an idle node's agent overwrites such a value when it asks, so a flood of
+// them costs no history reads and no writes.
+func (e *Engine) reconcileServed(ctx context.Context, key string) {
+	if d, ok := e.core.Drain(key); ok && d.Request != nil {
+		e.reconcileKey(ctx, key)
+	}
+}
+
+// genuine is the newest value of a node's request key its agent wrote: a request, or none (a
+// withdrawal, or no value). known is false when the kept history holds only copies and unusable
+// values.
+type genuine struct {
+	req          *nodedrain.NodeDrainRequest
+	known        bool
+	latest       uint64 // the key's newest revision
+	latestIsOwn  bool   // the newest revision is that value itself
+	newestCopied bool   // the newest revision is a server copy
+}
+
+// copyFound counts and logs (sampled) a server copy under key.
+func (e *Engine) copyFound(key string, rev uint64) {
+	e.metrics.ForgedRequests.Inc()
+	e.warnings.Logger("request-copied", e.log).WithFields(logrus.Fields{"node": key, "revision": rev}).
+		Warn("ignoring a drain request change that is a server copy of another key's message (a client redirected a reply into this key)")
+}
+
+// lastGenuine reads key's kept history for the newest value its agent wrote. Copies are counted
+// by whoever found them first (copyFound).
+func (e *Engine) lastGenuine(ctx context.Context, key string) (genuine, error) {
+	hist, err := e.requests.History(ctx, key)
+	if err != nil || len(hist) == 0 {
+		return genuine{known: err == nil}, err
+	}
+	g := genuine{latest: hist[0].Rev}
+	for i, r := range hist {
+		o, err := e.requests.Origin(ctx, key, r.Rev)
+		if err != nil {
+			return genuine{}, err
+		}
+		if o == pubsub.Copied {
+			g.newestCopied = g.newestCopied || i == 0
+			continue
+		}
+		if o != pubsub.Written || (!r.Deleted && (r.Err != nil || r.Value.Node != key)) {
+			continue // superseded meanwhile, or unusable: look further back
+		}
+		g.known, g.latestIsOwn = true, i == 0
+		if !r.Deleted {
+			v := r.Value
+			g.req = &v
+		}
+		return g, nil
+	}
+	return g, nil
+}
+
+// reconcileKey acts on the newest value of key that the node's agent wrote, and, when copies or
+// unusable values lie on top of it, puts it back (a request, or a delete) on condition that the
+// key has not changed again meanwhile; the node's agent then finds its own request there when it
+// withdraws. With only copies in the kept history, the engine goes on serving what it serves and
+// puts that back.
+func (e *Engine) reconcileKey(ctx context.Context, key string) {
 	if nodedrain.ValidNodeName(key) != nil {
 		return
 	}
-	d, serving := e.core.Drain(key)
-	serving = serving && d.Request != nil
-	if !copied && !serving {
+	g, err := e.lastGenuine(ctx, key)
+	if err != nil {
+		e.recheckLater(key, err)
 		return
 	}
-	var err error
-	if serving {
-		_, err = e.requests.PublishIfRevision(ctx, key, *d.Request, rev)
+	delete(e.recheck, key)
+	d, _ := e.core.Drain(key)
+	want := d.Request
+	if g.known {
+		want = g.req
+		if !sameRequest(want, d.Request) {
+			e.step(ctx, key, nodedrain.EvRequest{Request: want})
+		}
+	}
+	if g.latestIsOwn || g.latest == 0 || !e.mayAct(ctx) {
+		return
+	}
+	if want != nil {
+		_, err = e.requests.PublishIfRevision(ctx, key, *want, g.latest)
 	} else {
-		err = e.requests.UnpublishRevision(ctx, key, rev)
+		err = e.requests.UnpublishRevision(ctx, key, g.latest)
 	}
 	switch {
 	case err == nil:
@@ -76,5 +152,24 @@ func (e *Engine) repair(ctx context.Context, key string, rev uint64, copied bool
 		// Written again meanwhile: the newer value is handled on its own.
 	default:
 		e.warnings.Logger("request-repair", e.log).WithField("node", key).WithError(err).Warn("cannot restore the node's request key")
+	}
+}
+
+func sameRequest(a, b *nodedrain.NodeDrainRequest) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.RequestID == b.RequestID)
+}
+
+// recheckLater remembers a key whose change could not be checked (the bus did not answer): it is
+// looked at again every tick until it can be, and nothing is done with the change meanwhile.
+func (e *Engine) recheckLater(key string, err error) {
+	e.recheck[key] = true
+	e.warnings.Logger("request-copy-check", e.log).WithField("node", key).WithError(err).
+		Warn("cannot tell who wrote a drain request change; looking again shortly")
+}
+
+// recheckKeys looks again at the keys recheckLater remembered.
+func (e *Engine) recheckKeys(ctx context.Context) {
+	for _, key := range slices.Sorted(maps.Keys(e.recheck)) {
+		e.reconcileKey(ctx, key)
 	}
 }

@@ -2,13 +2,18 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 // copyInto makes the server copy the latest message of key from under to key into (a direct
@@ -121,4 +126,84 @@ func TestCopiedRequestDrainsNothing(t *testing.T) {
 	// over every unusable value would let a flood of them double the writes.
 	_, _, err = h.Requests.Get(context.Background(), attacker)
 	require.NoError(t, err)
+}
+
+// An agent may write its own key, headers and all: a "Nats-Rollup: all" would erase every
+// node's request. The buckets refuse rollups.
+func TestRollupIsRefused(t *testing.T) {
+	h := newHarness(t, "forge-rollup", 2)
+	h.run(h.config(h.c.Client))
+	h.request(h.nodes[1], "r-victim", time.Now())
+	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
+	for _, b := range []string{nodedrain.RequestsBucket, nodedrain.StatusBucket} {
+		msg := nats.NewMsg("$KV." + b + "." + h.nodes[0])
+		msg.Data = []byte("{}")
+		msg.Header.Set("Nats-Rollup", "all")
+		_, err := h.js.PublishMsg(context.Background(), msg)
+		require.Error(t, err, "a rollup on %s was accepted", b)
+		require.Contains(t, err.Error(), "rollup")
+	}
+	r, _, err := h.Requests.Get(context.Background(), h.nodes[1])
+	require.NoError(t, err)
+	require.Equal(t, "r-victim", r.RequestID)
+}
+
+// While no coordinator runs, an agent copies its delete marker under a drained node's key: the
+// next coordinator tells it from a withdrawal by the key's history, keeps the drain and puts the
+// request back.
+func TestCopiedWithdrawalWhileNoCoordinatorRuns(t *testing.T) {
+	h := newHarness(t, "forge-down", 2)
+	attacker, victim := h.nodes[0], h.nodes[1]
+	stop := h.run(h.config(h.c.Client))
+	h.request(victim, "r-victim", time.Now())
+	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
+	stop()
+	h.attackerWrites(attacker, []byte("x"))
+	h.Withdraw(t, attacker)
+	h.copyInto(attacker, victim)
+	_, _, err := h.Requests.Get(context.Background(), victim)
+	require.ErrorIs(t, err, pubsub.ErrNotFound, "the copied delete marker did not land (the attack changed)")
+
+	cfg := h.config(h.c.Client)
+	h.run(cfg)
+	require.Eventually(t, func() bool {
+		r, _, err := h.Requests.Get(context.Background(), victim)
+		return err == nil && r.RequestID == "r-victim"
+	}, 10*time.Second, 20*time.Millisecond, "the victim's request was not put back")
+	require.Never(t, func() bool {
+		st, _ := h.last(victim)
+		return st.Status != nodedrain.StatusComplete || !h.node(victim).Spec.Unschedulable
+	}, 2*time.Second, 50*time.Millisecond, "the victim's drain was released by a copied withdrawal")
+	assert.Equal(t, 1.0, testutil.ToFloat64(cfg.Metrics.ForgedRequests))
+}
+
+// A node's real withdrawal with a copy written on top of it before the coordinator looked: the
+// history shows the withdrawal, which is honoured (the node is uncordoned), and the copy is
+// removed.
+func TestWithdrawalUnderACopyIsHonoured(t *testing.T) {
+	h := newHarness(t, "forge-under", 2)
+	attacker, victim := h.nodes[0], h.nodes[1]
+	stop := h.run(h.config(h.c.Client))
+	h.request(victim, "r-victim", time.Now())
+	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
+	stop()
+	h.withdraw(victim) // the victim's agent, after its reboot
+	data, err := nodedrain.EncodeRequest(nodedrain.NodeDrainRequest{Node: victim, RequestID: "forged", RequestedAt: time.Now(),
+		RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
+	require.NoError(t, err)
+	h.attackerWrites(attacker, data)
+	h.copyInto(attacker, victim)
+	require.Eventually(t, func() bool {
+		r, _, err := h.Requests.Get(context.Background(), victim)
+		return err == nil && r.RequestID == "forged"
+	}, 10*time.Second, 20*time.Millisecond, "the copy did not land (the attack changed)")
+
+	h.run(h.config(h.c.Client))
+	h.waitFor(victim, 30*time.Second, "uncordoned: the withdrawal under the copy counts", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
+	require.Eventually(t, func() bool {
+		_, _, err := h.Requests.Get(context.Background(), victim)
+		return errors.Is(err, pubsub.ErrNotFound)
+	}, 10*time.Second, 20*time.Millisecond, "the copy was not removed")
 }
