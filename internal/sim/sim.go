@@ -90,6 +90,10 @@ type Sim struct {
 	outages, fenced int
 	// events is the sequence of statuses announced with an Event, per node.
 	events map[string][]nodedrain.DrainStatus
+	// moved marks a node whose published status differed from its last Event since that Event:
+	// the next Event, even of the same status, is a new transition (the one in between may have
+	// gone without an Event: its write's reply was lost and the coordinator stopped).
+	moved map[string]bool
 	// updatesOK is when each node's update command last succeeded.
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
@@ -110,7 +114,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s := &Sim{cfg: cfg, w: w, bus: newBus(w), cluster: newCluster(w, cfg.Nodes), plan: plan,
 		published: map[string][]nodedrain.DrainStatus{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{},
-		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{},
+		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{}, moved: map[string]bool{},
 		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
 	cl := s.cluster
 	for g := range cfg.Groups {
@@ -258,6 +262,9 @@ func (s *Sim) updateDone(node string) {
 func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 	leads := s.leads(c)
 	s.w.logf("%s publishes %s %s for request %q: %s", c.name, st.Node, st.Status, st.RequestID, st.Message)
+	if evs := s.events[st.Node]; len(evs) > 0 && evs[len(evs)-1] != st.Status {
+		s.moved[st.Node] = true
+	}
 	if !leads {
 		s.violate("S1", "%s published %s for %s while it did not hold the Lease (nor, in outage mode, the last term)", c.name, st.Status, st.Node)
 		return
@@ -283,10 +290,11 @@ func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 
 func (s *Sim) onEvent(c *coord, st nodedrain.NodeDrainStatus) {
 	evs := s.events[st.Node]
-	if len(evs) > 0 && evs[len(evs)-1] == st.Status {
+	if len(evs) > 0 && evs[len(evs)-1] == st.Status && !s.moved[st.Node] {
 		s.violate("E1", "%s emitted a second Event %s for %s (the transition was announced already)", c.name, st.Status, st.Node)
 	}
 	s.events[st.Node] = append(evs, st.Status)
+	s.moved[st.Node] = false
 }
 
 // countCordon counts a cordon attempt of a request's drain cycle (see cycleKey).
