@@ -13,6 +13,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -99,8 +100,13 @@ func (v *TokenVerifier) Verify(ctx context.Context, token string) (Identity, err
 	if token == "" {
 		return Identity{}, fmt.Errorf("%w: empty token", ErrRefused)
 	}
-	key := sha256.Sum256([]byte(token))
 	now := v.cfg.Now()
+	// What can be told without the API server is told first: a flood of garbage or expired
+	// tokens costs no TokenReview.
+	if err := precheck(token, v.cfg.Audience, now); err != nil {
+		return Identity{}, err
+	}
+	key := sha256.Sum256([]byte(token))
 	v.mu.Lock()
 	c, ok := v.cache[key]
 	v.mu.Unlock()
@@ -112,6 +118,12 @@ func (v *TokenVerifier) Verify(ctx context.Context, token string) (Identity, err
 	id, err := v.review(ctx, token)
 	switch {
 	case err == nil:
+		// However long the token claims to live (a kubelet's own TokenRequest may ask for hours),
+		// an identity is good for at most maxIdentityLife: then the connection is closed and the
+		// token reviewed again, so a deleted pod's token stops working soon.
+		if limit := now.Add(maxIdentityLife); id.Expires.After(limit) {
+			id.Expires = limit
+		}
 		v.remember(key, cached{id: id, until: id.Expires})
 	case errors.Is(err, ErrRefused):
 		v.remember(key, cached{err: err, until: now.Add(v.cfg.FailureTTL)})
@@ -193,6 +205,9 @@ func (v *TokenVerifier) review(ctx context.Context, token string) (Identity, err
 // not name the node): the pod must still be the one the token was issued for.
 func (v *TokenVerifier) nodeOfPod(ctx context.Context, name string, uid types.UID) (string, error) {
 	pod, err := v.cfg.Client.CoreV1().Pods(v.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%w: pod %s/%s the token is bound to is gone", ErrRefused, v.cfg.Namespace, name)
+	}
 	if err != nil {
 		return "", fmt.Errorf("reading the pod %s/%s the token is bound to: %w", v.cfg.Namespace, name, err)
 	}
@@ -205,23 +220,62 @@ func (v *TokenVerifier) nodeOfPod(ctx context.Context, name string, uid types.UI
 	return pod.Spec.NodeName, nil
 }
 
-// expiry reads the exp claim of a JWT the API server has just accepted (so it is its own).
-func expiry(token string) (time.Time, bool) {
+// maxIdentityLife bounds how long one review admits an agent.
+const maxIdentityLife = 10 * time.Minute
+
+type claims struct {
+	Exp int64 `json:"exp"`
+	Aud any   `json:"aud"` // a string or a list of strings
+}
+
+// readClaims reads a JWT's claims without checking its signature (the API server does).
+func readClaims(token string) (claims, bool) {
+	var c claims
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return time.Time{}, false
+		return c, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
+	if err != nil || json.Unmarshal(raw, &c) != nil {
+		return c, false
+	}
+	return c, true
+}
+
+// precheck refuses, without asking the API server, a token that is not a JWT, has expired or
+// was not issued for audience. The review still decides every token that passes.
+func precheck(token, audience string, now time.Time) error {
+	c, ok := readClaims(token)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: not a ServiceAccount token (JWT)", ErrRefused)
+	case c.Exp == 0:
+		return fmt.Errorf("%w: token has no expiry", ErrRefused)
+	case !now.Before(time.Unix(c.Exp, 0)):
+		return fmt.Errorf("%w: token expired at %s", ErrRefused, time.Unix(c.Exp, 0).UTC().Format(time.RFC3339))
+	}
+	switch aud := c.Aud.(type) {
+	case string:
+		if aud == audience {
+			return nil
+		}
+	case []any:
+		for _, a := range aud {
+			if a == audience {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: token not issued for audience %q", ErrRefused, audience)
+}
+
+// expiry reads the exp claim of a JWT the API server has just accepted (so it is its own).
+func expiry(token string) (time.Time, bool) {
+	c, ok := readClaims(token)
+	if !ok || c.Exp == 0 {
 		return time.Time{}, false
 	}
-	var claims struct {
-		Exp int64 `json:"exp"`
-	}
-	if json.Unmarshal(raw, &claims) != nil || claims.Exp == 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(claims.Exp, 0), true
+	return time.Unix(c.Exp, 0), true
 }
 
 func first(v authenticationv1.ExtraValue) string {

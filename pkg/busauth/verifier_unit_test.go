@@ -26,7 +26,7 @@ type fakeReviews struct {
 }
 
 func jwtExpiring(at time.Time, n int) string {
-	claims := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"exp":%d,"n":%d}`, at.Unix(), n))
+	claims := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"exp":%d,"aud":["edgedrain"],"n":%d}`, at.Unix(), n))
 	return "eyJhbGciOiJFUzI1NiJ9." + claims + ".c2ln"
 }
 
@@ -78,8 +78,26 @@ func TestNodeComesFromTheBindingNeverTheClient(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused, "a pod of the same name created since")
 	v = newFakeVerifier(t, &fakeReviews{}, &now)
 	_, err = v.Verify(ctx, jwtExpiring(now.Add(time.Hour), 1))
-	require.Error(t, err, "the pod is gone")
-	require.NotErrorIs(t, err, ErrRefused, "an API answer, not a verdict: not cached")
+	require.ErrorIs(t, err, ErrRefused, "the pod is gone")
+}
+
+func TestPrecheckSparesTheAPIAndIdentitiesAreShortLived(t *testing.T) {
+	now := time.Now()
+	ctx := context.Background()
+	f := &fakeReviews{withNode: true}
+	v := newFakeVerifier(t, f, &now)
+	for name, tok := range map[string]string{
+		"garbage":        "not-a-jwt",
+		"expired":        jwtExpiring(now.Add(-time.Second), 1),
+		"other audience": "eyJhbGciOiJFUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"exp":%d,"aud":"api"}`, now.Add(time.Hour).Unix())) + ".c2ln",
+	} {
+		_, err := v.Verify(ctx, tok)
+		require.ErrorIs(t, err, ErrRefused, name)
+	}
+	assert.Zero(t, f.reviews, "refused without a TokenReview")
+	id, err := v.Verify(ctx, jwtExpiring(now.Add(24*time.Hour), 2))
+	require.NoError(t, err)
+	assert.Equal(t, now.Add(maxIdentityLife), id.Expires, "a long-lived token admits for 10 minutes at a time")
 }
 
 func TestReviewsAreCachedUntilExpiryAndRefusalsBriefly(t *testing.T) {
@@ -95,8 +113,8 @@ func TestReviewsAreCachedUntilExpiryAndRefusalsBriefly(t *testing.T) {
 	assert.Equal(t, 1, f.reviews, "a valid token is reviewed once while valid")
 	now = now.Add(61 * time.Second)
 	_, err := v.Verify(ctx, tok)
-	require.NoError(t, err) // the fake accepts it still; the real API server would not
-	assert.Equal(t, 2, f.reviews, "reviewed again once expired")
+	require.ErrorIs(t, err, ErrRefused, "expired: refused without asking")
+	assert.Equal(t, 1, f.reviews)
 
 	f.refuse = true
 	bad := jwtExpiring(now.Add(time.Hour), 2)
@@ -104,11 +122,11 @@ func TestReviewsAreCachedUntilExpiryAndRefusalsBriefly(t *testing.T) {
 		_, err := v.Verify(ctx, bad)
 		require.ErrorIs(t, err, ErrRefused)
 	}
-	assert.Equal(t, 3, f.reviews, "a refusal is remembered for a moment")
+	assert.Equal(t, 2, f.reviews, "a refusal is remembered for a moment")
 	now = now.Add(3 * time.Second)
 	_, err = v.Verify(ctx, bad)
 	require.ErrorIs(t, err, ErrRefused)
-	assert.Equal(t, 4, f.reviews, "and asked again after it")
+	assert.Equal(t, 3, f.reviews, "and asked again after it")
 
 	f.refuse = false
 	for i := range 10 {
