@@ -484,7 +484,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			}
 			cordoned = n.unschedulable
 			return nil
-		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned}) })
+		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned, At: s.w.now}) })
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		whole := c.core.WholeCluster()
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
@@ -495,7 +495,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
 				}
 			}
-			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers})
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: s.w.now})
 		})
 	case nodedrain.OpEvict:
 		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)

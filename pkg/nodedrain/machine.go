@@ -175,7 +175,15 @@ type EvResult struct {
 	// node was already cordoned by someone else).
 	Safe, Cordoned, ByUs bool
 	Blockers             []Blocker
+	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
+	// older than MaxAnswerAge when the drain gets it (the coordinator was paused meanwhile) is
+	// asked again before COMPLETE.
+	At time.Time
 }
+
+// MaxAnswerAge is how old the last answers before COMPLETE (volumes safe, node still cordoned)
+// may be when the drain acts on them.
+const MaxAnswerAge = time.Second
 
 // EvProgress reports eviction progress within an attempt.
 type EvProgress struct {

@@ -235,6 +235,9 @@ func (s *stepper) result(e EvResult) {
 		s.evicted(e, attempt)
 	case OpCheckCordon:
 		switch {
+		case e.Err == nil && s.stale(e):
+			s.note("the cordon check answered too long ago (the coordinator was paused); checking again", nil)
+			s.start(OpCheckCordon, 0)
 		case e.Err != nil:
 			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; retrying", e.Err), nil)
 			s.retry(OpCheckCordon, 0, s.p.GateRecheck)
@@ -272,10 +275,18 @@ func (s *stepper) gate(e EvResult) {
 		s.d.GateSafe = true
 		s.note("evicting pods", nil)
 		s.start(OpEvict, 1)
+	case s.stale(e):
+		s.note("the volume check answered too long ago (the coordinator was paused); checking again", nil)
+		s.start(OpFinalGate, 0)
 	default:
 		s.d.GateSafe = true
 		s.start(OpCheckCordon, 0)
 	}
+}
+
+// stale reports whether an answer is too old to act on (see MaxAnswerAge).
+func (s *stepper) stale(e EvResult) bool {
+	return !e.At.IsZero() && s.now.Sub(e.At) > MaxAnswerAge
 }
 
 func (s *stepper) evicted(e EvResult, attempt int) {

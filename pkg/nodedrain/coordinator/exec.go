@@ -151,10 +151,10 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: x.nodeOps.uncordon(ctx, node)}
 	case nodedrain.OpCheckCordon:
 		cordoned, err := x.nodeOps.cordoned(ctx, node)
-		return nodedrain.EvResult{Err: err, Cordoned: cordoned}
+		return nodedrain.EvResult{Err: err, Cordoned: cordoned, At: x.e.cfg.Now()}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate})
-		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers}
+		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: x.e.cfg.Now()}
 	case nodedrain.OpEvict:
 		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Policy.DrainAttemptTimeout)
 		defer cancel()
