@@ -16,6 +16,16 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
+// drainedThenStopped drains a victim node to COMPLETE and stops the coordinator (as a kill).
+func drainedThenStopped(t *testing.T, group string) (h *harness, attacker, victim string) {
+	h = newHarness(t, group, 2)
+	stop := h.run(h.config(h.c.Client))
+	h.request(h.nodes[1], "r-victim", time.Now())
+	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
+	stop()
+	return h, h.nodes[0], h.nodes[1]
+}
+
 // copyInto makes the server copy the latest message of key from under to key into (a direct
 // get whose reply subject is the other key): what an agent, which may read its own request key,
 // can do to another node's key whatever the bus permissions.
@@ -152,12 +162,7 @@ func TestRollupIsRefused(t *testing.T) {
 // next coordinator tells it from a withdrawal by the key's history, keeps the drain and puts the
 // request back.
 func TestCopiedWithdrawalWhileNoCoordinatorRuns(t *testing.T) {
-	h := newHarness(t, "forge-down", 2)
-	attacker, victim := h.nodes[0], h.nodes[1]
-	stop := h.run(h.config(h.c.Client))
-	h.request(victim, "r-victim", time.Now())
-	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
-	stop()
+	h, attacker, victim := drainedThenStopped(t, "forge-down")
 	h.attackerWrites(attacker, []byte("x"))
 	h.Withdraw(t, attacker)
 	h.copyInto(attacker, victim)
@@ -181,12 +186,7 @@ func TestCopiedWithdrawalWhileNoCoordinatorRuns(t *testing.T) {
 // history shows the withdrawal, which is honoured (the node is uncordoned), and the copy is
 // removed.
 func TestWithdrawalUnderACopyIsHonoured(t *testing.T) {
-	h := newHarness(t, "forge-under", 2)
-	attacker, victim := h.nodes[0], h.nodes[1]
-	stop := h.run(h.config(h.c.Client))
-	h.request(victim, "r-victim", time.Now())
-	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
-	stop()
+	h, attacker, victim := drainedThenStopped(t, "forge-under")
 	h.withdraw(victim) // the victim's agent, after its reboot
 	data, err := nodedrain.EncodeRequest(nodedrain.NodeDrainRequest{Node: victim, RequestID: "forged", RequestedAt: time.Now(),
 		RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"})
