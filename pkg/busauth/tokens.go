@@ -220,6 +220,10 @@ func (v *TokenVerifier) nodeOfPod(ctx context.Context, name string, uid types.UI
 	return pod.Spec.NodeName, nil
 }
 
+// clockLeeway is how far past its expiry (by this clock) a token is still sent to the API server,
+// whose clock decides: clocks of a coordinator and an API server differ a little.
+const clockLeeway = time.Minute
+
 // maxIdentityLife bounds how long one review admits an agent.
 const maxIdentityLife = 10 * time.Minute
 
@@ -251,7 +255,7 @@ func precheck(token, audience string, now time.Time) error {
 		return fmt.Errorf("%w: not a ServiceAccount token (JWT)", ErrRefused)
 	case c.Exp == 0:
 		return fmt.Errorf("%w: token has no expiry", ErrRefused)
-	case !now.Before(time.Unix(c.Exp, 0)):
+	case !now.Before(time.Unix(c.Exp, 0).Add(clockLeeway)):
 		return fmt.Errorf("%w: token expired at %s", ErrRefused, time.Unix(c.Exp, 0).UTC().Format(time.RFC3339))
 	}
 	switch aud := c.Aud.(type) {

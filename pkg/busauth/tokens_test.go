@@ -43,15 +43,15 @@ func TestTokensRefused(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the pod was not deleted")
 
 	cases := map[string]string{
-		"another audience":           c.PodToken(t, pod, "not-edgedrain", 600),
-		"the API server's audience":  c.PodToken(t, pod, "https://kubernetes.default.svc.cluster.local", 600),
-		"expired":                    c.Resign(t, valid, func(cl map[string]any) { back(cl, 20*time.Minute, 10*time.Minute) }),
-		"a deleted pod's":            doomedToken,
-		"another namespace's":        c.PodToken(t, inOtherNS, testenv.AgentAudience, 600),
-		"another ServiceAccount's":   c.PodToken(t, otherSA, testenv.AgentAudience, 600),
-		"a ServiceAccount secret's":  legacyToken(t, c, w.ns, agentSA),
-		"not bound to a pod":         unbound(t, c, w.ns, agentSA),
-		"tampered with": tamper(valid),
+		"another audience":          c.PodToken(t, pod, "not-edgedrain", 600),
+		"the API server's audience": c.PodToken(t, pod, "https://kubernetes.default.svc.cluster.local", 600),
+		"expired":                   c.Resign(t, valid, func(cl map[string]any) { back(cl, 20*time.Minute, 10*time.Minute) }),
+		"a deleted pod's":           doomedToken,
+		"another namespace's":       c.PodToken(t, inOtherNS, testenv.AgentAudience, 600),
+		"another ServiceAccount's":  c.PodToken(t, otherSA, testenv.AgentAudience, 600),
+		"a ServiceAccount secret's": legacyToken(t, c, w.ns, agentSA),
+		"not bound to a pod":        unbound(t, c, w.ns, agentSA),
+		"tampered with":             tamper(valid),
 	}
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) {

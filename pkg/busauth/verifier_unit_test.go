@@ -88,7 +88,7 @@ func TestPrecheckSparesTheAPIAndIdentitiesAreShortLived(t *testing.T) {
 	v := newFakeVerifier(t, f, &now)
 	for name, tok := range map[string]string{
 		"garbage":        "not-a-jwt",
-		"expired":        jwtExpiring(now.Add(-time.Second), 1),
+		"expired":        jwtExpiring(now.Add(-clockLeeway-time.Second), 1),
 		"other audience": "eyJhbGciOiJFUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"exp":%d,"aud":"api"}`, now.Add(time.Hour).Unix())) + ".c2ln",
 	} {
 		_, err := v.Verify(ctx, tok)
@@ -111,7 +111,7 @@ func TestReviewsAreCachedUntilExpiryAndRefusalsBriefly(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, 1, f.reviews, "a valid token is reviewed once while valid")
-	now = now.Add(61 * time.Second)
+	now = now.Add(61*time.Second + clockLeeway)
 	_, err := v.Verify(ctx, tok)
 	require.ErrorIs(t, err, ErrRefused, "expired: refused without asking")
 	assert.Equal(t, 1, f.reviews)

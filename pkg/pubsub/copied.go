@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,7 +32,13 @@ const (
 	// Superseded: the revision is gone and key has a newer one, whose own event follows; who
 	// wrote it can no longer be told, and it does not matter (the newer value decides).
 	Superseded
+	// Restored: written with PublishIfRevision(..., restored=true): a value put back by the
+	// bucket's administrator, not its key's own writer.
+	Restored
 )
+
+// RestoredHeader marks a value put back by the bucket's administrator (see Restored).
+const RestoredHeader = "Edgedrain-Restored"
 
 // Origin tells who wrote key's value or delete marker at revision rev.
 func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin, error) {
@@ -63,6 +70,9 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 		if hdr.Get(h) != "" {
 			return Copied, nil
 		}
+	}
+	if hdr.Get(RestoredHeader) != "" {
+		return Restored, nil
 	}
 	return Written, nil
 }
@@ -109,20 +119,28 @@ func (b *Bucket[T]) storedMsg(ctx context.Context, query map[string]any) (*store
 
 // PublishIfRevision stores v as key's value only if key's current revision is rev (its value or
 // delete marker), and returns the new revision; otherwise it fails with an error wrapping
-// ErrConflict.
-func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+// ErrConflict. restored marks the value as put back by the administrator (Origin: Restored).
+func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev uint64, restored bool) (uint64, error) {
 	data, err := b.encode(key, v)
 	if err != nil {
 		return 0, err
 	}
-	n, err := b.kv.Update(ctx, key, data, rev)
+	msg := nats.NewMsg("$KV." + b.name + "." + key)
+	msg.Data = data
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	if restored {
+		msg.Header.Set(RestoredHeader, "1")
+	}
+	ack, err := b.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 			err = fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		return 0, fmt.Errorf("publish %s/%s at revision %d: %w", b.name, key, rev, err)
 	}
-	return n, nil
+	return ack.Sequence, nil
 }
 
 // Revision is one stored value or delete marker of a key, as History reads it.

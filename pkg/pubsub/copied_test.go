@@ -40,10 +40,13 @@ func TestOriginTellsServerCopiesFromClientWrites(t *testing.T) {
 	}
 
 	// Putting back the value b had, on condition that the copy is still the latest.
-	_, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev-1)
+	_, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev-1, true)
 	require.ErrorIs(t, err, pubsub.ErrConflict, "a stale revision")
-	rev, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev)
+	rev, err := b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, copyRev, true)
 	require.NoError(t, err)
+	o, err := b.Origin(ctx, "b", rev)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Restored, o, "a value put back is told from its key's writer's")
 	v, got, err := b.Get(ctx, "b")
 	require.NoError(t, err)
 	require.Equal(t, record{N: 2, S: "b"}, v)

@@ -278,8 +278,10 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 				case err != nil:
 					// Served for now (a drain, never an operation: the node's agent acts only on
 					// its own request) and looked at again every tick.
-					r := ev.Value
-					requests[ev.Key] = &r
+					if e.checkKey(ev.Key, ev.Value.Node) {
+						r := ev.Value
+						requests[ev.Key] = &r
+					}
 					e.recheckLater(ev.Key, err)
 				case o == pubsub.Copied:
 					e.copyFound(ev.Key, ev.Revision)
@@ -310,6 +312,11 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		st, _, err := e.statuses.Get(ctx, k)
 		if err != nil {
 			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+			continue
+		}
+		if st.Node != k {
+			// Not this coordinator's: it writes each node's status under that node's key.
+			e.warnings.Logger("status-wrong-key", e.log).WithField("node", k).Warnf("ignoring a published status for node %q under key %q", st.Node, k)
 			continue
 		}
 		statuses[k] = st
@@ -347,6 +354,11 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			requests[k] = g.req
 		case g.known:
 			delete(requests, k)
+		default:
+			// Copies only: the drain its status describes goes on.
+			if st, ok := statuses[k]; ok && requests[k] == nil && (st.Status.InProgress() || st.Status == nodedrain.StatusComplete) {
+				requests[k] = requestOf(st)
+			}
 		}
 	}
 	in := ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}

@@ -101,6 +101,8 @@ func (e *Engine) lastGenuine(ctx context.Context, key string) (genuine, error) {
 			g.newestCopied = g.newestCopied || i == 0
 			continue
 		}
+		// A value the engine put back is not the agent's word (else a repair made while only
+		// copies were left would pass for it, and hide a withdrawal for good).
 		if o != pubsub.Written || (!r.Deleted && (r.Err != nil || r.Value.Node != key)) {
 			continue // superseded meanwhile, or unusable: look further back
 		}
@@ -115,10 +117,10 @@ func (e *Engine) lastGenuine(ctx context.Context, key string) (genuine, error) {
 }
 
 // reconcileKey acts on the newest value of key that the node's agent wrote, and, when copies or
-// unusable values lie on top of it, puts it back (a request, or a delete) on condition that the
-// key has not changed again meanwhile; the node's agent then finds its own request there when it
-// withdraws. With only copies in the kept history, the engine goes on serving what it serves and
-// puts that back.
+// unusable values lie on top of it, puts it back (a request, marked as put back, or a delete) on
+// condition that the key has not changed again meanwhile; the node's agent then finds its own
+// request there when it withdraws. With no value of the agent's in the kept history, the engine
+// carries on as it was and writes nothing.
 func (e *Engine) reconcileKey(ctx context.Context, key string) {
 	if nodedrain.ValidNodeName(key) != nil {
 		return
@@ -130,18 +132,25 @@ func (e *Engine) reconcileKey(ctx context.Context, key string) {
 	}
 	delete(e.recheck, key)
 	d, _ := e.core.Drain(key)
-	want := d.Request
-	if g.known {
-		want = g.req
-		if !sameRequest(want, d.Request) {
-			e.step(ctx, key, nodedrain.EvRequest{Request: want})
-		}
+	want := g.req
+	switch {
+	case !g.known && d.Request != nil:
+		// Only copies, values put back and unusable values are kept: what the agent last said
+		// is not known. The engine goes on serving and writes nothing (a request it wrote now
+		// would stand for the agent's word); the agent's next write decides.
+		e.warnings.Logger("request-unknown", e.log).WithField("node", key).
+			Warn("the node's request key holds no value its agent wrote (copies only): serving on as before")
+		return
+	case !g.known:
+		// Nothing is served: the copy goes (an agent that asked meanwhile asks again).
+	case !sameRequest(want, d.Request):
+		e.step(ctx, key, nodedrain.EvRequest{Request: want})
 	}
 	if g.latestIsOwn || g.latest == 0 || !e.mayAct(ctx) {
 		return
 	}
 	if want != nil {
-		_, err = e.requests.PublishIfRevision(ctx, key, *want, g.latest)
+		_, err = e.requests.PublishIfRevision(ctx, key, *want, g.latest, true)
 	} else {
 		err = e.requests.UnpublishRevision(ctx, key, g.latest)
 	}
@@ -172,4 +181,15 @@ func (e *Engine) recheckKeys(ctx context.Context) {
 	for _, key := range slices.Sorted(maps.Keys(e.recheck)) {
 		e.reconcileKey(ctx, key)
 	}
+}
+
+// requestOf is the request a published status answers, as far as the status tells it: for a
+// drain to go on when its key holds only copies at start-up.
+func requestOf(st nodedrain.NodeDrainStatus) *nodedrain.NodeDrainRequest {
+	at := st.StartedAt
+	if at.IsZero() {
+		at = st.UpdatedAt
+	}
+	return &nodedrain.NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedAt: at, RequestedBy: st.RequestedBy,
+		Context: "(restored from its status: the request key holds no value its agent wrote)"}
 }

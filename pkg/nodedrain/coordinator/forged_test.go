@@ -207,3 +207,16 @@ func TestWithdrawalUnderACopyIsHonoured(t *testing.T) {
 		return errors.Is(err, pubsub.ErrNotFound)
 	}, 10*time.Second, 20*time.Millisecond, "the copy was not removed")
 }
+
+// A status copied under a key it does not name (an agent's own CORDONED, copied under a name no
+// node has) is not taken for that key's drain at start-up: it would hold an admission slot for
+// good, and the key's later statuses would go out under the copied node's name.
+func TestStatusUnderAnotherKeyIsIgnoredAtStartUp(t *testing.T) {
+	h := newHarness(t, "forge-status", 2)
+	_, err := h.Statuses.Publish(context.Background(), "ghost", nodedrain.NodeDrainStatus{Node: h.nodes[0],
+		Status: nodedrain.StatusCordoned, RequestID: "x", UpdatedAt: time.Now()})
+	require.NoError(t, err)
+	h.run(h.config(h.c.Client))
+	h.request(h.nodes[1], "r1", time.Now())
+	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
+}
