@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os"
+
 	"context"
 	"fmt"
+	"github.com/sirupsen/logrus"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -129,6 +132,10 @@ func (b *bench) edgedrain(ctx context.Context, s *setup, secured bool, start fun
 	}
 	cfg := coordinator.DefaultConfig()
 	cfg.Client, cfg.JetStream, cfg.NodeSelector = client, js, testenv.GroupLabel+"="+s.group
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel) // the engine's warnings go to stderr
+	log.SetOutput(os.Stderr)
+	cfg.Logger = log.WithField("secured", secured)
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {
 		return err
