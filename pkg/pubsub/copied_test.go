@@ -72,3 +72,19 @@ func TestOriginOfAnOverwrittenRevision(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pubsub.Written, got, "a revision of another key (a resynchronised delete)")
 }
+
+// A client that does not administer the bus (an agent, a person's tool) waits for the bucket:
+// OpenOnly never creates it, and opens it once it exists.
+func TestOpenOnlyNeverCreates(t *testing.T) {
+	_, js, _ := setup(t, "existing", pubsub.BucketConfig{})
+	ctx := testCtx(t)
+	_, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "later", OpenOnly: true}, nil)
+	require.ErrorIs(t, err, pubsub.ErrBucketMissing)
+	_, err = js.KeyValue(ctx, "later")
+	require.Error(t, err, "OpenOnly created the bucket")
+	_, err = pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "later"}, nil)
+	require.NoError(t, err)
+	b, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "later", OpenOnly: true}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "later", b.Name())
+}
