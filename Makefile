@@ -68,6 +68,7 @@ bench:
 	$(GO) test -short -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
 	$(GO) test -short -run '^$$' -bench . ./pkg/volumes
 	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/busauth
 
 clean:
 	rm -rf bin

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"os"
-
 	"context"
 	"fmt"
-	"github.com/sirupsen/logrus"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

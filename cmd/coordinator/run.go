@@ -136,8 +136,9 @@ func connectBus(o *options, client kubernetes.Interface, reg prometheus.Register
 	}
 	issuer, err := o.auth.calloutIssuer()
 	if err == nil && issuer != nil {
-		_, err = auth.ServeCallout(nc, issuer)
-		log.Info("answering the NATS server's auth callouts")
+		if _, err = auth.ServeCallout(nc, issuer); err == nil {
+			log.Info("answering the NATS server's auth callouts")
+		}
 	}
 	if err != nil {
 		nc.Close()

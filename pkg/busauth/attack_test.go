@@ -160,7 +160,7 @@ func attackSuite(t *testing.T, w *world) {
 	t.Run("agent cannot listen to others", func(t *testing.T) {
 		a.subRefused(t, "_INBOX.>")
 		a.subRefused(t, "$KV.>")
-		a.subRefused(t, busauth.AgentInboxPrefix(n1)+".>")
+		a.subRefused(t, nodedrain.AgentInboxPrefix(n1)+".>")
 	})
 
 	t.Run("what an agent makes the server write elsewhere is recognisable", func(t *testing.T) {

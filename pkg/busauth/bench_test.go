@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/busauth"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkAgentConnect(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(e.Shutdown)
 	connect := func(token string) {
-		nc, err := nats.Connect(e.ClientURL(), nats.Token(token), nats.CustomInboxPrefix(busauth.AgentInboxPrefix(nodes[0])))
+		nc, err := nats.Connect(e.ClientURL(), nats.Token(token), nats.CustomInboxPrefix(nodedrain.AgentInboxPrefix(nodes[0])))
 		require.NoError(b, err)
 		nc.Close()
 	}

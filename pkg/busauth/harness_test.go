@@ -111,7 +111,7 @@ func (w *world) connect(t *testing.T, opts ...nats.Option) (*client, error) {
 // agent connects as the agent of node i with a fresh token bound to its pod.
 func (w *world) agent(t *testing.T, i int) *client {
 	tok := w.c.PodToken(t, w.pods[i], testenv.AgentAudience, 600)
-	cl, err := w.connect(t, nats.Token(tok), nats.CustomInboxPrefix(busauth.AgentInboxPrefix(w.nodes[i])))
+	cl, err := w.connect(t, nats.Token(tok), nats.CustomInboxPrefix(nodedrain.AgentInboxPrefix(w.nodes[i])))
 	require.NoError(t, err, "agent of %s with a valid token", w.nodes[i])
 	return cl
 }

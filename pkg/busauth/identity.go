@@ -64,9 +64,6 @@ type Permissions struct {
 	Publish, Subscribe []string
 }
 
-// AgentInboxPrefix is nodedrain.AgentInboxPrefix: where the agent of node receives.
-func AgentInboxPrefix(node string) string { return nodedrain.AgentInboxPrefix(node) }
-
 func stream(bucket string) string { return "KV_" + bucket }
 
 func keySubject(bucket, key string) string { return "$KV." + bucket + "." + key }
@@ -106,7 +103,7 @@ func PermissionsFor(id Identity) Permissions {
 				"$JS.API.CONSUMER.DELETE." + stream(st) + ".*",
 				"$JS.FC." + stream(st) + ".>",
 			},
-			Subscribe: []string{AgentInboxPrefix(id.Node) + ".>"},
+			Subscribe: []string{nodedrain.AgentInboxPrefix(id.Node) + ".>"},
 		}
 	case RoleOperator:
 		var pub []string

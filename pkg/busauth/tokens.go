@@ -103,7 +103,8 @@ func (v *TokenVerifier) Verify(ctx context.Context, token string) (Identity, err
 	now := v.cfg.Now()
 	// What can be told without the API server is told first: a flood of garbage or expired
 	// tokens costs no TokenReview.
-	if err := precheck(token, v.cfg.Audience, now); err != nil {
+	exp, err := precheck(token, v.cfg.Audience, now)
+	if err != nil {
 		return Identity{}, err
 	}
 	key := sha256.Sum256([]byte(token))
@@ -115,7 +116,7 @@ func (v *TokenVerifier) Verify(ctx context.Context, token string) (Identity, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.cfg.Timeout)
 	defer cancel()
-	id, err := v.review(ctx, token)
+	id, err := v.review(ctx, token, exp)
 	switch {
 	case err == nil:
 		// However long the token claims to live (a kubelet's own TokenRequest may ask for hours),
@@ -162,7 +163,7 @@ func (v *TokenVerifier) Cached() int {
 	return len(v.cache)
 }
 
-func (v *TokenVerifier) review(ctx context.Context, token string) (Identity, error) {
+func (v *TokenVerifier) review(ctx context.Context, token string, exp time.Time) (Identity, error) {
 	tr, err := v.cfg.Client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{v.cfg.Audience}},
 	}, metav1.CreateOptions{})
@@ -193,10 +194,6 @@ func (v *TokenVerifier) review(ctx context.Context, token string) (Identity, err
 		if node, err = v.nodeOfPod(ctx, pod, types.UID(uid)); err != nil {
 			return Identity{}, err
 		}
-	}
-	exp, ok := expiry(token)
-	if !ok {
-		return Identity{}, fmt.Errorf("%w: token of pod %s has no expiry", ErrRefused, pod)
 	}
 	return Identity{Role: RoleAgent, Node: node, Subject: v.cfg.Namespace + "/" + pod, Expires: exp}, nil
 }
@@ -247,39 +244,31 @@ func readClaims(token string) (claims, bool) {
 }
 
 // precheck refuses, without asking the API server, a token that is not a JWT, has expired or
-// was not issued for audience. The review still decides every token that passes.
-func precheck(token, audience string, now time.Time) error {
+// was not issued for audience, and returns its expiry. The review still decides every token that
+// passes (the claims are read unverified; the expiry is used only once the review accepted them).
+func precheck(token, audience string, now time.Time) (time.Time, error) {
 	c, ok := readClaims(token)
+	if !ok {
+		return time.Time{}, fmt.Errorf("%w: not a ServiceAccount token (JWT)", ErrRefused)
+	}
+	exp := time.Unix(c.Exp, 0)
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: not a ServiceAccount token (JWT)", ErrRefused)
 	case c.Exp == 0:
-		return fmt.Errorf("%w: token has no expiry", ErrRefused)
-	case !now.Before(time.Unix(c.Exp, 0).Add(clockLeeway)):
-		return fmt.Errorf("%w: token expired at %s", ErrRefused, time.Unix(c.Exp, 0).UTC().Format(time.RFC3339))
+		return time.Time{}, fmt.Errorf("%w: token has no expiry", ErrRefused)
+	case !now.Before(exp.Add(clockLeeway)):
+		return time.Time{}, fmt.Errorf("%w: token expired at %s", ErrRefused, exp.UTC().Format(time.RFC3339))
 	}
 	switch aud := c.Aud.(type) {
 	case string:
 		if aud == audience {
-			return nil
+			return exp, nil
 		}
 	case []any:
-		for _, a := range aud {
-			if a == audience {
-				return nil
-			}
+		if slices.Contains(aud, any(audience)) {
+			return exp, nil
 		}
 	}
-	return fmt.Errorf("%w: token not issued for audience %q", ErrRefused, audience)
-}
-
-// expiry reads the exp claim of a JWT the API server has just accepted (so it is its own).
-func expiry(token string) (time.Time, bool) {
-	c, ok := readClaims(token)
-	if !ok || c.Exp == 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(c.Exp, 0), true
+	return time.Time{}, fmt.Errorf("%w: token not issued for audience %q", ErrRefused, audience)
 }
 
 func first(v authenticationv1.ExtraValue) string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/busauth"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
 // Every token but a live agent pod's own, of edgedrain's audience, is refused: by the
@@ -58,7 +59,7 @@ func TestTokensRefused(t *testing.T) {
 			_, err := w.verifier.Verify(ctx, tok)
 			require.ErrorIs(t, err, busauth.ErrRefused)
 			t.Logf("refused: %v", err)
-			_, err = w.connect(t, nats.Token(tok), nats.CustomInboxPrefix(busauth.AgentInboxPrefix(w.nodes[0])))
+			_, err = w.connect(t, nats.Token(tok), nats.CustomInboxPrefix(nodedrain.AgentInboxPrefix(w.nodes[0])))
 			require.ErrorIs(t, err, nats.ErrAuthorization)
 		})
 	}

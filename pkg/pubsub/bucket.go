@@ -268,14 +268,20 @@ func (b *Bucket[T]) PublishIfLast(ctx context.Context, key string, v T, last uin
 	}
 	ack, err := b.js.Publish(ctx, "$KV."+b.name+"."+key, data, jetstream.WithExpectLastSequence(last))
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if wrongLast(err) {
 			err = fmt.Errorf("%w: the bucket was written after revision %d: %w", ErrConflict, last, err)
 		}
 		return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
 	}
 	return ack.Sequence, nil
+}
+
+// wrongLast reports whether err is JetStream refusing a write whose expected last sequence did not
+// match (a conditional write that lost).
+func wrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // encode checks key and encodes v for it, within the bucket's value size limit.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/internal/ratelog"
 )
 
 // DefaultReconnectWait is the pause between reconnect attempts when
@@ -243,10 +245,11 @@ func Connect(opts ConnectOptions) (*nats.Conn, error) {
 // file that cannot be read is logged and presents no token, so the server refuses the attempt
 // and the next one reads the file again.
 func tokenReader(path string, log logrus.FieldLogger) func() string {
+	var warnings ratelog.Limiter
 	return func() string {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			log.WithError(err).Warn("nats token file unreadable; connecting without a token")
+			warnings.Logger("token-unreadable", log).WithError(err).Warn("nats token file unreadable; connecting without a token")
 			return ""
 		}
 		return strings.TrimSpace(string(raw))

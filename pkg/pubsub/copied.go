@@ -133,9 +133,7 @@ func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev 
 	}
 	ack, err := b.js.PublishMsg(ctx, msg)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if wrongLast(err) {
 			err = fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 		return 0, fmt.Errorf("publish %s/%s at revision %d: %w", b.name, key, rev, err)

@@ -263,6 +263,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	// Keys whose newest value its agent did not write (a copy, unusable): decided from their
 	// history before the resume, restored on the bus after it (reconcileKey).
 	bad := map[string]bool{}
+	unchecked := map[string]*nodedrain.NodeDrainRequest{}
 	for snapshot := true; snapshot; {
 		select {
 		case <-ctx.Done():
@@ -276,11 +277,11 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 				o, err := e.requests.Origin(ctx, ev.Key, ev.Revision)
 				switch {
 				case err != nil:
-					// Served for now (a drain, never an operation: the node's agent acts only on
-					// its own request) and looked at again every tick.
+					// Unchecked: served only if its drain is already under way (below), and
+					// looked at again every tick.
 					if e.checkKey(ev.Key, ev.Value.Node) {
 						r := ev.Value
-						requests[ev.Key] = &r
+						unchecked[ev.Key] = &r
 					}
 					e.recheckLater(ev.Key, err)
 				case o == pubsub.Copied:
@@ -336,29 +337,36 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	}
 	// A drain under way whose key shows no request: a copied delete marker (or an unusable
 	// value) hides a request as a withdrawal does; the key's history tells them apart.
+	for node, r := range unchecked {
+		if st := statuses[node]; underWay(st) && st.RequestID == r.RequestID {
+			requests[node] = r
+		}
+	}
 	counted := maps.Clone(bad)
 	for node, st := range statuses {
-		if requests[node] == nil && (st.Status.InProgress() || st.Status == nodedrain.StatusComplete) {
+		if requests[node] == nil && underWay(st) {
 			bad[node] = true
 		}
 	}
+	found := map[string]genuine{}
 	for _, k := range slices.Sorted(maps.Keys(bad)) {
 		g, err := e.lastGenuine(ctx, k)
-		if err == nil && g.newestCopied && !counted[k] {
+		if err != nil {
+			e.recheckLater(k, err)
+			continue
+		}
+		found[k] = g
+		if g.newestCopied && !counted[k] {
 			e.copyFound(k, g.latest) // a copied delete marker: the snapshot does not show deletes
 		}
 		switch {
-		case err != nil:
-			e.recheckLater(k, err)
 		case g.known && g.req != nil:
 			requests[k] = g.req
 		case g.known:
 			delete(requests, k)
-		default:
+		case requests[k] == nil && underWay(statuses[k]):
 			// Copies only: the drain its status describes goes on.
-			if st, ok := statuses[k]; ok && requests[k] == nil && (st.Status.InProgress() || st.Status == nodedrain.StatusComplete) {
-				requests[k] = requestOf(st)
-			}
+			requests[k] = requestOf(statuses[k])
 		}
 	}
 	in := ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}
@@ -376,8 +384,8 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		e.log.WithFields(logrus.Fields{"node": node, "status": d.Status.Status, "request": d.Status.RequestID}).Info("resuming")
 	}
 	e.act(ctx, actions)
-	for _, k := range slices.Sorted(maps.Keys(bad)) {
-		e.reconcileKey(ctx, k)
+	for _, k := range slices.Sorted(maps.Keys(found)) {
+		e.settleKey(ctx, k, found[k])
 	}
 	return nil
 }

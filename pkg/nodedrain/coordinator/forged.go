@@ -130,6 +130,11 @@ func (e *Engine) reconcileKey(ctx context.Context, key string) {
 		e.recheckLater(key, err)
 		return
 	}
+	e.settleKey(ctx, key, g)
+}
+
+// settleKey is reconcileKey once the key's history has been read (g).
+func (e *Engine) settleKey(ctx context.Context, key string, g genuine) {
 	delete(e.recheck, key)
 	d, _ := e.core.Drain(key)
 	want := g.req
@@ -149,6 +154,7 @@ func (e *Engine) reconcileKey(ctx context.Context, key string) {
 	if g.latestIsOwn || g.latest == 0 || !e.mayAct(ctx) {
 		return
 	}
+	var err error
 	if want != nil {
 		_, err = e.requests.PublishIfRevision(ctx, key, *want, g.latest, true)
 	} else {
@@ -162,6 +168,12 @@ func (e *Engine) reconcileKey(ctx context.Context, key string) {
 	default:
 		e.warnings.Logger("request-repair", e.log).WithField("node", key).WithError(err).Warn("cannot restore the node's request key")
 	}
+}
+
+// underWay reports whether a published status says a drain is under way (or done, COMPLETE):
+// its request must be on the bus.
+func underWay(st nodedrain.NodeDrainStatus) bool {
+	return st.Status.InProgress() || st.Status == nodedrain.StatusComplete
 }
 
 func sameRequest(a, b *nodedrain.NodeDrainRequest) bool {
