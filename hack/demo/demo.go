@@ -126,9 +126,19 @@ func (d *demo) run(ctx context.Context) error {
 // watch prints every status change of every node until the target's reboot has come full
 // circle: COMPLETE, the reboot command, the node back and uncordoned.
 func (d *demo) watch(ctx context.Context, js jetstream.JetStream) error {
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	// The coordinator creates its buckets after its bus is up; the demo connects as the
+	// operator, who may not create them (a create would go unanswered), so it waits for them.
+	var statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, OpenOnly: true}, nodedrain.StatusCodec{})
+		if errors.Is(err, pubsub.ErrBucketMissing) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("opening the status bucket: %w", err)
 	}
 	w, err := statuses.Watch(ctx)
 	if err != nil {
