@@ -1,5 +1,6 @@
 // Command edgedrainctl is the operator's view of edgedrain: it reads the bus and prints every
-// node's drain status, and can withdraw a node's request by hand.
+// node's drain status, can withdraw a node's request by hand, and predicts what would block a
+// node's drain before it starts.
 package main
 
 import (
@@ -22,13 +23,17 @@ import (
 
 const intro = `Usage: edgedrainctl [flags] status [-o table|json]
        edgedrainctl [flags] withdraw NODE
+       edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
           blocks the drain (pods that refuse eviction, volumes not yet safe), read from the bus
           (buckets nodedrain-status and nodedrain-requests). -o json prints the same as JSON.
 withdraw  delete NODE's drain request, as its agent does when the node is back: the coordinator
           cancels a drain under way, uncordons the node if it cordoned it, and returns it to
-          NOTREQUESTED. For a node that will not come back to withdraw by itself.`
+          NOTREQUESTED. For a node that will not come back to withdraw by itself.
+check     predict, from the Kubernetes API and changing nothing, what would block a drain of
+          NODE if it started now. Exit status 0: nothing would block, 1: something would, 2: the
+          prediction failed.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -61,12 +66,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	var err error
 	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
+	case "check":
+		return check(ctx, rest, stdout, stderr)
 	case "status":
 		err = status(ctx, nats, rest, stdout)
 	case "withdraw":
 		err = withdraw(ctx, nats, rest, stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (want status or withdraw; see --help)", cmd)
+		err = fmt.Errorf("unknown command %q (want status, withdraw or check; see --help)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "edgedrainctl:", err)

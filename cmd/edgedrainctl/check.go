@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/preflight"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// Exit codes of edgedrainctl check.
+const (
+	checkClear   = 0
+	checkBlocked = 1
+	checkFailed  = 2
+)
+
+const checkIntro = `Usage: edgedrainctl check NODE [-o text|json] [--kubeconfig FILE] [--context NAME]
+                          [--evict-unmanaged-pods=BOOL] [--volume-policy P] [--longhorn-namespace NS]
+
+Predicts what would block a drain of NODE if it started now, before anything is cordoned, and
+changes nothing: pods whose PodDisruptionBudget allows no disruption now, pods no controller
+manages (with --evict-unmanaged-pods=false), volumes whose data is not safe on other nodes
+(Longhorn replicas, by the volume gate's own rules; node-local volumes whose drainer template
+would not run) and the maintenance policy's blockers. Notes say what would happen without
+blocking, such as the drainer Jobs that would run. It reads the Kubernetes API, not the bus:
+the kubeconfig is found as kubectl finds it (--kubeconfig, $KUBECONFIG, ~/.kube/config). Set
+the flags below as the coordinator's are set. The global --timeout (default 10s) bounds the
+whole prediction.
+
+Exit status: 0 nothing would block, 1 something would block, 2 the prediction failed (bad
+arguments, no such node, API unreachable).
+
+Flags:`
+
+// policyBlockers is the hook for the maintenance policy's blockers (pods matching a selector,
+// firing Prometheus alerts, read from the policy ConfigMap): given the Kubernetes client, it
+// returns the function check asks for them. nil: no policy blockers.
+var policyBlockers func(client kubernetes.Interface) preflight.ExtraFunc
+
+// checkOptions are check's flags.
+type checkOptions struct {
+	format         string
+	kubeconfig     string
+	context        string
+	evictUnmanaged bool
+	volumes        volumes.Config
+}
+
+func (o *checkOptions) register(fs *flag.FlagSet) {
+	o.volumes = volumes.DefaultConfig()
+	o.evictUnmanaged = coordinator.DefaultConfig().EvictUnmanagedPods
+	fs.StringVar(&o.format, "o", "text", "output: text or json")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: $KUBECONFIG, else ~/.kube/config, else in-cluster")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context; empty: the current one")
+	fs.BoolVar(&o.evictUnmanaged, "evict-unmanaged-pods", o.evictUnmanaged, "as the coordinator's flag: false makes every pod no controller manages a blocker")
+	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
+	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
+}
+
+// check runs edgedrainctl check and returns its exit code.
+func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o checkOptions
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, checkIntro)
+		fs.PrintDefaults()
+	}
+	node, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return checkClear
+	}
+	if err == nil {
+		err = o.validate(node)
+	}
+	if err == nil {
+		var p preflight.Prediction
+		if p, err = o.predict(ctx, node); err == nil {
+			err = writePrediction(stdout, p, o.format)
+		}
+		if err == nil && !p.Clear {
+			return checkBlocked
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "edgedrainctl check:", err)
+		return checkFailed
+	}
+	return checkClear
+}
+
+// parseInterspersed parses flags before and after the one argument, NODE.
+func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		return "", fmt.Errorf("want exactly one NODE, got %d arguments (see --help)", len(positional))
+	}
+	return positional[0], nil
+}
+
+func (o *checkOptions) validate(node string) error {
+	if err := nodedrain.ValidNodeName(node); err != nil {
+		return fmt.Errorf("node %q: %w", node, err)
+	}
+	if o.format != "text" && o.format != "json" {
+		return fmt.Errorf("-o %q: want text or json", o.format)
+	}
+	return o.volumes.ValidateSettings()
+}
+
+// predict connects to the cluster, starts a volume gate that only reads (no recorder: it
+// records nothing; Predict asks nothing of Longhorn and starts no Job) and predicts.
+func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Prediction, error) {
+	rc, err := o.restConfig()
+	if err != nil {
+		return preflight.Prediction{}, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return preflight.Prediction{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return preflight.Prediction{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the gate's informers
+	cfg := o.volumes
+	cfg.Client, cfg.Dynamic = client, dyn
+	if deadline, ok := ctx.Deadline(); ok {
+		cfg.SyncTimeout = max(time.Until(deadline), time.Millisecond)
+	}
+	gate, err := volumes.New(cfg)
+	if err != nil {
+		return preflight.Prediction{}, err
+	}
+	if err := gate.Start(ctx); err != nil {
+		return preflight.Prediction{}, fmt.Errorf("read the cluster's volumes: %w", err)
+	}
+	pc := preflight.Config{Client: client, Volumes: gate, EvictUnmanagedPods: o.evictUnmanaged}
+	if policyBlockers != nil {
+		pc.Extra = policyBlockers(client)
+	}
+	return preflight.Predict(ctx, pc, node)
+}
+
+// restConfig loads the client configuration as kubectl does.
+func (o *checkOptions) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster): %w", err)
+	}
+	rc.QPS, rc.Burst = 50, 100 // a handful of lists; client-go's default of 5 would make them wait
+	rc.UserAgent = "edgedrainctl-check"
+	return rc, nil
+}
+
+// writePrediction prints p as JSON or as a short text for people: a verdict line, the blockers
+// as a table, then the notes.
+func writePrediction(w io.Writer, p preflight.Prediction, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	if p.Clear {
+		fmt.Fprintf(w, "%s: clear, nothing would block a drain now\n", p.Node)
+	} else {
+		fmt.Fprintf(w, "%s: %d blocker(s) would hold a drain back now\n\n", p.Node, len(p.Blockers))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tPROGRESS\tREASON")
+		for _, b := range p.Blockers {
+			ns, progress := b.Namespace, "-"
+			if ns == "" {
+				ns = "-"
+			}
+			if b.Progress > 0 {
+				progress = fmt.Sprintf("%d%%", b.Progress)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Kind, ns, b.Name, progress, strings.ReplaceAll(b.Reason, "\n", " "))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.Notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "  - %s\n", n)
+		}
+	}
+	return nil
+}
