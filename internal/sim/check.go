@@ -137,8 +137,11 @@ func (s *Sim) check() {
 		return
 	}
 	cl := s.cluster
+	s.trackHealth()
 	// S3: at most MaxConcurrent nodes between admission and release — by their published
-	// status, or because they went down for an operation the bus cleared.
+	// status (a drain under way, a COMPLETE whose slot was not released as stale, a node back
+	// from its operation in the return gate), or because they went down for an operation the
+	// bus cleared.
 	var holders []string
 	for _, name := range cl.order {
 		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
@@ -146,8 +149,10 @@ func (s *Sim) check() {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
 		switch {
-		case st.Status == nodedrain.StatusStarting || st.Status == nodedrain.StatusCordoned || st.Status == nodedrain.StatusDrainRetrying:
+		case st.HoldsSlot():
 			holders = append(holders, name)
+		case st.Status == nodedrain.StatusComplete && st.SlotReleased && live && st.RequestID == req.RequestID:
+			// released as a node that never came back (R2 checks it was so)
 		case (a.cmdDeclared && !n.up) || (live && s.downDeclared[req.RequestID]) ||
 			(live && nodedrain.DeclaresClusterShutdown(req) && s.wholeClusterDeclared()):
 			// A declared whole-cluster shutdown lets nodes go down without a slot: while every
@@ -155,7 +160,8 @@ func (s *Sim) check() {
 		case st.Status == nodedrain.StatusComplete && live && st.RequestID == req.RequestID:
 			// (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
 			holders = append(holders, name)
-		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.withdrawn[a.cmdRequest]:
+		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.withdrawn[a.cmdRequest] &&
+			!(st.SlotReleased && st.RequestID == a.cmdRequest):
 			holders = append(holders, name+" (down)")
 		}
 		s.states[fmt.Sprintf("%d/%s/%v/%v/%v", st.Status, a.m.State.Phase, live, n.unschedulable, n.up)] = true
@@ -220,6 +226,8 @@ func (s *Sim) checkEnd() {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
 		switch {
+		case returning(s.bus.value(bucketStatus, name)):
+			s.violate("L1", "%s is still in its return gate after the quiet period: %s", name, describe(s.bus.value(bucketStatus, name)))
 		case s.bus.value(bucketRequests, name) != nil:
 			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
 				describe(s.bus.value(bucketStatus, name)), a.m.State.Phase)
@@ -245,4 +253,10 @@ func (s *Sim) checkEnd() {
 			return
 		}
 	}
+}
+
+// returning reports whether a bus value is a status in the return gate.
+func returning(v any) bool {
+	st, ok := v.(nodedrain.NodeDrainStatus)
+	return ok && !st.ReturningSince.IsZero()
 }

@@ -48,6 +48,8 @@ type coord struct {
 	// lastSeq is the status bucket's revision of this run's last write (its term record first).
 	outage  bool
 	lastSeq uint64
+	// verdicts are the background policy checks of this engine run (see checkPolicy).
+	verdicts map[string]coordinator.Verdict
 }
 
 func (s *Sim) newCoord(name string) *coord {
@@ -211,6 +213,8 @@ func (c *coord) resume() {
 		}
 	}
 	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)
+	c.core.SetStaleHolderTimeout(s.cfg.StaleHolderTimeout)
+	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
@@ -223,6 +227,7 @@ func (c *coord) resume() {
 		c.later(time.Second, "engine tick", inc, tick)
 	}
 	c.later(time.Second, "engine tick", inc, tick)
+	c.checkPolicy(inc)
 }
 
 // nodeInfos is admission's view of the nodes (the informer's cache; frozen while the API is down).
@@ -231,14 +236,19 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	var out []nodedrain.NodeInfo
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
-			out = append(out, nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned})
+			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name]}
+			if !st.Ready {
+				info.NotReadySince = c.s.notReadySince[name]
+			}
+			out = append(out, info)
 		}
 	}
 	return out
 }
 
 func (c *coord) afterEvents() {
-	actions, ev := c.core.Admit(c.nodeInfos(), c.s.w.now)
+	actions, ev := c.core.Admit(c.nodeInfos(), c.holds(), c.s.w.now)
 	if ev.Changed {
 		c.s.w.logf("%s: whole-cluster shutdown = %v", c.name, ev.WholeCluster)
 	}
@@ -295,6 +305,12 @@ func (c *coord) act(actions []coordinator.NodeAction) {
 		case nodedrain.Cancel:
 			c.opGen[na.Node]++
 		case nodedrain.Outcome:
+		case nodedrain.ReturnEnded:
+			c.s.w.logf("%s: the return gate of %s ended (%s) after %s", c.name, na.Node, a.Result, a.Waited)
+			c.s.policyCount["return gate "+a.Result]++
+		case nodedrain.SlotReleased:
+			c.s.w.logf("%s: %s releases its slot: %s", c.name, na.Node, a.Reason)
+			c.s.policyCount["stale release"]++
 		}
 	}
 }
@@ -345,8 +361,9 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		c.fenced(st)
 		return
 	}
+	prev, _ := s.bus.value(bucketStatus, st.Node).(nodedrain.NodeDrainStatus)
 	seq := s.bus.write(bucketStatus, st.Node, st, c.name)
-	s.onStatusPublished(c, st)
+	s.onStatusPublished(c, prev, st)
 	if s.bus.lossy && s.w.chance(0.1) {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
@@ -356,7 +373,7 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
-	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status}, s.w.now))
+	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, s.w.now))
 	if c.core.Announce(st) {
 		s.onEvent(c, st)
 	}
@@ -495,7 +512,21 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
 				}
 			}
+			if r.Safe && st.Op == nodedrain.OpFinalGate {
+				if b := s.maint.blockersOn(node); len(b) > 0 { // the executor's finalBlockers
+					r = coordinator.GateResult{Blockers: b}
+				}
+			}
 			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: s.w.now})
+		})
+	case nodedrain.OpReturnGate:
+		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {
+			if !cl.apiUp { // the pods are listed from the API
+				post(nodedrain.EvResult{Err: errUnreachable("list pods")})
+				return
+			}
+			b := s.returnBlockers(node)
+			post(nodedrain.EvResult{Safe: len(b) == 0, Blockers: b})
 		})
 	case nodedrain.OpEvict:
 		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)

@@ -321,6 +321,7 @@ func (s *Sim) heal() {
 	for _, g := range s.cluster.groups {
 		g.blocked = 0
 	}
+	s.maint.heal()
 	for _, n := range s.cluster.nodes {
 		if n.operatorCordon {
 			n.unschedulable, n.operatorCordon = false, false

@@ -23,6 +23,9 @@ type Result struct {
 	// Outages is how many times a leader went on in API-outage mode; Fenced how many of its
 	// status writes the term fence refused.
 	Outages, Fenced int
+	// Policy counts what the maintenance policy did (holds by reason, return gates by result,
+	// stale releases), to show the runs exercised it.
+	Policy map[string]int
 }
 
 // ConfigFor draws a cluster for a seed: 2 to 4 nodes (mostly 3), one or two coordinators,
@@ -45,6 +48,19 @@ func ConfigFor(seed uint64) Config {
 	if rng.IntN(4) == 0 {
 		cfg.Coordinators, cfg.NoLeaderElection = 1, true
 	}
+	// The maintenance policy (DESIGN §9) from a stream of its own, so that the draws above stay
+	// what they were for every seed.
+	prng := rand.New(rand.NewPCG(seed, 0x9011c7))
+	if prng.IntN(2) == 0 {
+		cfg.Policy.ReturnTimeout = time.Duration(30+prng.IntN(150)) * time.Second
+	}
+	if prng.IntN(2) == 0 {
+		cfg.StaleHolderTimeout = time.Duration(20+prng.IntN(100)) * time.Second
+	}
+	cfg.Maintenance = prng.IntN(2) == 0
+	if cfg.MaxConcurrent > 1 && prng.IntN(2) == 0 {
+		cfg.Domains = 2
+	}
 	return cfg
 }
 
@@ -65,7 +81,7 @@ func RunPlan(seed uint64, cfg Config, plan Plan) Result {
 	}
 	s.checkEnd()
 	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: s.states,
-		Outages: s.outages, Fenced: s.fenced}
+		Outages: s.outages, Fenced: s.fenced, Policy: s.policyCount}
 }
 
 // Shrink removes happenings from a failing run's plan while the same invariant still breaks,

@@ -34,6 +34,13 @@ type Config struct {
 	// Active is how long faults and triggers happen; Quiet is the fault-free time after it
 	// within which every request must end (L1).
 	Active, Quiet time.Duration
+	// Maintenance turns the maintenance policy on: windows that open and close, blockers that
+	// come and go, node priorities (DESIGN §9).
+	Maintenance bool
+	// Domains spreads the nodes over this many failure domains (0: none).
+	Domains int
+	// StaleHolderTimeout as the coordinator's flag (0: never).
+	StaleHolderTimeout time.Duration
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -106,6 +113,13 @@ type Sim struct {
 	quiet bool
 	// states counts distinct (coordinator status, agent phase) combinations reached.
 	states map[string]bool
+	// maint is the maintenance policy's model; hist records when nodes were blocked,
+	// unhealthy or Ready and windows closed (for the checks of the decisions taken then);
+	// notReadySince is what the node informer says of NotReady nodes.
+	maint         *maint
+	policyCount   map[string]int
+	hist          history
+	notReadySince map[string]time.Time
 }
 
 // newSim builds the cluster: nodes with agents, coordinators, ReplicaSets and volumes.
@@ -116,6 +130,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		cordons: map[string]int{}, evicts: map[string]int{},
 		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{}, moved: map[string]bool{},
 		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
+	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}
@@ -133,6 +148,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		}
 		cl.vols = append(cl.vols, vol)
 	}
+	s.maint = newMaint(s, seed)
 	for i := range cfg.Coordinators {
 		s.coords = append(s.coords, s.newCoord(fmt.Sprintf("coordinator-%d", i)))
 	}
@@ -258,8 +274,9 @@ func (s *Sim) updateDone(node string) {
 	s.updatesOK[node] = s.w.now
 }
 
-// onStatusPublished records a status written by coordinator c and checks S2.
-func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
+// onStatusPublished records a status written by coordinator c (replacing prev) and checks S2
+// and the maintenance policy's rules.
+func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus) {
 	leads := s.leads(c)
 	s.w.logf("%s publishes %s %s for request %q: %s", c.name, st.Node, st.Status, st.RequestID, st.Message)
 	if evs := s.events[st.Node]; len(evs) > 0 && evs[len(evs)-1] != st.Status {
@@ -283,9 +300,11 @@ func (s *Sim) onStatusPublished(c *coord, st nodedrain.NodeDrainStatus) {
 	if st.Attempt > limit {
 		s.violate("S5", "%s published %s attempt %d for %s (limit %d)", c.name, st.Status, st.Attempt, st.Node, limit)
 	}
-	if st.Status == nodedrain.StatusComplete {
+	if st.Status == nodedrain.StatusComplete && !st.SlotReleased {
+		// (A COMPLETE re-published to release a stale slot decides nothing: the first did.)
 		s.checkS2(st)
 	}
+	s.checkPolicyAtPublish(prev, st)
 }
 
 func (s *Sim) onEvent(c *coord, st nodedrain.NodeDrainStatus) {

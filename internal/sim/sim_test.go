@@ -36,6 +36,7 @@ func TestSimulation(t *testing.T) {
 	}
 	start := time.Now()
 	events, outages, fenced := 0, 0, 0
+	policy := map[string]int{}
 	states := map[string]bool{}
 	for _, seed := range list {
 		r := Run(seed)
@@ -44,6 +45,9 @@ func TestSimulation(t *testing.T) {
 			outages++
 		}
 		fenced += r.Fenced
+		for k, v := range r.Policy {
+			policy[k] += v
+		}
 		for k := range r.States {
 			states[k] = true
 		}
@@ -54,6 +58,7 @@ func TestSimulation(t *testing.T) {
 	el := time.Since(start)
 	t.Logf("%d seeds in %s (%.0f seeds/s), %.0f events per seed, %d distinct states; %d runs with a leader in API-outage mode, %d fenced writes",
 		len(list), el.Round(time.Millisecond), float64(len(list))/el.Seconds(), float64(events)/float64(len(list)), len(states), outages, fenced)
+	t.Logf("maintenance policy: %v", policy)
 }
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
@@ -121,37 +126,41 @@ func TestRegressions(t *testing.T) {
 			{At: sec(25), Kind: Reboot, Target: 0}},
 			[][]string{{"coordinator-0 freezes"}, {"coordinator-1 becomes the active coordinator"}, {"coordinator-1 writes its term record"},
 				{"coordinator-0 lost the Lease to the API outage"}, {"coordinator-0", "fenced"}, {"node-0.edge COMPLETE", "unreachable"}}},
-		{"a node re-registering does not make a two-node cluster a single-node one (S3, seed 4140)", 4140, ConfigFor(4140),
+		{"a node re-registering does not make a two-node cluster a single-node one (S3, seed 4140)", 4140, beforePolicy(ConfigFor(4140)),
 			Plan{{At: sec(75.6), Kind: Reboot, Target: 0}, {At: sec(80.4), Kind: Update, Target: 1},
 				{At: sec(49.7), Kind: APIOutage, Target: 1, For: 24 * time.Second}, {At: sec(79.9), Kind: NodeReregister, Target: 1, For: 31 * time.Second},
 				{At: sec(75.5), Kind: WatchLag, For: 24 * time.Second}},
 			[][]string{{"node-1.edge's Node object is deleted"}, {"node-0.edge REQUESTED"}, {"node-0.edge goes down"}, {"agent of node-1.edge runs the update command"}}},
-		{"a reboot rerun after an operator's COMPLETE and a later withdrawal is cancelled, not left reading in a loop (L1, seed 17841)", 17841, ConfigFor(17841),
+		{"a reboot rerun after an operator's COMPLETE and a later withdrawal is cancelled, not left reading in a loop (L1, seed 17841)", 17841, beforePolicy(ConfigFor(17841)),
 			Plan{{At: sec(46.5), Kind: KernelDay}, {At: sec(28.9), Kind: Update, Target: 2}, {At: sec(83.1), Kind: Override, Target: 2, For: 33 * time.Second},
 				{At: sec(54.9), Kind: AgentCrash, Target: 2, For: 8 * time.Second}, {At: sec(139.3), Kind: Withdraw, Target: 2, For: 17 * time.Second}},
 			[][]string{{"agent of node-2.edge stops (crash)"}, {"override file on node-2.edge: COMPLETE"}, {"edgedrainctl withdraw node-2.edge"},
 				{"agent of node-2.edge: reboot command failed"}, {"agent of node-2.edge", "was withdrawn by someone else"}}},
-		{"a failed drain whose FAILEDDRAIN did not reach the bus keeps its slot until it does (S3, seed 101553)", 101553, ConfigFor(101553),
+		{"a failed drain whose FAILEDDRAIN did not reach the bus keeps its slot until it does (S3, seed 101553)", 101553, beforePolicy(ConfigFor(101553)),
 			Plan{{At: sec(38.4), Kind: Update, Target: 0}, {At: sec(66.8), Kind: Update, Target: 1}, {At: sec(81.7), Kind: Reboot, Target: 2},
 				{At: sec(28.4), Kind: PDBBlocks, Target: 2, For: 272 * time.Second}, {At: sec(140.7), Kind: BusLossy, For: 36 * time.Second},
 				{At: sec(63.5), Kind: AgentCut, Target: 0, For: 36 * time.Second}, {At: sec(20.9), Kind: CoordCrash, Target: 0, For: 33 * time.Second}},
 			[][]string{{"node-1.edge REQUESTED", "waiting: node-0.edge in maintenance"}, {"NATS loses replies"}, {"node-0.edge FAILEDDRAIN"},
 				{"node-1.edge STARTING"}}},
-		{"a transition whose Event was lost with its write's reply does not make the next one a repeat (E1 check, seed 109542, during a whole-cluster shutdown)", 109542, ConfigFor(109542),
+		{"a transition whose Event was lost with its write's reply does not make the next one a repeat (E1 check, seed 109542, during a whole-cluster shutdown)", 109542, beforePolicy(ConfigFor(109542)),
 			Plan{{At: sec(48.7), Kind: ClusterShutdown}, {At: sec(4.7), Kind: Reboot, Target: 2}, {At: sec(54.5), Kind: BusOutage, For: 25 * time.Second},
 				{At: sec(79.7), Kind: BusLossy, For: 35 * time.Second}, {At: sec(4.7), Kind: APIOutage, For: 135 * time.Second},
 				{At: sec(20.2), Kind: StateLost, Target: 2, For: 10 * time.Second}, {At: sec(48.4), Kind: PowerCycle, Target: 1, For: 30 * time.Second}},
 			[][]string{{"node-0.edge STARTING"}, {"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"fenced"},
 				{"coordinator-0 resumes"}, {"node-0.edge STARTING", "cordoning it again"}}},
-		{"a coordinator paused after its last cordon check checks again before COMPLETE (S2, seed 109751)", 109751, ConfigFor(109751),
+		{"a coordinator paused after its last cordon check checks again before COMPLETE (S2, seed 109751)", 109751, beforePolicy(ConfigFor(109751)),
 			Plan{{At: sec(33.0), Kind: KernelDay}, {At: sec(37.726), Kind: CoordFreeze, Target: 1, For: 29 * time.Second},
 				{At: sec(33.965), Kind: OperatorCordon, Target: 1, For: 11 * time.Second}},
 			[][]string{{"an operator cordons node-1.edge"}, {"node-1.edge CORDONED", "cordoned by someone else"}, {"coordinator-0 freezes"},
 				{"the operator uncordons node-1.edge"}, {"node-1.edge", "answered too long ago"}, {"node-1.edge STARTING", "cordoning it again"}}},
-		{"a node that lost power during a whole-cluster shutdown keeps its slot free after the declaration ends (S3 check, seed 119738)", 119738, ConfigFor(119738),
+		{"a node that lost power during a whole-cluster shutdown keeps its slot free after the declaration ends (S3 check, seed 119738)", 119738, beforePolicy(ConfigFor(119738)),
 			Plan{{At: sec(17.2), Kind: ClusterShutdown}, {At: sec(25.787), Kind: PowerCycle, Target: 1, For: 18 * time.Second},
 				{At: sec(19.1), Kind: BusLossy, Target: 2, For: 12 * time.Second}},
 			[][]string{{"node-1.edge loses power"}, {"node-1.edge COMPLETE"}, {"node-3.edge STARTING"}, {"node-2.edge is up again"}}},
+		{"a COMPLETE re-published to release a stale slot is not taken back when that publication fails (R2, seed 1168)", 1168, ConfigFor(1168),
+			Plan{{At: sec(119.9), Kind: Reboot, Target: 1}, {At: sec(146.0), Kind: Reboot, Target: 2}, {At: sec(182.4), Kind: BusOutage, Target: 1, For: 20 * time.Second}},
+			[][]string{{"node-2.edge COMPLETE"}, {"node-2.edge goes down"}, {"node-2.edge releases its slot"}, {"node-2.edge is up again"},
+				{"node-2.edge NOTREQUESTED", "request withdrawn"}}},
 		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
 				{At: sec(20), Kind: Withdraw, Target: 0}},
@@ -187,6 +196,13 @@ func TestRegressions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// beforePolicy is cfg without the maintenance policy (windows, blockers, return gate, stale
+// holders, domains): the regressions found before it keep the schedules they were found with.
+func beforePolicy(cfg Config) Config {
+	cfg.Maintenance, cfg.Domains, cfg.StaleHolderTimeout, cfg.Policy.ReturnTimeout = false, 0, 0, 0
+	return cfg
 }
 
 func containsAll(line string, parts []string) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // NodeInfo is admission's view of one node of the cluster.
@@ -11,6 +12,38 @@ type NodeInfo struct {
 	Name string
 	// Ready is the node's Ready condition; Schedulable is !spec.unschedulable.
 	Ready, Schedulable bool
+	// NotReadySince is when the node's Ready condition last turned false (zero: Ready, or
+	// unknown).
+	NotReadySince time.Time
+	// Priority orders waiting drains: higher first (the policy's requester and node-label
+	// priorities); equal priorities go oldest request first.
+	Priority int
+	// Domain is the node's failure domain (e.g. its zone); two nodes of the same non-empty
+	// domain are never in maintenance at once.
+	Domain string
+}
+
+// Hold keeps a waiting drain in REQUESTED for a reason of the maintenance policy (a closed
+// window, blockers, a pre-flight prediction), published as its message and blockers.
+type Hold struct {
+	// Reason is a short label for metrics: "window", "blockers", "preflight", "checking",
+	// "policy-invalid".
+	Reason   string
+	Message  string
+	Blockers []Blocker
+}
+
+// AdmitInput is what admission decides from.
+type AdmitInput struct {
+	Drains        map[string]Drain
+	Nodes         []NodeInfo
+	MaxConcurrent int
+	// Seen lists the nodes the coordinator has seen recently (see AdmitSeen).
+	Seen map[string]bool
+	// Holds keeps these waiting drains in REQUESTED; they do not block the drains behind them.
+	Holds map[string]Hold
+	// Warnings is published with REQUESTED before a drain is admitted (--preflight=warn).
+	Warnings map[string]Hold
 }
 
 // Admission is what Admit decided for the drains waiting in REQUESTED.
@@ -25,17 +58,22 @@ type Admission struct {
 	// planned whole-cluster shutdown (DeclaresClusterShutdown), handled so that it cannot
 	// deadlock (see Admit).
 	WholeCluster bool
+	// Held maps waiting drains held by the maintenance policy to their hold.
+	Held map[string]Hold
 }
 
 // holdsSlot reports whether a drain counts against the concurrency limit: while it runs, and
 // after COMPLETE until the node is back and its agent withdraws the request (its node is down or
 // under maintenance). In a whole-cluster shutdown a COMPLETE node that is no longer Ready has gone
 // down as planned and frees its slot, so the next node can drain.
+//
+// A node back from its operation holds its slot until it is healthy again (the return gate); a
+// COMPLETE node that never came back releases it (SlotReleased).
 func holdsSlot(d Drain, ready, wholeCluster bool) bool {
-	if d.Active() || d.BusHolds {
+	if d.Active() || d.BusHolds || d.Returning() {
 		return true
 	}
-	return d.Status.Status == StatusComplete && d.Request != nil && !(wholeCluster && !ready)
+	return d.Status.Status == StatusComplete && d.Request != nil && !d.Status.SlotReleased && !(wholeCluster && !ready)
 }
 
 // Admit decides which REQUESTED drains start, oldest request first, so that at most
@@ -51,7 +89,15 @@ func Admit(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int) Admissi
 // belongs to the cluster even while its Node object is missing (deleted and registering again),
 // so a two-node cluster does not pass for a single-node one in that moment.
 func AdmitSeen(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int, seen map[string]bool) Admission {
-	a := Admission{NotSupported: map[string]string{}, Queued: map[string]string{}}
+	return AdmitWith(AdmitInput{Drains: drains, Nodes: nodes, MaxConcurrent: maxConcurrent, Seen: seen})
+}
+
+// AdmitWith is AdmitSeen with the maintenance policy: waiting drains go by priority, then
+// oldest request first; a held drain stays REQUESTED without blocking those behind it; a drain
+// whose failure domain already has a node in maintenance waits for it.
+func AdmitWith(in AdmitInput) Admission {
+	drains, nodes, maxConcurrent, seen := in.Drains, in.Nodes, in.MaxConcurrent, in.Seen
+	a := Admission{NotSupported: map[string]string{}, Queued: map[string]string{}, Held: map[string]Hold{}}
 	known := make(map[string]NodeInfo, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n
@@ -92,6 +138,9 @@ func AdmitSeen(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int, see
 	}
 	sort.Strings(holders)
 	sort.Slice(waiting, func(i, j int) bool {
+		if pi, pj := known[waiting[i]].Priority, known[waiting[j]].Priority; pi != pj {
+			return pi > pj
+		}
 		ri, rj := drains[waiting[i]].Request, drains[waiting[j]].Request
 		if !ri.RequestedAt.Equal(rj.RequestedAt) {
 			return ri.RequestedAt.Before(rj.RequestedAt)
@@ -108,10 +157,20 @@ func AdmitSeen(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int, see
 			a.Queued[name] = fmt.Sprintf("waiting: node %s is not (yet) in the cluster", name)
 			continue
 		}
+		if h, held := in.Holds[name]; held {
+			a.Held[name] = h
+			continue
+		}
 		if len(holders) >= maxConcurrent {
 			a.Queued[name] = queuedMessage(holders, ahead, maxConcurrent)
 			ahead = append(ahead, name)
 			continue
+		}
+		if dom := known[name].Domain; dom != "" {
+			if same := sameDomain(holders, known, dom); len(same) > 0 {
+				a.Queued[name] = fmt.Sprintf("waiting: %s of the same failure domain %q in maintenance", strings.Join(same, ", "), dom)
+				continue
+			}
 		}
 		other := false
 		for _, n := range nodes {
@@ -140,6 +199,17 @@ func AdmitSeen(drains map[string]Drain, nodes []NodeInfo, maxConcurrent int, see
 		holders = append(holders, name)
 	}
 	return a
+}
+
+// sameDomain lists the holders whose failure domain is dom.
+func sameDomain(holders []string, known map[string]NodeInfo, dom string) []string {
+	var out []string
+	for _, h := range holders {
+		if known[h].Domain == dom {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func queuedMessage(holders, ahead []string, max int) string {

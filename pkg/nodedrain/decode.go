@@ -80,6 +80,8 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"StartedAt", timeField(&s.StartedAt)},
 		{"UpdatedAt", timeField(&s.UpdatedAt)},
 		{"CordonedByUs", boolField(&s.CordonedByUs)},
+		{"ReturningSince", timeField(&s.ReturningSince)},
+		{"SlotReleased", boolField(&s.SlotReleased)},
 	})
 	if err == nil && !present[0] {
 		err = newPayloadError(subjectStatus, ErrInvalid, errors.New("drain status has no Status"))

@@ -29,9 +29,10 @@ const (
 	OpFinalGate      // ask the volume gate again before COMPLETE
 	OpCheckCordon    // confirm the node is still cordoned before COMPLETE
 	OpUncordon       // uncordon the node (only ever one edgedrain cordoned)
+	OpReturnGate     // check a node back from its operation is healthy again (the return gate)
 )
 
-var opNames = [...]string{"none", "cordon", "volume gate", "eviction", "final volume gate", "cordon check", "uncordon"}
+var opNames = [...]string{"none", "cordon", "volume gate", "eviction", "final volume gate", "cordon check", "uncordon", "return gate"}
 
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {
@@ -56,6 +57,10 @@ type Policy struct {
 	GateRecheck time.Duration
 	// UncordonRetry is the wait between failed uncordons; they are retried until one succeeds.
 	UncordonRetry time.Duration
+	// ReturnTimeout bounds the return gate: a node back from its operation holds its admission
+	// slot until it is healthy again (Ready, its replicas rebuilt, its pods Ready), at most this
+	// long, then releases it anyway. Zero: no return gate (the slot is released at withdrawal).
+	ReturnTimeout time.Duration
 }
 
 // DefaultPolicy returns DESIGN §3's defaults: 10 cordon attempts backing off 1 s doubling to
@@ -66,6 +71,7 @@ func DefaultPolicy() Policy {
 		DrainAttempts: 5, DrainAttemptTimeout: 5 * time.Minute,
 		DrainBackoff: 5 * time.Second, DrainBackoffMax: time.Minute,
 		GateRecheck: 2 * time.Second, UncordonRetry: 2 * time.Second,
+		ReturnTimeout: 15 * time.Minute,
 	}
 }
 
@@ -84,6 +90,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("drain backoff %s..%s: want 0 ≤ initial ≤ max", p.DrainBackoff, p.DrainBackoffMax)
 	case p.GateRecheck <= 0 || p.UncordonRetry <= 0:
 		return fmt.Errorf("gate recheck (%s) and uncordon retry (%s) must be positive", p.GateRecheck, p.UncordonRetry)
+	case p.ReturnTimeout < 0:
+		return fmt.Errorf("return timeout must not be negative, got %s", p.ReturnTimeout)
 	}
 	return nil
 }
@@ -133,6 +141,19 @@ type Drain struct {
 // Active reports whether the drain holds an admission slot: started and not yet finished.
 func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 
+// Returning reports whether the node is back from its operation and holds its admission slot
+// until it is healthy again (the return gate).
+func (d Drain) Returning() bool { return !d.Status.ReturningSince.IsZero() }
+
+// ReturnDeadline is when the return gate gives up and releases the slot; zero when the drain is
+// not returning.
+func (d Drain) ReturnDeadline(p Policy) time.Time {
+	if !d.Returning() {
+		return time.Time{}
+	}
+	return d.Status.ReturningSince.Add(p.ReturnTimeout)
+}
+
 // holdsSlot reports whether a drain in status s is in maintenance.
 func (s DrainStatus) holdsSlot() bool {
 	switch s {
@@ -157,8 +178,16 @@ type EvRequest struct{ Request *NodeDrainRequest }
 // EvAdmit says admission let the drain start.
 type EvAdmit struct{}
 
-// EvQueued says the drain waits for admission; Message says behind whom.
-type EvQueued struct{ Message string }
+// EvQueued says the drain waits for admission; Message says behind whom or what, Blockers
+// what holds it (the maintenance policy's blockers, the pre-flight prediction).
+type EvQueued struct {
+	Message  string
+	Blockers []Blocker
+}
+
+// EvReleaseSlot says the node never came back from its operation (deleted, or NotReady for too
+// long): a COMPLETE drain releases its admission slot; Reason says why.
+type EvReleaseSlot struct{ Reason string }
 
 // EvNotSupported says no other node can take the workloads; Reason says why.
 type EvNotSupported struct{ Reason string }
@@ -204,8 +233,12 @@ type EvAPIUnreachable struct {
 	Blockers []Blocker
 }
 
-// EvPublished says the drain's status Status reached the bus (the write was acknowledged).
-type EvPublished struct{ Status DrainStatus }
+// EvPublished says the drain's status Status reached the bus (the write was acknowledged);
+// Holds says that status held an admission slot (NodeDrainStatus.HoldsSlot).
+type EvPublished struct {
+	Status DrainStatus
+	Holds  bool
+}
 
 func (EvPublished) event() {}
 
@@ -223,6 +256,7 @@ func (EvResult) event()         {}
 func (EvProgress) event()       {}
 func (EvTimer) event()          {}
 func (EvAPIUnreachable) event() {}
+func (EvReleaseSlot) event()    {}
 
 // Action is an output of Step for the executor.
 type Action interface{ action() }
@@ -249,7 +283,27 @@ type Outcome struct {
 	Since       time.Time
 }
 
-func (Publish) action() {}
-func (Start) action()   {}
-func (Cancel) action()  {}
-func (Outcome) action() {}
+// ReturnEnded reports that a return gate ended (Result: ReturnHealthy, ReturnTimedOut with
+// Blockers still waited for, or ReturnNewRequest); Waited is how long it held the slot.
+type ReturnEnded struct {
+	Result   string
+	Waited   time.Duration
+	Blockers []Blocker
+}
+
+// Results of a return gate (ReturnEnded.Result).
+const (
+	ReturnHealthy    = "healthy"
+	ReturnTimedOut   = "timeout"
+	ReturnNewRequest = "new-request"
+)
+
+// SlotReleased reports that a COMPLETE node that never came back released its slot (Reason).
+type SlotReleased struct{ Reason string }
+
+func (ReturnEnded) action()  {}
+func (SlotReleased) action() {}
+func (Publish) action()      {}
+func (Start) action()        {}
+func (Cancel) action()       {}
+func (Outcome) action()      {}

@@ -14,8 +14,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 	case EvAdmit:
 		s.admit()
 	case EvQueued:
-		if s.d.Status.Status == StatusRequested && s.d.Status.Message != e.Message {
-			s.set(StatusRequested, e.Message, nil)
+		if s.d.Status.Status == StatusRequested {
+			s.note(e.Message, e.Blockers)
 		}
 	case EvNotSupported:
 		if s.d.Status.Status == StatusRequested && s.d.Request != nil {
@@ -31,11 +31,19 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 	case EvAPIUnreachable:
 		s.apiUnreachable(e)
 	case EvPublished:
-		if !e.Status.holdsSlot() && e.Status == s.d.Status.Status {
+		if !e.Holds && e.Status == s.d.Status.Status && !s.d.Status.HoldsSlot() {
 			s.d.BusHolds = false
 		}
+	case EvReleaseSlot:
+		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
+			s.d.Status.SlotReleased = true
+			s.set(StatusComplete, e.Reason, nil)
+			s.actions = append(s.actions, SlotReleased{Reason: e.Reason})
+		}
 	case EvPublishFailed:
-		if s.d.Status.Status == StatusComplete && s.d.Request != nil {
+		// (A COMPLETE re-published to say its slot was released is not such a COMPLETE: the
+		// first one reached the bus, the agent may have run its operation; it is retried as it is.)
+		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
 			// After a pause: a bus that refuses writes at once must not turn this into a loop of
 			// gate checks and Node reads.
 			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
@@ -50,17 +58,19 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 // operation is idempotent, so redoing the one that was under way is safe: a cordon finds the node
 // already cordoned by edgedrain and does not cordon it again.
 func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) (Drain, []Action) {
-	d := Drain{Status: st, BusHolds: st.Status.holdsSlot()}
+	d := Drain{Status: st, BusHolds: st.HoldsSlot()}
 	if req == nil || req.RequestID != st.RequestID {
 		if req == nil && !st.Status.InProgress() && st.Status != StatusComplete && !st.Status.Failed() &&
 			st.Status != StatusNotSupported {
-			// Idle: only a cordon of ours may be left to undo.
-			if st.CordonedByUs {
-				s := stepper{d: d, now: now, p: p}
+			// Idle: only a cordon of ours may be left to undo, and a return gate to carry on.
+			s := stepper{d: d, now: now, p: p}
+			switch {
+			case st.CordonedByUs:
 				s.start(OpUncordon, 0)
-				return s.d, s.actions
+			case d.Returning():
+				s.start(OpReturnGate, 0)
 			}
-			return d, nil
+			return s.d, s.actions
 		}
 		return Step(d, EvRequest{Request: req}, now, p)
 	}
@@ -97,7 +107,7 @@ type stepper struct {
 func (s *stepper) set(status DrainStatus, msg string, blockers []Blocker) {
 	st := &s.d.Status
 	st.Status, st.Message, st.Blockers, st.UpdatedAt = status, msg, blockers, s.now
-	s.d.BusHolds = s.d.BusHolds || status.holdsSlot()
+	s.d.BusHolds = s.d.BusHolds || st.HoldsSlot()
 	s.actions = append(s.actions, Publish{Status: *st})
 }
 
@@ -146,6 +156,17 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
+	// The return gate: a node back from the operation its COMPLETE allowed holds its slot
+	// until it is healthy again — unless its slot was already released (it never came back in
+	// time), the gate is off, or the request declared a whole-cluster shutdown (every node
+	// returns at once; holding a slot each would exceed the limit).
+	returning := r == nil && s.d.Request != nil && s.d.Status.Status == StatusComplete && !s.d.Status.SlotReleased &&
+		s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request)
+	if s.d.Returning() && r != nil {
+		// A new request ends the return gate: the node is going into maintenance again and
+		// waits for admission like any other (the volume gate still guards its data).
+		s.ended(ReturnNewRequest)
+	}
 	cordonInFlight := s.d.Waiting == OpCordon
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
 	uncordon := func() {
@@ -157,13 +178,29 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		s.start(OpUncordon, 0)
 	}
 	st := &s.d.Status
-	st.Attempt, st.StartedAt = 0, time.Time{}
+	st.Attempt, st.StartedAt, st.SlotReleased = 0, time.Time{}, false
+	if !returning && r == nil && s.d.Returning() {
+		returning = true // withdrawn again while returning: the gate carries on
+	} else if !returning {
+		st.ReturningSince = time.Time{}
+	} else if st.ReturningSince.IsZero() {
+		st.ReturningSince = s.now
+	}
 	if r == nil {
 		// NOTREQUESTED keeps naming the withdrawn request: its agent, if it did not withdraw
 		// it itself (edgedrainctl withdraw), learns that its operation is cancelled.
 		if mayBeCordoned {
-			s.set(StatusNotRequested, "request withdrawn; uncordoning the node", nil)
+			msg := "request withdrawn; uncordoning the node"
+			if returning {
+				msg = "back from its operation: uncordoning the node; it holds its admission slot until it is healthy again"
+			}
+			s.set(StatusNotRequested, msg, nil)
 			uncordon()
+			return
+		}
+		if returning {
+			s.set(StatusNotRequested, "back from its operation: holding its admission slot until it is healthy again", nil)
+			s.start(OpReturnGate, 0)
 			return
 		}
 		if st.Status != StatusNotRequested {
@@ -200,6 +237,11 @@ func (s *stepper) result(e EvResult) {
 		// The cordon of a withdrawn or replaced drain has answered: now it can be undone.
 		s.d.UncordonAfter = false
 		s.start(OpUncordon, 0)
+		return
+	}
+	if e.Op == OpReturnGate {
+		s.d.Waiting = OpNone
+		s.returnGate(e)
 		return
 	}
 	if e.Op != OpUncordon && (s.d.Request == nil || e.RequestID != s.d.Request.RequestID) {
@@ -256,7 +298,12 @@ func (s *stepper) result(e EvResult) {
 			return
 		}
 		s.d.Status.CordonedByUs = false
-		if s.d.Request == nil {
+		switch {
+		case s.d.Request != nil:
+		case s.d.Returning():
+			s.note("node uncordoned; holding its admission slot until it is healthy again", nil)
+			s.start(OpReturnGate, 0)
+		default:
 			s.set(StatusNotRequested, "idle; node uncordoned", nil)
 		}
 	}
@@ -269,7 +316,7 @@ func (s *stepper) gate(e EvResult) {
 		s.retry(e.Op, 0, s.p.GateRecheck)
 	case !e.Safe:
 		s.d.GateSafe = false
-		s.note(fmt.Sprintf("waiting for %d volume(s) to be safe on other nodes", len(e.Blockers)), e.Blockers)
+		s.note(blockedMessage(e.Blockers), e.Blockers)
 		s.retry(e.Op, 0, s.p.GateRecheck)
 	case e.Op == OpGate:
 		s.d.GateSafe = true
@@ -320,6 +367,9 @@ func (s *stepper) progress(e EvProgress) {
 }
 
 func (s *stepper) timer() {
+	if dl := s.d.ReturnDeadline(s.p); !dl.IsZero() && !s.now.Before(dl) {
+		s.returnTimedOut()
+	}
 	op := s.d.RetryOp
 	if op == OpNone || s.now.Before(s.d.RetryAt) {
 		return
@@ -356,4 +406,67 @@ func sameBlockers(a, b []Blocker) bool {
 		}
 	}
 	return true
+}
+
+// returnGate handles the return gate's answer: the node back from its operation keeps its
+// admission slot until it is Ready, its replicas are rebuilt and its pods are Ready.
+func (s *stepper) returnGate(e EvResult) {
+	if !s.d.Returning() || e.RequestID != s.d.Status.RequestID {
+		return
+	}
+	switch {
+	case e.Err != nil:
+		s.note(fmt.Sprintf("back from its operation; cannot check it is healthy again: %v; asking again in %s", e.Err, s.p.GateRecheck),
+			s.d.Status.Blockers)
+		s.retry(OpReturnGate, 0, s.p.GateRecheck)
+	case !e.Safe:
+		s.note(fmt.Sprintf("back from its operation; holding its admission slot until it is healthy again: waiting for %d", len(e.Blockers)),
+			e.Blockers)
+		s.retry(OpReturnGate, 0, s.p.GateRecheck)
+	default:
+		s.ended(ReturnHealthy)
+		s.set(StatusNotRequested, "idle; back from its operation and healthy again", nil)
+	}
+}
+
+// returnTimedOut releases the slot of a node whose return gate waited ReturnTimeout.
+func (s *stepper) returnTimedOut() {
+	if s.d.Waiting == OpReturnGate || s.d.RetryOp == OpReturnGate {
+		if s.d.Waiting == OpReturnGate {
+			s.actions = append(s.actions, Cancel{})
+			s.d.Waiting = OpNone
+		}
+		if s.d.RetryOp == OpReturnGate {
+			s.d.RetryOp = OpNone
+		}
+	}
+	waitingFor := s.d.Status.Blockers
+	s.ended(ReturnTimedOut)
+	msg := fmt.Sprintf("idle; the return gate timed out after %s: admission slot released while still waiting for %d",
+		s.p.ReturnTimeout, len(waitingFor))
+	if s.d.uncordoning() {
+		msg = fmt.Sprintf("the return gate timed out after %s: admission slot released; uncordoning the node", s.p.ReturnTimeout)
+	}
+	s.set(StatusNotRequested, msg, waitingFor)
+}
+
+// ended closes the return gate (ReturnEnded for the metric and the Event).
+func (s *stepper) ended(result string) {
+	if !s.d.Returning() {
+		return
+	}
+	s.actions = append(s.actions, ReturnEnded{Result: result, Waited: s.now.Sub(s.d.Status.ReturningSince),
+		Blockers: s.d.Status.Blockers})
+	s.d.Status.ReturningSince = time.Time{}
+}
+
+// blockedMessage says what a gate waits for: volumes to be safe on other nodes, or (the
+// maintenance policy's blockers before COMPLETE) anything else.
+func blockedMessage(bs []Blocker) string {
+	for _, b := range bs {
+		if b.Kind != BlockerVolume {
+			return fmt.Sprintf("waiting for %d blocker(s) to clear before COMPLETE", len(bs))
+		}
+	}
+	return fmt.Sprintf("waiting for %d volume(s) to be safe on other nodes", len(bs))
 }

@@ -118,9 +118,15 @@ func TestHappyPath(t *testing.T) {
 	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
 	assert.True(t, r.d.Status.CordonedByUs, "still ours until the uncordon succeeds")
 	assert.Equal(t, "a", r.d.Status.RequestID, "NOTREQUESTED names the withdrawn request")
-	r.ok(OpUncordon).expect(StatusNotRequested)
+	assert.Equal(t, r.now, r.d.Status.ReturningSince, "back from its operation: the return gate holds the slot")
+	assert.True(t, r.d.Status.HoldsSlot())
+	r.ok(OpUncordon).expect(StatusNotRequested, OpReturnGate)
 	assert.False(t, r.d.Status.CordonedByUs)
 	assert.Equal(t, "a", r.d.Status.RequestID, "still naming the withdrawn request after the uncordon")
+	r.ok(OpReturnGate).expect(StatusNotRequested)
+	assert.False(t, r.d.Returning(), "healthy again: the slot is released")
+	assert.False(t, r.d.Status.HoldsSlot())
+	require.True(t, r.has(ReturnEnded{}))
 }
 
 func TestCordonRetriesThenFails(t *testing.T) {
@@ -220,7 +226,7 @@ func TestOperatorCordonedNodeStaysCordoned(t *testing.T) {
 	r.ok(OpCordon, func(e *EvResult) { e.ByUs = false }).expect(StatusCordoned, OpGate)
 	assert.False(t, r.d.Status.CordonedByUs)
 	r.ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon).expect(StatusComplete)
-	r.step(EvRequest{}).expect(StatusNotRequested) // no uncordon
+	r.step(EvRequest{}).expect(StatusNotRequested, OpReturnGate) // no uncordon; the return gate
 }
 
 func TestWithdrawCancels(t *testing.T) {
@@ -325,7 +331,7 @@ func TestUncordonRetriedUntilItWorks(t *testing.T) {
 		assert.Contains(t, r.d.Status.Message, "uncordon failed")
 		r.fire().expect(StatusNotRequested, OpUncordon)
 	}
-	r.ok(OpUncordon).expect(StatusNotRequested)
+	r.ok(OpUncordon).expect(StatusNotRequested, OpReturnGate)
 	assert.False(t, r.d.Status.CordonedByUs)
 }
 

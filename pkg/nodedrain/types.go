@@ -104,7 +104,17 @@ type NodeDrainStatus struct {
 	StartedAt    time.Time   `json:"StartedAt,omitzero"`
 	UpdatedAt    time.Time   `json:"UpdatedAt,omitzero"`
 	CordonedByUs bool        `json:"CordonedByUs,omitempty"` // the coordinator cordoned the node itself
+	// ReturningSince is set (on NOTREQUESTED) while the node, back from its operation, still
+	// holds its admission slot until it is healthy again (the return gate, DESIGN §9).
+	ReturningSince time.Time `json:"ReturningSince,omitzero"`
+	// SlotReleased is set (on COMPLETE) when the node never came back (deleted, or NotReady for
+	// too long) and its admission slot was released; the message says why.
+	SlotReleased bool `json:"SlotReleased,omitempty"`
 }
+
+// HoldsSlot reports whether the node is in maintenance by this status: a drain under way, or
+// back from its operation and not yet healthy (the return gate).
+func (s NodeDrainStatus) HoldsSlot() bool { return s.Status.holdsSlot() || !s.ReturningSince.IsZero() }
 
 // Validate reports every way s breaks the contract, as one error matching ErrInvalid.
 func (s NodeDrainStatus) Validate() error {
@@ -123,6 +133,7 @@ func (s NodeDrainStatus) Validate() error {
 	}
 	checkTime(&p, "StartedAt", s.StartedAt)
 	checkTime(&p, "UpdatedAt", s.UpdatedAt)
+	checkTime(&p, "ReturningSince", s.ReturningSince)
 	if s.Attempt < 0 {
 		p.addf("Attempt", "%d is negative", s.Attempt)
 	}

@@ -51,6 +51,11 @@ type Config struct {
 	Identity string
 	// Metrics receives the coordinator's metrics; nil: NewMetrics(nil) (not exported).
 	Metrics *Metrics
+	// Maintenance is the maintenance policy (windows, blockers, pre-flight, order); nil: none.
+	Maintenance Maintenance
+	// StaleHolderTimeout is how long a COMPLETE node may be NotReady before its admission slot
+	// is released (see Core.SetStaleHolderTimeout); zero: never.
+	StaleHolderTimeout time.Duration
 	// Recorder records a Kubernetes Event on the Node for each transition; nil: none.
 	Recorder record.EventRecorder
 	// Logger receives structured logs (fields node, status, attempt, request).
@@ -70,6 +75,7 @@ func DefaultConfig() Config {
 		EvictUnmanagedPods:    true,
 		ProgressEvery:         500 * time.Millisecond,
 		BucketReplicas:        1,
+		StaleHolderTimeout:    30 * time.Minute,
 	}
 }
 

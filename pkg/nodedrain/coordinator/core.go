@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -21,7 +22,24 @@ type Core struct {
 	wholeCluster  bool
 	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen          map[string]time.Time             // when admission last saw each node
+	absent        map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	staleAfter    time.Duration                    // see SetStaleHolderTimeout
 }
+
+// AdmitPolicy is what the maintenance policy says about the waiting drains (see
+// nodedrain.AdmitInput): drains held in REQUESTED, and warnings published before admission.
+type AdmitPolicy struct {
+	Holds, Warnings map[string]nodedrain.Hold
+}
+
+// SetStaleHolderTimeout sets how long a COMPLETE node may be NotReady before its admission slot
+// is released (a node that never comes back must not hold the slot forever); a node whose Node
+// object is gone releases it after min(d, DeletedGrace). Zero: never.
+func (c *Core) SetStaleHolderTimeout(d time.Duration) { c.staleAfter = d }
+
+// DeletedGrace is how long a COMPLETE node's Node object may be missing before it counts as
+// deleted for good (a node re-registering after its reboot is back within seconds).
+const DeletedGrace = time.Minute
 
 // NodeAction is an action for one node's drain. Release, when set instead of Action, asks the
 // volume gate to undo the work it started for the node's drain, which is over.
@@ -141,10 +159,11 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 
 // Admit admits waiting drains given the cluster's nodes, answers NOTSUPPORTED where no node can
 // take the workloads, and refreshes every queued drain's message.
-func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, CoreEvent) {
+func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time) ([]NodeAction, CoreEvent) {
 	if c.seen == nil {
 		c.seen = map[string]time.Time{}
 	}
+	out := c.releaseStale(nodes, now)
 	for _, n := range nodes {
 		c.seen[n.Name] = now
 	}
@@ -154,12 +173,20 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, C
 			recent[n] = true
 		}
 	}
-	adm := nodedrain.AdmitSeen(c.drains, nodes, c.maxConcurrent, recent)
+	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: nodes, MaxConcurrent: c.maxConcurrent,
+		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
-	var out []NodeAction
 	for _, n := range adm.Admit {
+		if w, ok := pol.Warnings[n]; ok {
+			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
+			out = append(out, c.Step(n, nodedrain.EvQueued{Message: w.Message, Blockers: w.Blockers}, now)...)
+		}
 		out = append(out, c.Step(n, nodedrain.EvAdmit{}, now)...)
+	}
+	for _, n := range slices.Sorted(maps.Keys(adm.Held)) {
+		h := adm.Held[n]
+		out = append(out, c.Step(n, nodedrain.EvQueued{Message: h.Message, Blockers: h.Blockers}, now)...)
 	}
 	for _, n := range slices.Sorted(maps.Keys(adm.NotSupported)) {
 		out = append(out, c.Step(n, nodedrain.EvNotSupported{Reason: adm.NotSupported[n]}, now)...)
@@ -175,26 +202,77 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, now time.Time) ([]NodeAction, C
 // one node lets its last node proceed after this long).
 const seenFor = 10 * time.Minute
 
-// Timers fires every retry that is due at now.
+// Timers fires every retry (and return-gate deadline) that is due at now.
 func (c *Core) Timers(now time.Time) []NodeAction {
 	var out []NodeAction
 	for _, node := range c.Nodes() {
-		if d := c.drains[node]; d.RetryOp != nodedrain.OpNone && !now.Before(d.RetryAt) {
+		if at := c.due(c.drains[node]); !at.IsZero() && !now.Before(at) {
 			out = append(out, c.Step(node, nodedrain.EvTimer{}, now)...)
 		}
 	}
 	return out
 }
 
-// NextTimer returns the earliest retry time of any drain; zero when none is set.
+// NextTimer returns the earliest retry time (or return-gate deadline) of any drain; zero when
+// none is set.
 func (c *Core) NextTimer() time.Time {
 	var next time.Time
 	for _, d := range c.drains {
-		if d.RetryOp != nodedrain.OpNone && (next.IsZero() || d.RetryAt.Before(next)) {
-			next = d.RetryAt
+		if at := c.due(d); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 	}
 	return next
+}
+
+// due is the earliest time a timer of d fires; zero: none.
+func (c *Core) due(d nodedrain.Drain) time.Time {
+	at := d.ReturnDeadline(c.policy)
+	if d.RetryOp != nodedrain.OpNone && (at.IsZero() || d.RetryAt.Before(at)) {
+		at = d.RetryAt
+	}
+	return at
+}
+
+// releaseStale releases the admission slot of COMPLETE nodes that never came back: NotReady
+// for the stale-holder timeout, or their Node object gone for DeletedGrace (DESIGN §9).
+func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAction {
+	if c.staleAfter <= 0 || c.wholeCluster {
+		return nil
+	}
+	if c.absent == nil {
+		c.absent = map[string]time.Time{}
+	}
+	known := make(map[string]nodedrain.NodeInfo, len(nodes))
+	for _, n := range nodes {
+		known[n.Name] = n
+	}
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		d := c.drains[node]
+		if d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased {
+			delete(c.absent, node)
+			continue
+		}
+		reason := ""
+		if n, ok := known[node]; ok {
+			delete(c.absent, node)
+			if !n.Ready && !n.NotReadySince.IsZero() && now.Sub(n.NotReadySince) >= c.staleAfter {
+				reason = fmt.Sprintf("COMPLETE, but the node has been NotReady since %s (longer than the stale-holder timeout %s): "+
+					"admission slot released; the node is uncordoned when it is back and its agent withdraws",
+					n.NotReadySince.UTC().Format(time.RFC3339), c.staleAfter)
+			}
+		} else if since, seen := c.absent[node]; !seen {
+			c.absent[node] = now
+		} else if gone := now.Sub(since); gone >= min(c.staleAfter, DeletedGrace) {
+			reason = fmt.Sprintf("COMPLETE, but the Node object has been gone for %s: admission slot released",
+				gone.Round(time.Second))
+		}
+		if reason != "" {
+			out = append(out, c.Step(node, nodedrain.EvReleaseSlot{Reason: reason}, now)...)
+		}
+	}
+	return out
 }
 
 // GateView answers the volume gate's last known view of a node during an API outage:

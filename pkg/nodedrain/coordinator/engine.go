@@ -44,6 +44,8 @@ type Engine struct {
 	stopRun      context.CancelFunc
 	runs         uint64 // Runs started
 
+	held map[string]heldSince // drains held by the maintenance policy (metrics)
+
 	// warnings samples the warnings about single bus payloads; metrics count them all.
 	warnings ratelog.Limiter
 }
@@ -179,6 +181,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
+	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {
@@ -246,6 +249,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.timer.C:
 			e.fireTimers(ctx)
 		case <-e.nodeChanged:
+		case <-e.maintenanceChanged():
 		case <-tick.C:
 			e.republish(ctx)
 			e.recheckKeys(ctx)
@@ -427,36 +431,18 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 				res = "WITHDRAWN"
 			}
 			e.metrics.CompletionTime.WithLabelValues(a.RequestedBy.String(), res).Observe(e.cfg.Now().Sub(a.Since).Seconds())
+		case nodedrain.ReturnEnded:
+			e.returnEnded(na.Node, a)
+		case nodedrain.SlotReleased:
+			e.metrics.StaleReleases.Inc()
+			e.log.WithField("node", na.Node).Warn(a.Reason)
+			e.nodeEvent(na.Node, corev1.EventTypeWarning, "StaleSlotReleased", a.Reason)
 		}
-	}
-}
-
-// afterEvents admits waiting drains and re-arms the timer for the earliest retry.
-func (e *Engine) afterEvents(ctx context.Context) {
-	actions, ev := e.core.Admit(e.nodeInfos(), e.cfg.Now())
-	if ev.Changed {
-		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
-	}
-	e.act(ctx, actions)
-	if next := e.core.NextTimer(); !next.IsZero() {
-		e.timer.Reset(max(next.Sub(e.cfg.Now()), 0))
 	}
 }
 
 func (e *Engine) fireTimers(ctx context.Context) {
 	e.act(ctx, e.core.Timers(e.cfg.Now()))
-}
-
-func (e *Engine) nodeInfos() []nodedrain.NodeInfo {
-	nodes, err := e.nodes.List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	out := make([]nodedrain.NodeInfo, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable})
-	}
-	return out
 }
 
 func (e *Engine) signalNodes() {

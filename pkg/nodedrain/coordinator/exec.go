@@ -154,7 +154,17 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: err, Cordoned: cordoned, At: x.e.cfg.Now()}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate})
+		if err == nil && r.Safe && s.Op == nodedrain.OpFinalGate {
+			// The maintenance policy's blockers hold COMPLETE too (checked again: an alert may
+			// have started firing since admission).
+			if b := x.finalBlockers(ctx, node); len(b) > 0 {
+				r = GateResult{Blockers: b}
+			}
+		}
 		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: x.e.cfg.Now()}
+	case nodedrain.OpReturnGate:
+		blockers, err := x.returnCheck(ctx, node)
+		return nodedrain.EvResult{Err: err, Safe: err == nil && len(blockers) == 0, Blockers: blockers}
 	case nodedrain.OpEvict:
 		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Policy.DrainAttemptTimeout)
 		defer cancel()
@@ -286,18 +296,26 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	}
 	e.lastSeq = max(e.lastSeq, rev)
 	delete(e.unpublished, st.Node)
-	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status}, e.cfg.Now()))
+	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
 	e.metrics.observeStatus(st)
 	e.log.WithFields(statusFields(st)).Info(st.Message)
 	// An Event per transition, not per progress update.
-	if e.core.Announce(st) && e.cfg.Recorder != nil {
-		ref := &corev1.ObjectReference{Kind: "Node", Name: st.Node, UID: types.UID(st.Node)}
+	if e.core.Announce(st) {
 		kind := corev1.EventTypeNormal
 		if st.Status.Failed() {
 			kind = corev1.EventTypeWarning
 		}
-		e.cfg.Recorder.Event(ref, kind, "Drain"+st.Status.String(), st.Message)
+		e.nodeEvent(st.Node, kind, "Drain"+st.Status.String(), st.Message)
 	}
+}
+
+// nodeEvent records a Kubernetes Event on node (if the engine has a Recorder).
+func (e *Engine) nodeEvent(node, kind, reason, msg string) {
+	if e.cfg.Recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+	e.cfg.Recorder.Event(ref, kind, reason, msg)
 }
 
 func (e *Engine) republish(ctx context.Context) {

@@ -31,6 +31,16 @@ type Metrics struct {
 	// ForgedRequests counts request changes that were server copies of another key's message
 	// (a client redirected a reply into a node's request key); they were ignored.
 	ForgedRequests prometheus.Counter
+	// HeldSeconds accumulates the time drains waited in REQUESTED held by the maintenance
+	// policy, by reason (window, blockers, preflight, checking, policy-invalid); Held is how
+	// many wait now.
+	HeldSeconds *prometheus.CounterVec
+	Held        *prometheus.GaugeVec
+	// ReturnGate observes how long nodes back from their operation held their slot, by result
+	// (healthy, timeout, new-request).
+	ReturnGate *prometheus.HistogramVec
+	// StaleReleases counts admission slots released by COMPLETE nodes that never came back.
+	StaleReleases prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -77,10 +87,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_coordinator_forged_requests_total",
 			Help: "Drain request changes ignored because the server wrote them as a copy of another key's message (a client redirected a reply into a node's request key).",
 		}),
+		HeldSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_admission_held_seconds_total",
+			Help: "Seconds drains waited in REQUESTED held by the maintenance policy, by reason (window, blockers, preflight, checking, policy-invalid).",
+		}, []string{"reason"}),
+		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgedrain_admission_held",
+			Help: "Drains waiting in REQUESTED held by the maintenance policy now, by reason.",
+		}, []string{"reason"}),
+		ReturnGate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgedrain_return_gate_seconds",
+			Help:    "How long nodes back from their operation held their admission slot until healthy, by result (healthy, timeout, new-request).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 13), // 1 s .. ~68 min
+		}, []string{"result"}),
+		StaleReleases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_stale_slot_releases_total",
+			Help: "Admission slots released by COMPLETE nodes that never came back (deleted, or NotReady past --stale-holder-timeout).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
-			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests)
+			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests,
+			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases)
 	}
 	return m
 }

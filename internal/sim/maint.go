@@ -1,0 +1,277 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+)
+
+// maint models DESIGN §9's maintenance policy: windows per requester that open and close,
+// blockers (a pod matching the selector, a firing alert) that come and go on nodes, the
+// coordinator's background check of them (verdicts up to verdictMaxAge old, as the real
+// evaluator's), priorities and failure domains. What to hold goes through the real
+// coordinator.DecideHolds and nodedrain admission.
+type maint struct {
+	s   *Sim
+	rng *rand.Rand
+	// open is each requester's window; nextToggle when it opens or closes next; toggled when
+	// it last changed.
+	open, toggled, nextToggle map[nodedrain.Requester]time.Time
+	// blockedSince is when a blocker appeared on the node (absent: none).
+	blockedSince map[string]time.Time
+	priority     map[string]int
+	domain       map[string]string
+}
+
+// verdictEvery is how often a coordinator checks the blockers of waiting drains; a drain is
+// admitted on a verdict at most verdictMaxAge old.
+const (
+	verdictEvery  = 2 * time.Second
+	verdictMaxAge = 5 * time.Second
+)
+
+func newMaint(s *Sim, seed uint64) *maint {
+	m := &maint{s: s, rng: rand.New(rand.NewPCG(seed, 0x9011c7)), open: map[nodedrain.Requester]time.Time{},
+		toggled: map[nodedrain.Requester]time.Time{}, nextToggle: map[nodedrain.Requester]time.Time{},
+		blockedSince: map[string]time.Time{}, priority: map[string]int{}, domain: map[string]string{}}
+	for i, name := range s.cluster.order {
+		if s.cfg.Domains > 0 {
+			m.domain[name] = fmt.Sprintf("zone-%d", i%s.cfg.Domains)
+		}
+		if s.cfg.Maintenance {
+			m.priority[name] = 5 * m.rng.IntN(2)
+		}
+	}
+	if !s.cfg.Maintenance {
+		return m
+	}
+	for _, r := range []nodedrain.Requester{nodedrain.RequesterDeviceOp, nodedrain.RequesterUpdate} {
+		m.open[r] = epoch
+		m.toggle(r)
+	}
+	for _, name := range s.cluster.order {
+		m.blockers(name)
+	}
+	return m
+}
+
+func (m *maint) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(m.rng.Int64N(int64(hi-lo)))
+}
+
+// toggle schedules the next opening or closing of r's window (none once faults stop: open).
+func (m *maint) toggle(r nodedrain.Requester) {
+	d := m.between(10*time.Second, 90*time.Second)
+	m.nextToggle[r] = m.s.w.now.Add(d)
+	m.s.w.after(d, "window", func() {
+		if m.s.quiet {
+			return
+		}
+		if _, isOpen := m.open[r]; isOpen {
+			delete(m.open, r)
+			m.s.w.logf("the %s maintenance window closes", r)
+		} else {
+			m.open[r] = m.s.w.now
+			m.s.w.logf("the %s maintenance window opens", r)
+		}
+		m.toggled[r] = m.s.w.now
+		m.toggle(r)
+	})
+}
+
+// blockers makes a blocker appear on or go from node now and then.
+func (m *maint) blockers(node string) {
+	m.s.w.after(m.between(5*time.Second, 60*time.Second), "blocker", func() {
+		if m.s.quiet {
+			return
+		}
+		if _, ok := m.blockedSince[node]; ok {
+			delete(m.blockedSince, node)
+			m.s.w.logf("the blocker on %s is gone", node)
+		} else if m.rng.IntN(2) == 0 {
+			m.blockedSince[node] = m.s.w.now
+			m.s.w.logf("a blocker appears on %s (an alert fires)", node)
+		}
+		m.blockers(node)
+	})
+}
+
+// heal opens every window and clears every blocker (faults stop).
+func (m *maint) heal() {
+	for _, r := range []nodedrain.Requester{nodedrain.RequesterDeviceOp, nodedrain.RequesterUpdate} {
+		if _, ok := m.open[r]; !ok && m.s.cfg.Maintenance {
+			m.open[r], m.toggled[r] = m.s.w.now, m.s.w.now
+		}
+	}
+	clear(m.blockedSince)
+}
+
+// blockersOn is what the policy's Blockers answers for node now.
+func (m *maint) blockersOn(node string) []nodedrain.Blocker {
+	if _, ok := m.blockedSince[node]; !ok {
+		return nil
+	}
+	return []nodedrain.Blocker{{Kind: "Alert", Name: "SimAlert", Reason: "alert firing for " + node}}
+}
+
+// simWindow is a requester's window as the model has it.
+type simWindow struct {
+	m *maint
+	r nodedrain.Requester
+}
+
+func (w simWindow) Open(time.Time) (bool, time.Time) {
+	_, open := w.m.open[w.r]
+	return open, w.m.nextToggle[w.r]
+}
+
+func (w simWindow) String() string { return "sim" }
+
+// holds is the coordinator's Maintenance.Admission: the real DecideHolds on the model's windows
+// and the coordinator's verdicts.
+func (c *coord) holds() coordinator.AdmitPolicy {
+	m := c.s.maint
+	if !c.s.cfg.Maintenance {
+		return coordinator.AdmitPolicy{}
+	}
+	return coordinator.DecideHolds(coordinator.HoldInput{Waiting: c.core.Waiting(), Now: c.s.w.now,
+		Window:     func(r nodedrain.Requester) coordinator.Window { return simWindow{m: m, r: r} },
+		NeedsCheck: true, Verdicts: c.verdicts, MaxAge: verdictMaxAge})
+}
+
+// checkPolicy is the coordinator's background evaluator: every verdictEvery it checks the
+// blockers of each waiting drain (the check itself takes a little time).
+func (c *coord) checkPolicy(inc int) {
+	s := c.s
+	if !s.cfg.Maintenance || c.core == nil {
+		return
+	}
+	for _, w := range c.core.Waiting() {
+		node, rid := w.Node, w.Request.RequestID
+		c.later(s.w.between(time.Millisecond, 300*time.Millisecond), "policy check", inc, func() {
+			c.verdicts[node] = coordinator.Verdict{RequestID: rid, At: s.w.now, Blockers: s.maint.blockersOn(node)}
+			c.afterEvents()
+		})
+	}
+	c.later(verdictEvery, "policy checks", inc, func() { c.checkPolicy(inc) })
+}
+
+// checkPolicyAtPublish checks a published status against the policy (P1–P3) and the return
+// gate's and stale release's rules (R1, R2), as of the decision that made it (its UpdatedAt:
+// a publication that failed goes out later unchanged).
+func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
+	at := st.UpdatedAt
+	for _, k := range []string{"maintenance window", "of the maintenance policy", "same failure domain", "to clear before COMPLETE"} {
+		if strings.Contains(st.Message, k) && st.Message != prev.Message {
+			s.policyCount[k]++
+		}
+	}
+	if st.Status == nodedrain.StatusStarting && prev.Status != nodedrain.StatusStarting && s.cfg.Maintenance {
+		at = st.StartedAt // the admission
+		req, _ := s.bus.value(bucketRequests, st.Node).(nodedrain.NodeDrainRequest)
+		if req.RequestID == st.RequestID && s.hist.on("closed/"+req.RequestedBy.String(), at, freshness) {
+			s.violate("P1", "%s admitted at t=%.3fs while the %s maintenance window was closed", st.Node, at.Sub(epoch).Seconds(), req.RequestedBy)
+			return
+		}
+		if s.hist.on("blocked/"+st.Node, at, verdictMaxAge+verdictEvery+freshness) {
+			s.violate("P2", "%s admitted at t=%.3fs while a blocker had long been on it", st.Node, at.Sub(epoch).Seconds())
+			return
+		}
+	}
+	if st.Status == nodedrain.StatusComplete && !st.SlotReleased && s.hist.on("blocked/"+st.Node, at, freshness) && s.cluster.apiUp {
+		s.violate("P3", "COMPLETE for %s while a blocker was on it", st.Node)
+		return
+	}
+	if !prev.ReturningSince.IsZero() && st.ReturningSince.IsZero() && st.Status == nodedrain.StatusNotRequested &&
+		prev.RequestID == st.RequestID {
+		timedOut := at.Sub(prev.ReturningSince) >= s.cfg.Policy.ReturnTimeout
+		if !timedOut && s.hist.on("unhealthy/"+st.Node, at, freshness) {
+			s.violate("R1", "the return gate of %s released its slot at t=%.3fs while the node was not healthy", st.Node, at.Sub(epoch).Seconds())
+			return
+		}
+	}
+	if st.SlotReleased && !prev.SlotReleased && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness &&
+		s.hist.on("ready/"+st.Node, at, freshness) {
+		s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
+	}
+}
+
+// trackHealth records, after every event, when each node is unhealthy for the return gate
+// (missing, not Ready, a replica on it stopped or rebuilding), Ready, and not Ready.
+func (s *Sim) trackHealth() {
+	cl := s.cluster
+	for _, name := range cl.order {
+		n := cl.nodes[name]
+		healthy := n.exists && n.ready
+		for _, v := range cl.vols {
+			for _, r := range v.replicas {
+				if r.node == name && (r.rebuilding || (r.intact && !r.running)) {
+					healthy = false
+				}
+			}
+		}
+		s.hist.set("unhealthy/"+name, !healthy, s.w.now)
+		s.hist.set("ready/"+name, n.exists && n.ready, s.w.now)
+		_, blocked := s.maint.blockedSince[name]
+		s.hist.set("blocked/"+name, blocked, s.w.now)
+		if !(n.exists && n.ready) {
+			if _, ok := s.notReadySince[name]; !ok {
+				s.notReadySince[name] = s.w.now
+			}
+		} else {
+			delete(s.notReadySince, name)
+		}
+	}
+	for _, r := range []nodedrain.Requester{nodedrain.RequesterDeviceOp, nodedrain.RequesterUpdate} {
+		_, open := s.maint.open[r]
+		s.hist.set("closed/"+r.String(), s.cfg.Maintenance && !open, s.w.now)
+	}
+}
+
+// history records when conditions held: spans [from, to) per key, to zero while it holds.
+type history map[string][]span
+
+type span struct{ from, to time.Time }
+
+func (h history) set(key string, on bool, now time.Time) {
+	sp := h[key]
+	holding := len(sp) > 0 && sp[len(sp)-1].to.IsZero()
+	switch {
+	case on && !holding:
+		h[key] = append(sp, span{from: now})
+	case !on && holding:
+		sp[len(sp)-1].to = now
+	}
+}
+
+// on reports whether the condition held at t and had for at least tol before it.
+func (h history) on(key string, t time.Time, tol time.Duration) bool {
+	for _, sp := range h[key] {
+		if !sp.from.After(t.Add(-tol)) && (sp.to.IsZero() || sp.to.After(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+// returnBlockers is the return gate's check (the executor's returnCheck with the gate's
+// ReturnCheck): the node Ready, no replica on it stopped or rebuilding.
+func (s *Sim) returnBlockers(node string) []nodedrain.Blocker {
+	var out []nodedrain.Blocker
+	n := s.cluster.nodes[node]
+	if !n.exists || !n.ready {
+		out = append(out, nodedrain.Blocker{Kind: "Node", Name: node, Reason: "not Ready yet"})
+	}
+	for _, v := range s.cluster.vols {
+		for _, r := range v.replicas {
+			if r.node == node && (r.rebuilding || (r.intact && !r.running)) {
+				out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerVolume, Name: v.name, Reason: "replica not healthy yet"})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// heldSince tracks, for the hold metrics, why and since when each held drain waits.
+type heldSince struct {
+	reason string
+	since  time.Time
+}
+
+// afterEvents admits waiting drains (asking the maintenance policy, if any) and re-arms the
+// timer for the earliest retry.
+func (e *Engine) afterEvents(ctx context.Context) {
+	now := e.cfg.Now()
+	var pol AdmitPolicy
+	if m := e.cfg.Maintenance; m != nil {
+		pol = m.Admission(e.core.Waiting(), now)
+	}
+	e.observeHolds(pol.Holds, now)
+	actions, ev := e.core.Admit(e.nodeInfos(now), pol, now)
+	if ev.Changed {
+		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
+	}
+	e.act(ctx, actions)
+	if next := e.core.NextTimer(); !next.IsZero() {
+		e.timer.Reset(max(next.Sub(e.cfg.Now()), 0))
+	}
+}
+
+// observeHolds accumulates the time drains spend held by the policy, by reason.
+func (e *Engine) observeHolds(holds map[string]nodedrain.Hold, now time.Time) {
+	if e.held == nil {
+		e.held = map[string]heldSince{}
+	}
+	counts := map[string]float64{}
+	for node, h := range e.held {
+		cur, still := holds[node]
+		if still && cur.Reason == h.reason {
+			continue
+		}
+		e.metrics.HeldSeconds.WithLabelValues(h.reason).Add(now.Sub(h.since).Seconds())
+		delete(e.held, node)
+	}
+	for node, h := range holds {
+		if _, ok := e.held[node]; !ok {
+			e.held[node] = heldSince{reason: h.Reason, since: now}
+		}
+		counts[h.Reason]++
+	}
+	for _, r := range []string{"window", "blockers", "preflight", "checking", "policy-invalid"} {
+		e.metrics.Held.WithLabelValues(r).Set(counts[r])
+	}
+}
+
+// nodeInfos is admission's view of the cluster's nodes: readiness, and the policy's priority
+// (for the node's waiting request) and failure domain.
+func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
+	nodes, err := e.nodes.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	out := make([]nodedrain.NodeInfo, 0, len(nodes))
+	for _, n := range nodes {
+		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable}
+		if !info.Ready {
+			info.NotReadySince = notReadySince(n, now)
+		}
+		if m := e.cfg.Maintenance; m != nil {
+			req := nodedrain.RequesterNone
+			if d, ok := e.core.Drain(n.Name); ok && d.Request != nil {
+				req = d.Request.RequestedBy
+			}
+			info.Priority, info.Domain = m.Order(n.Labels, req)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// notReadySince is when n's Ready condition last changed (to not Ready); a node without the
+// condition (never reported) counts from its creation.
+func notReadySince(n *corev1.Node, now time.Time) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if !n.CreationTimestamp.IsZero() {
+		return n.CreationTimestamp.Time
+	}
+	return now
+}
+
+// maintenanceChanged is the policy's change signal; nil (never ready) without a policy.
+func (e *Engine) maintenanceChanged() <-chan struct{} {
+	if e.cfg.Maintenance == nil {
+		return nil
+	}
+	return e.cfg.Maintenance.Changed()
+}
+
+// returnEnded reports the end of a node's return gate: a metric, and a warning Event and log
+// line when it timed out with the node still not healthy.
+func (e *Engine) returnEnded(node string, a nodedrain.ReturnEnded) {
+	e.metrics.ReturnGate.WithLabelValues(a.Result).Observe(a.Waited.Seconds())
+	log := e.log.WithFields(map[string]any{"node": node, "waited": a.Waited.Round(time.Second)})
+	if a.Result != nodedrain.ReturnTimedOut {
+		log.Infof("return gate ended (%s): admission slot released", a.Result)
+		return
+	}
+	msg := "the return gate timed out: admission slot released while the node is not healthy yet"
+	if len(a.Blockers) > 0 {
+		msg += " (still waiting for " + describeBlockers(a.Blockers) + ")"
+	}
+	log.Warn(msg)
+	e.nodeEvent(node, corev1.EventTypeWarning, "ReturnGateTimedOut", msg)
+}

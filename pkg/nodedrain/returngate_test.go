@@ -1,0 +1,157 @@
+package nodedrain
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// completed runs a drain of request a to COMPLETE.
+func completed(t *testing.T) *run {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon).
+		expect(StatusComplete)
+	return r
+}
+
+func unhealthy(e *EvResult) {
+	e.Safe = false
+	e.Blockers = []Blocker{{Kind: BlockerVolume, Name: "pvc-1", Reason: "replica rebuilding", Progress: 40}}
+}
+
+func TestReturnGateHoldsTheSlotUntilHealthy(t *testing.T) {
+	r := completed(t)
+	r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested, OpReturnGate)
+	r.ok(OpReturnGate, unhealthy).expect(StatusNotRequested)
+	assert.True(t, r.d.Returning())
+	assert.Equal(t, "pvc-1", r.d.Status.Blockers[0].Name, "the status shows what the gate waits for")
+	assert.Contains(t, r.d.Status.Message, "waiting for 1")
+	r.fire().expect(StatusNotRequested, OpReturnGate)
+	r.ok(OpReturnGate, failWith(errors.New("connection refused"))).expect(StatusNotRequested)
+	assert.True(t, r.d.Returning(), "an error keeps the slot (fail closed, bounded by the timeout)")
+	assert.Contains(t, r.d.Status.Message, "connection refused")
+	r.fire().ok(OpReturnGate).expect(StatusNotRequested)
+	assert.False(t, r.d.Returning())
+	assert.Empty(t, r.d.Status.Blockers)
+	for _, a := range r.actions {
+		if e, ok := a.(ReturnEnded); ok {
+			assert.Equal(t, ReturnHealthy, e.Result)
+		}
+	}
+}
+
+func TestReturnGateTimesOut(t *testing.T) {
+	for _, waiting := range []bool{true, false} {
+		r := completed(t)
+		r.step(EvRequest{}).ok(OpUncordon)
+		since := r.d.Status.ReturningSince
+		if !waiting {
+			r.ok(OpReturnGate, unhealthy) // a recheck is scheduled
+		}
+		r.now = since.Add(r.p.ReturnTimeout)
+		require.Equal(t, r.now, r.d.ReturnDeadline(r.p))
+		r.step(EvTimer{}).expect(StatusNotRequested)
+		assert.False(t, r.d.Returning(), "slot released after the timeout")
+		assert.Equal(t, OpNone, r.d.Waiting)
+		assert.Equal(t, OpNone, r.d.RetryOp)
+		assert.Contains(t, r.d.Status.Message, "timed out")
+		var ended *ReturnEnded
+		for _, a := range r.actions {
+			if e, ok := a.(ReturnEnded); ok {
+				ended = &e
+			}
+		}
+		require.NotNil(t, ended)
+		assert.Equal(t, ReturnTimedOut, ended.Result)
+		assert.Equal(t, r.p.ReturnTimeout, ended.Waited)
+		if waiting {
+			assert.True(t, r.has(Cancel{}), "the check in flight is cancelled")
+		}
+		// A late answer of the cancelled check changes nothing.
+		r.ok(OpReturnGate).expect(StatusNotRequested)
+	}
+}
+
+func TestReturnGateSkipped(t *testing.T) {
+	t.Run("gate off", func(t *testing.T) {
+		r := completed(t)
+		r.p.ReturnTimeout = 0
+		r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested)
+		assert.False(t, r.d.Returning())
+	})
+	t.Run("slot released: the node never came back in time", func(t *testing.T) {
+		r := completed(t)
+		r.step(EvReleaseSlot{Reason: "node NotReady for 30m"}).expect(StatusComplete)
+		assert.True(t, r.d.Status.SlotReleased)
+		assert.True(t, r.has(SlotReleased{}))
+		r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested)
+		assert.False(t, r.d.Returning(), "it came back after its slot was given away: no gate")
+		assert.False(t, r.d.Status.SlotReleased)
+	})
+	t.Run("declared whole-cluster shutdown", func(t *testing.T) {
+		r := newRun(t)
+		q := req("a")
+		q.Context = ClusterShutdownContext
+		r.step(EvRequest{Request: q}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon)
+		r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested)
+		assert.False(t, r.d.Returning())
+	})
+	t.Run("withdrawn before COMPLETE", func(t *testing.T) {
+		r := newRun(t)
+		r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate)
+		r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested)
+		assert.False(t, r.d.Returning())
+	})
+}
+
+func TestNewRequestEndsTheReturnGate(t *testing.T) {
+	r := completed(t)
+	r.step(EvRequest{}).ok(OpUncordon).ok(OpReturnGate, unhealthy)
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
+	assert.False(t, r.d.Returning())
+	assert.Equal(t, OpNone, r.d.RetryOp, "the gate's recheck is dropped")
+	assert.True(t, r.has(ReturnEnded{}))
+	r.ok(OpReturnGate).expect(StatusRequested) // a late answer is ignored
+}
+
+func TestReleaseSlotOnlyForCompleteDrains(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon)
+	r.step(EvReleaseSlot{Reason: "gone"}).expect(StatusCordoned)
+	assert.False(t, r.d.Status.SlotReleased, "a drain under way keeps its slot")
+}
+
+func TestResumeCarriesOnTheReturnGate(t *testing.T) {
+	st := NodeDrainStatus{Node: "edge-1.shop", RequestID: "a", Status: StatusNotRequested, ReturningSince: t0}
+	d, actions := Resume(st, nil, t0.Add(time.Minute), testPolicy())
+	assert.True(t, d.Returning())
+	assert.True(t, d.BusHolds, "the bus shows it holding its slot")
+	require.Equal(t, []Action{Start{Op: OpReturnGate}}, actions)
+	st.CordonedByUs = true
+	_, actions = Resume(st, nil, t0.Add(time.Minute), testPolicy())
+	require.Equal(t, []Action{Start{Op: OpUncordon}}, actions, "the uncordon first, then the gate")
+}
+
+func TestPublishedReturningKeepsBusHolds(t *testing.T) {
+	r := completed(t)
+	r.step(EvRequest{}).ok(OpUncordon)
+	st := r.d.Status
+	r.step(EvPublished{Status: st.Status, Holds: st.HoldsSlot()})
+	assert.True(t, r.d.BusHolds)
+	r.ok(OpReturnGate)
+	r.step(EvPublished{Status: StatusNotRequested, Holds: true}) // the returning one, acknowledged late
+	assert.True(t, r.d.BusHolds, "the idle status has not reached the bus yet")
+	r.step(EvPublished{Status: StatusNotRequested})
+	assert.False(t, r.d.BusHolds)
+}
+
+func TestFailedPublicationOfAReleaseKeepsComplete(t *testing.T) {
+	r := completed(t)
+	r.step(EvReleaseSlot{Reason: "node NotReady for 30m"})
+	r.step(EvPublishFailed{}).expect(StatusComplete)
+	assert.True(t, r.d.Status.SlotReleased, "the COMPLETE already reached the bus: retried as it is (sim seed 1168)")
+	assert.Equal(t, OpNone, r.d.RetryOp)
+}
