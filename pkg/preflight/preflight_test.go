@@ -53,8 +53,9 @@ func createPod(t *testing.T, c *testenv.Cluster, pod *corev1.Pod) *corev1.Pod {
 }
 
 // budget creates a PodDisruptionBudget over app=name with minAvailable or, when min is nil,
-// maxUnavailable 0, and waits until the disruption controller has counted healthy pods.
-func budget(t *testing.T, c *testenv.Cluster, ns, name string, minAvailable *intstr.IntOrString, healthy int32) {
+// maxUnavailable 0, changed by tune, and waits until the disruption controller has counted
+// healthy pods.
+func budget(t *testing.T, c *testenv.Cluster, ns, name string, minAvailable *intstr.IntOrString, healthy int32, tune ...func(*policyv1.PodDisruptionBudgetSpec)) {
 	t.Helper()
 	ctx := context.Background()
 	pdb := &policyv1.PodDisruptionBudget{
@@ -66,6 +67,9 @@ func budget(t *testing.T, c *testenv.Cluster, ns, name string, minAvailable *int
 	} else {
 		zero := intstr.FromInt32(0)
 		pdb.Spec.MaxUnavailable = &zero
+	}
+	for _, f := range tune {
+		f(&pdb.Spec)
 	}
 	_, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -174,23 +178,13 @@ func TestPredictUnmanagedPods(t *testing.T) {
 // Mirror pods stay and finished pods go whatever their budgets say: neither blocks. A pending
 // pod is evicted past its budget.
 func TestPredictSkipsMirrorFinishedAndPendingPods(t *testing.T) {
-	c := testenv.RequireCluster(t, cluster)
-	ctx := context.Background()
-	// A node no simulated kubelet runs: the pods keep the status the test gives them.
-	node := group("manual")
-	_, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-	ns := c.Namespace(t)
+	c, node, ns := manualNode(t)
 	mirror := barePod(ns, "static", node)
 	mirror.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "hash"}
 	createPod(t, c, mirror)
 	one := intstr.FromInt32(1)
 	for name, phase := range map[string]corev1.PodPhase{"done": corev1.PodSucceeded, "crashed": corev1.PodFailed, "waiting": corev1.PodPending} {
-		pod := createPod(t, c, barePod(ns, name, node))
-		pod.Status.Phase = phase
-		_, err := c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		podWithStatus(t, c, barePod(ns, name, node), phase, false)
 		budget(t, c, ns, name, &one, 0)
 	}
 
@@ -200,6 +194,64 @@ func TestPredictSkipsMirrorFinishedAndPendingPods(t *testing.T) {
 	p = predict(t, Config{Client: c.Client, EvictUnmanagedPods: false}, node)
 	assert.Equal(t, []nodedrain.Blocker{{Kind: nodedrain.BlockerPod, Namespace: ns, Name: "waiting", Reason: unmanagedReason}}, p.Blockers,
 		"only the pending pod would be evicted")
+}
+
+// The budgets are read as the eviction API reads them: a pod two budgets select is refused
+// whatever they allow; an unready pod goes when its budget is met without it, or lets unhealthy
+// pods go always.
+func TestPredictFollowsTheEvictionAPI(t *testing.T) {
+	c, node, ns := manualNode(t)
+	one := intstr.FromInt32(1)
+	podWithStatus(t, c, barePod(ns, "twice", node), corev1.PodRunning, true)
+	for _, name := range []string{"twice-a", "twice-b"} {
+		budget(t, c, ns, name, &one, 1, func(s *policyv1.PodDisruptionBudgetSpec) {
+			s.Selector.MatchLabels["app"] = "twice"
+		})
+	}
+	for i, ready := range []bool{true, false} {
+		pod := barePod(ns, fmt.Sprintf("pair-%d", i), node)
+		pod.Labels["app"] = "pair"
+		podWithStatus(t, c, pod, corev1.PodRunning, ready)
+	}
+	budget(t, c, ns, "pair", &one, 1)
+	podWithStatus(t, c, barePod(ns, "sick", node), corev1.PodRunning, false)
+	budget(t, c, ns, "sick", &one, 0, func(s *policyv1.PodDisruptionBudgetSpec) {
+		always := policyv1.AlwaysAllow
+		s.UnhealthyPodEvictionPolicy = &always
+	})
+
+	p := predict(t, Config{Client: c.Client, EvictUnmanagedPods: true}, node)
+	assert.Equal(t, []nodedrain.Blocker{
+		{Kind: nodedrain.BlockerPod, Namespace: ns, Name: "pair-0", Reason: "PodDisruptionBudget " + ns + "/pair allows 0 disruptions now (needs 1 healthy, has 1)"},
+		{Kind: nodedrain.BlockerPod, Namespace: ns, Name: "twice", Reason: "selected by more than one PodDisruptionBudget (" + ns + "/twice-a, " + ns +
+			"/twice-b): the eviction API refuses such pods"},
+	}, p.Blockers)
+}
+
+// manualNode gives a test a node no simulated kubelet runs (its pods keep the status the test
+// gives them) and a namespace.
+func manualNode(t *testing.T) (c *testenv.Cluster, node, ns string) {
+	t.Helper()
+	c = testenv.RequireCluster(t, cluster)
+	node = group("manual")
+	_, err := c.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	return c, node, c.Namespace(t)
+}
+
+// podWithStatus creates pod and sets its phase and Ready condition, as a kubelet would.
+func podWithStatus(t *testing.T, c *testenv.Cluster, pod *corev1.Pod, phase corev1.PodPhase, ready bool) {
+	t.Helper()
+	pod = createPod(t, c, pod)
+	pod.Status.Phase = phase
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}
+	_, err := c.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
 }
 
 // startGate starts a volume gate with the coordinator's defaults on the test cluster.
