@@ -186,7 +186,7 @@ func TestWindowOpenAgreesWithNext(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0))
 	t.Logf("seed %d", seed)
-	n := 3000
+	n := 20000
 	if testing.Short() {
 		n = 500
 	}
