@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // maintenance windows name IANA time zones; an image may lack zoneinfo
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 )

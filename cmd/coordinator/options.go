@@ -24,6 +24,7 @@ type options struct {
 	natsStoreDir       string
 	natsServer         pubsub.EmbeddedConfig // with --nats-embedded: the listener's TLS files
 	auth               authOptions
+	policy             policyOptions
 	cfg                coordinator.Config
 	volumes            volumes.Config
 	leaderElect        bool
@@ -72,6 +73,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.volumes.OrphanInterval, "orphan-interval", o.volumes.OrphanInterval, "how often PVCs left by scaled-down StatefulSets are looked for (besides reacting to changes)")
 	fs.DurationVar(&o.volumes.SyncTimeout, "volume-sync-timeout", o.volumes.SyncTimeout, "longest the volume gate's caches may take to fill at start")
 	registerDrainerFlags(fs, &o.volumes)
+	registerPolicyFlags(fs, &o.policy, &o.cfg)
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active replica with a coordination.k8s.io Lease")
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "edgedrain-system"), "namespace of the Lease")
 	fs.StringVar(&o.leaderName, "leader-election-name", "edgedrain-coordinator", "name of the Lease")
@@ -107,7 +109,7 @@ func (o *options) validate() error {
 	} else if err := o.nats.Options("edgedrain-coordinator").Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, validateEmbeddedTLS(o.natsEmbedded, o.natsServer), o.auth.validate(o.natsEmbedded))
+	errs = append(errs, validateEmbeddedTLS(o.natsEmbedded, o.natsServer), o.auth.validate(o.natsEmbedded), o.policy.validate())
 	if o.leaderElect && (o.leaderNamespace == "" || o.leaderName == "" || o.identity == "") {
 		errs = append(errs, errors.New("--leader-elect needs --leader-election-namespace, --leader-election-name and --identity"))
 	}

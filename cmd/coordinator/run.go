@@ -74,8 +74,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	maintenance, err := startPolicy(ctx, o, client, gate, reg, recorder, log)
+	if err != nil {
+		return err
+	}
 	cfg := o.cfg
 	cfg.Client, cfg.JetStream, cfg.Logger, cfg.Gate, cfg.Recorder = client, js, log, gate, recorder
+	cfg.Maintenance = maintenance
 	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
 	engine, err := coordinator.NewEngine(cfg)
