@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // maint models DESIGN §9's maintenance policy: windows per requester that open and close,
@@ -259,19 +260,14 @@ func (h history) on(key string, t time.Time, tol time.Duration) bool {
 }
 
 // returnBlockers is the return gate's check (the executor's returnCheck with the gate's
-// ReturnCheck): the node Ready, no replica on it stopped or rebuilding.
+// ReturnCheck, whose rule it asks on the gate's view of the volumes): the node Ready, its
+// replicas healthy again.
 func (s *Sim) returnBlockers(node string) []nodedrain.Blocker {
 	var out []nodedrain.Blocker
 	n := s.cluster.nodes[node]
 	if !n.exists || !n.ready {
 		out = append(out, nodedrain.Blocker{Kind: "Node", Name: node, Reason: "not Ready yet"})
 	}
-	for _, v := range s.cluster.vols {
-		for _, r := range v.replicas {
-			if r.node == node && (r.rebuilding || (r.intact && !r.running)) {
-				out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerVolume, Name: v.name, Reason: "replica not healthy yet"})
-			}
-		}
-	}
-	return out
+	vols, _ := s.cluster.facts()
+	return append(out, volumes.ReturnBlockers(vols, node)...)
 }

@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -28,17 +29,28 @@ func (g *Gate) ReturnCheck(_ context.Context, node string) ([]nodedrain.Blocker,
 		if err != nil {
 			return nil, fmt.Errorf("%s volumes on node %s: %w", s.Name(), node, err)
 		}
-		for i := range vols {
-			if reasons, progress := notHealthyAgain(&vols[i], node); len(reasons) > 0 {
-				v := &vols[i]
-				out = append(out, volumeBlocker(v.Source, v.Name, v.PVCNamespace, v.PVCName, strings.Join(reasons, "; "), progress))
-			}
-		}
+		out = append(out, ReturnBlockers(vols, node)...)
 	}
 	if len(out) > nodedrain.MaxBlockers {
 		out = out[:nodedrain.MaxBlockers]
 	}
 	return out, nil
+}
+
+// ReturnBlockers is ReturnCheck's rule on volume facts: a blocker for each volume with a
+// replica on node that is not healthy again (the whole-protocol simulation asks it too).
+func ReturnBlockers(vols []Volume, node string) []nodedrain.Blocker {
+	var out []nodedrain.Blocker
+	for i := range vols {
+		v := &vols[i]
+		if !slices.ContainsFunc(v.Replicas, func(r Replica) bool { return r.Node == node }) {
+			continue
+		}
+		if reasons, progress := notHealthyAgain(v, node); len(reasons) > 0 {
+			out = append(out, volumeBlocker(v.Source, v.Name, v.PVCNamespace, v.PVCName, strings.Join(reasons, "; "), progress))
+		}
+	}
+	return out
 }
 
 // notHealthyAgain lists what is not healthy yet about v for a node back from maintenance: its
