@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/policy"
 	"github.com/edgedrain/edgedrain/pkg/preflight"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
@@ -47,11 +48,6 @@ arguments, no such node, API unreachable).
 
 Flags:`
 
-// policyBlockers is the hook for the maintenance policy's blockers (pods matching a selector,
-// firing Prometheus alerts, read from the policy ConfigMap): given the Kubernetes client, it
-// returns the function check asks for them. nil: no policy blockers.
-var policyBlockers func(client kubernetes.Interface) preflight.ExtraFunc
-
 // checkOptions are check's flags.
 type checkOptions struct {
 	format         string
@@ -59,6 +55,7 @@ type checkOptions struct {
 	context        string
 	evictUnmanaged bool
 	volumes        volumes.Config
+	policy         string
 }
 
 func (o *checkOptions) register(fs *flag.FlagSet) {
@@ -70,6 +67,8 @@ func (o *checkOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.evictUnmanaged, "evict-unmanaged-pods", o.evictUnmanaged, "as the coordinator's flag: false makes every pod no controller manages a blocker")
 	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
+	fs.StringVar(&o.policy, "policy-configmap", policy.DefaultNamespace+"/"+policy.DefaultName,
+		"as the coordinator's flag: namespace/name of the maintenance policy ConfigMap, whose blockers (pods matching its selector, Prometheus alerts and queries) are predicted too; empty: none")
 }
 
 // check runs edgedrainctl check and returns its exit code.
@@ -130,6 +129,9 @@ func (o *checkOptions) validate(node string) error {
 	if o.format != "text" && o.format != "json" {
 		return fmt.Errorf("-o %q: want text or json", o.format)
 	}
+	if ns, name, ok := strings.Cut(o.policy, "/"); o.policy != "" && (!ok || ns == "" || name == "") {
+		return fmt.Errorf("--policy-configmap %q: want namespace/name", o.policy)
+	}
 	return o.volumes.ValidateSettings()
 }
 
@@ -163,8 +165,11 @@ func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Pred
 		return preflight.Prediction{}, fmt.Errorf("read the cluster's volumes: %w", err)
 	}
 	pc := preflight.Config{Client: client, Volumes: gate, EvictUnmanagedPods: o.evictUnmanaged}
-	if policyBlockers != nil {
-		pc.Extra = policyBlockers(client)
+	if o.policy != "" {
+		ns, name, _ := strings.Cut(o.policy, "/")
+		pc.Extra = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
+			return readPolicyBlockers(ctx, client, ns, name, node)
+		}
 	}
 	return preflight.Predict(ctx, pc, node)
 }
@@ -217,4 +222,19 @@ func writePrediction(w io.Writer, p preflight.Prediction, format string) error {
 		}
 	}
 	return nil
+}
+
+// readPolicyBlockers reads the maintenance policy and asks its blockers about node.
+func readPolicyBlockers(ctx context.Context, client kubernetes.Interface, ns, name, node string) ([]nodedrain.Blocker, error) {
+	c, err := policy.Read(ctx, client, ns, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (--policy-configmap=\"\" leaves the policy out)", err)
+	}
+	var prom *policy.PromChecker
+	if c.Blockers.Prometheus != nil {
+		if prom, err = policy.NewPromChecker(*c.Blockers.Prometheus); err != nil {
+			return nil, err
+		}
+	}
+	return policy.NodeBlockers(ctx, client, c, prom, node, false)
 }

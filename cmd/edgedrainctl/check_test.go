@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -98,15 +97,30 @@ func TestCheck(t *testing.T) {
 	})
 
 	t.Run("policy blockers", func(t *testing.T) {
-		policyBlockers = func(kubernetes.Interface) preflight.ExtraFunc {
-			return func(_ context.Context, node string) ([]nodedrain.Blocker, error) {
-				return []nodedrain.Blocker{{Kind: "Alert", Name: "KubeNodeNotReady", Reason: "firing for " + node}}, nil
+		ctx := context.Background()
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "batch", Labels: map[string]string{"app": "critical-batch"}},
+			Spec: corev1.PodSpec{NodeName: idle, Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		policyMap := func(data string) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "edgedrain-policy"}, Data: map[string]string{"policy.yaml": data}}
+			_, err := c.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = c.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 			}
+			require.NoError(t, err)
 		}
-		t.Cleanup(func() { policyBlockers = nil })
-		out, errOut, code := checkCmd(t, c, idle)
+		policyMap("blockers:\n  podSelector: app=critical-batch\n")
+		out, errOut, code := checkCmd(t, c, idle, "--policy-configmap", ns+"/edgedrain-policy")
 		require.Equal(t, 1, code, errOut)
-		assert.Regexp(t, `Alert\s+-\s+KubeNodeNotReady\s+-\s+firing for `+idle, out)
+		assert.Regexp(t, `Pod\s+`+ns+`\s+batch\s+-\s+matches the blocking pod selector app=critical-batch`, out)
+
+		_, _, code = checkCmd(t, c, idle, "--policy-configmap", ns+"/absent")
+		assert.Equal(t, 0, code, "no policy ConfigMap: no policy blockers")
+
+		policyMap("blockers:\n  podSelector: [oops]\n")
+		_, errOut, code = checkCmd(t, c, idle, "--policy-configmap", ns+"/edgedrain-policy")
+		assert.Equal(t, 2, code)
+		assert.Contains(t, errOut, "blockers.podSelector")
 	})
 
 	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), busy, metav1.GetOptions{})

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -149,18 +146,7 @@ func (e *Evaluator) Blockers(ctx context.Context, node string) ([]nodedrain.Bloc
 	if err != nil {
 		return nil, err
 	}
-	pods, err := e.podBlockers(ctx, c, node, false)
-	if err != nil {
-		return nil, err
-	}
-	if prom == nil {
-		return pods, nil
-	}
-	alerts, err := prom.Check(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return append(pods, alerts...), nil
+	return NodeBlockers(ctx, e.cfg.Client, c, prom, node, false)
 }
 
 // Changed implements coordinator.Maintenance: a background check finished.
@@ -209,7 +195,7 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 		v := coordinator.Verdict{RequestID: w.Request.RequestID, Err: err}
 		if err == nil {
 			var pods []nodedrain.Blocker
-			pods, v.Err = e.podBlockers(cctx, c, node, true)
+			pods, v.Err = NodeBlockers(cctx, e.cfg.Client, c, nil, node, true)
 			v.Blockers = append(pods, cluster...)
 		}
 		if e.cfg.Preflight != coordinator.PreflightOff && e.cfg.Predict != nil && v.Err == nil {
@@ -234,28 +220,6 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 		}
 	}
 	e.mu.Unlock()
-}
-
-// podBlockers lists the pods on node matching the policy's selector (cached: from the API
-// server's watch cache, which is enough for a background check).
-func (e *Evaluator) podBlockers(ctx context.Context, c *Config, node string, cached bool) ([]nodedrain.Blocker, error) {
-	sel := c.Blockers.PodSelector
-	if sel == nil {
-		return nil, nil
-	}
-	opts := metav1.ListOptions{LabelSelector: sel.String(), FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
-	if cached {
-		opts.ResourceVersion = "0"
-	}
-	list, err := e.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("list pods on %s matching the blocking pod selector: %w", node, err)
-	}
-	pods := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		pods[i] = &list.Items[i]
-	}
-	return PodBlockers(pods, node, sel, c.Blockers.PodSelectorText), nil
 }
 
 // promFor returns the Prometheus checker of c's policy, built again when the policy changed.
