@@ -29,6 +29,22 @@ Bus: --nats-url points at an existing NATS cluster (production; use --bucket-rep
 --nats-embedded runs a NATS server with JetStream inside this process, listening on --nats-listen
 for the agents (single replica only: each replica would have its own bus).
 
+Maintenance policy: a ConfigMap (--policy-configmap, key policy.yaml), watched, says when drains
+may start (windows per requester), what blocks them (pods matching a selector, Prometheus alerts
+and queries; failing closed) and in what order (priorities, failure domains), e.g.
+
+  windows:
+    UPDATE: {days: [Sat, Sun], start: "01:00", end: "05:00", timeZone: Europe/Berlin}
+  blockers:
+    podSelector: app=critical-batch
+    prometheus: {url: "http://prometheus.monitoring:9090", alerts: {exclude: "^Watchdog$"}}
+  order:
+    failureDomainLabel: topology.kubernetes.io/zone
+
+Before cordoning it predicts what would block (--preflight); after a node's operation it keeps
+the node's admission slot until the node is healthy again (--return-gate-timeout); a COMPLETE
+node that never returns frees its slot (--stale-holder-timeout).
+
 SIGTERM stops the coordinator at once without undoing anything: drains under way are resumed by
 the next active replica from the bus and the cluster.`
 
