@@ -124,7 +124,8 @@ func (d *demo) run(ctx context.Context) error {
 }
 
 // watch prints every status change of every node until the target's reboot has come full
-// circle: COMPLETE, the reboot command, the node back and uncordoned.
+// circle: COMPLETE, the reboot command, the node back and uncordoned, and healthy again (its
+// replica caught up) so that its admission slot is free.
 func (d *demo) watch(ctx context.Context, js jetstream.JetStream) error {
 	// The coordinator creates its buckets after its bus is up; the demo connects as the
 	// operator, who may not create them (a create would go unanswered), so it waits for them.
@@ -145,7 +146,7 @@ func (d *demo) watch(ctx context.Context, js jetstream.JetStream) error {
 		return err
 	}
 	defer func() { _ = w.Stop() }()
-	var completed, rebooted bool
+	var completed, rebooted, uncordoned bool
 	last := map[string]string{}
 	rebootDone := d.waitRebootCommand(ctx)
 	for {
@@ -158,6 +159,9 @@ func (d *demo) watch(ctx context.Context, js jetstream.JetStream) error {
 				return fmt.Errorf("the agent ran the reboot command before %s's drain was COMPLETE", target)
 			}
 			d.say("%s: the agent ran the reboot command (after COMPLETE)", target)
+			if err := d.resyncAfterReboot(ctx); err != nil {
+				return err
+			}
 			d.say("%s reboots... and is back: new boot ID, agent restarted", target)
 			if err := d.restartAgent(ctx, target, "boot-2"); err != nil {
 				return err
@@ -188,8 +192,18 @@ func (d *demo) watch(ctx context.Context, js jetstream.JetStream) error {
 			if st.Status == nodedrain.StatusComplete {
 				completed = true
 			}
-			if completed && rebooted && st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs {
-				return d.checkUncordoned(ctx)
+			if !completed || !rebooted || st.Status != nodedrain.StatusNotRequested || st.CordonedByUs {
+				continue
+			}
+			if !uncordoned {
+				if err := d.checkUncordoned(ctx); err != nil {
+					return err
+				}
+				uncordoned = true
+			}
+			if st.ReturningSince.IsZero() {
+				d.say("%s is healthy again: its admission slot is free for the next node (the return gate)", target)
+				return nil
 			}
 		}
 	}

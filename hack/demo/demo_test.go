@@ -31,8 +31,8 @@ func (s *syncBuffer) String() string {
 }
 
 // The demo runs to the end non-interactively, as `make demo` does in CI: the reboot request is
-// drained to COMPLETE only after the volume's rebuild, the reboot command runs, and the node is
-// uncordoned when it is back.
+// drained to COMPLETE only after the volume's rebuild, the reboot command runs, the node is
+// uncordoned when it is back, and its admission slot is freed only once its replica caught up.
 func TestDemoRunsToTheEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a local cluster and the programs")
@@ -54,6 +54,9 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 		"node-1   COMPLETE",
 		"the agent ran the reboot command",
 		"is schedulable again",
+		"holding its admission slot until it is healthy again",
+		"volume db: replica on node-1 100% caught up",
+		"is healthy again: its admission slot is free",
 		"edgedrain_drain_completion_time_seconds_count",
 		"export KUBECONFIG=",
 	} {
@@ -62,4 +65,6 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	assert.Less(t, strings.Index(text, "rebuilt and healthy"), strings.Index(text, "node-1   COMPLETE"),
 		"COMPLETE before the volume was safe")
 	assert.Less(t, strings.Index(text, "node-1   COMPLETE"), strings.Index(text, "the agent ran the reboot command"))
+	assert.Less(t, strings.Index(text, "100% caught up"), strings.Index(text, "is healthy again: its admission slot is free"),
+		"the return gate ended before the node's replica caught up")
 }

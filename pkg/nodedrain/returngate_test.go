@@ -28,7 +28,7 @@ func TestReturnGateHoldsTheSlotUntilHealthy(t *testing.T) {
 	r.ok(OpReturnGate, unhealthy).expect(StatusNotRequested)
 	assert.True(t, r.d.Returning())
 	assert.Equal(t, "pvc-1", r.d.Status.Blockers[0].Name, "the status shows what the gate waits for")
-	assert.Contains(t, r.d.Status.Message, "waiting for 1")
+	assert.Contains(t, r.d.Status.Message, "waiting for volume pvc-1")
 	r.fire().expect(StatusNotRequested, OpReturnGate)
 	r.ok(OpReturnGate, failWith(errors.New("connection refused"))).expect(StatusNotRequested)
 	assert.True(t, r.d.Returning(), "an error keeps the slot (fail closed, bounded by the timeout)")
@@ -154,4 +154,12 @@ func TestFailedPublicationOfAReleaseKeepsComplete(t *testing.T) {
 	r.step(EvPublishFailed{}).expect(StatusComplete)
 	assert.True(t, r.d.Status.SlotReleased, "the COMPLETE already reached the bus: retried as it is (sim seed 1168)")
 	assert.Equal(t, OpNone, r.d.RetryOp)
+}
+
+func TestDescribeBlockers(t *testing.T) {
+	bs := []Blocker{{Kind: BlockerVolume, Name: "db"}, {Kind: BlockerPod, Namespace: "shop", Name: "web-1"}, {Kind: "Node", Name: "n"},
+		{Kind: "Alert", Name: "a"}, {Kind: "Alert", Name: "b"}}
+	assert.Equal(t, "volume db, pod shop/web-1, node n and 2 more", DescribeBlockers(bs))
+	assert.Equal(t, "volume db", DescribeBlockers(bs[:1]))
+	assert.Equal(t, "", DescribeBlockers(nil))
 }

@@ -2,6 +2,7 @@ package nodedrain
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -420,8 +421,8 @@ func (s *stepper) returnGate(e EvResult) {
 			s.d.Status.Blockers)
 		s.retry(OpReturnGate, 0, s.p.GateRecheck)
 	case !e.Safe:
-		s.note(fmt.Sprintf("back from its operation; holding its admission slot until it is healthy again: waiting for %d", len(e.Blockers)),
-			e.Blockers)
+		s.note(fmt.Sprintf("back from its operation; holding its admission slot until it is healthy again: waiting for %s",
+			DescribeBlockers(e.Blockers)), e.Blockers)
 		s.retry(OpReturnGate, 0, s.p.GateRecheck)
 	default:
 		s.ended(ReturnHealthy)
@@ -469,4 +470,20 @@ func blockedMessage(bs []Blocker) string {
 		}
 	}
 	return fmt.Sprintf("waiting for %d volume(s) to be safe on other nodes", len(bs))
+}
+
+// DescribeBlockers names blockers briefly for a message: "volume db, pod shop/web-1 and 2 more".
+func DescribeBlockers(bs []Blocker) string {
+	var parts []string
+	for i, b := range bs {
+		if i == 3 {
+			return strings.Join(parts, ", ") + fmt.Sprintf(" and %d more", len(bs)-3)
+		}
+		name := b.Name
+		if b.Namespace != "" {
+			name = b.Namespace + "/" + name
+		}
+		parts = append(parts, strings.ToLower(string(b.Kind))+" "+name)
+	}
+	return strings.Join(parts, ", ")
 }

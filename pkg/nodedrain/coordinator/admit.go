@@ -118,7 +118,7 @@ func (e *Engine) returnEnded(node string, a nodedrain.ReturnEnded) {
 	}
 	msg := "the return gate timed out: admission slot released while the node is not healthy yet"
 	if len(a.Blockers) > 0 {
-		msg += " (still waiting for " + describeBlockers(a.Blockers) + ")"
+		msg += " (still waiting for " + nodedrain.DescribeBlockers(a.Blockers) + ")"
 	}
 	log.Warn(msg)
 	e.nodeEvent(node, corev1.EventTypeWarning, "ReturnGateTimedOut", msg)

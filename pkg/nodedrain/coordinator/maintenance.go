@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,21 +115,4 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// describeBlockers is a short list of blockers for a message: "pod a/b, volume c and 2 more".
-func describeBlockers(bs []nodedrain.Blocker) string {
-	var parts []string
-	for i, b := range bs {
-		if i == 3 {
-			parts = append(parts, fmt.Sprintf("%d more", len(bs)-3))
-			break
-		}
-		name := b.Name
-		if b.Namespace != "" {
-			name = b.Namespace + "/" + name
-		}
-		parts = append(parts, strings.ToLower(string(b.Kind))+" "+name)
-	}
-	return strings.Join(parts, ", ")
 }
