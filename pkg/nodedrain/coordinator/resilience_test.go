@@ -374,12 +374,20 @@ func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
 		assert.NotContains(t, h.history(n), nodedrain.StatusNotSupported)
 		assert.NotContains(t, h.history(n), nodedrain.StatusStarting, "%s started while %s was down: %s", n, h.nodes[0], st.Message)
 	}
-	// Back: its agent withdraws; the next node is drained.
+	// Its agent withdraws before the node is Ready again: the return gate keeps its slot.
 	h.withdraw(h.nodes[0])
+	h.waitFor(h.nodes[0], 10*time.Second, "in the return gate, waiting for the node", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.ReturningSince.IsZero() && len(s.Blockers) > 0 && s.Blockers[0].Kind == "Node"
+	})
+	last, _ := h.last(h.nodes[1])
+	assert.Equal(t, nodedrain.StatusRequested, last.Status, "admitted while %s was not back", h.nodes[0])
+	// Back and Ready: the next node is drained.
+	powerOn(t, h, h.nodes[0])
+	h.waitFor(h.nodes[0], 30*time.Second, "out of the return gate", func(s nodedrain.NodeDrainStatus) bool { return s.ReturningSince.IsZero() })
 	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
 	assert.Empty(t, podsLeft(h, h.nodes[1]), "pods left on %s at COMPLETE", h.nodes[1])
 	assert.NotContains(t, h.history(h.nodes[1]), nodedrain.StatusNotSupported)
-	last, _ := h.last(h.nodes[2])
+	last, _ = h.last(h.nodes[2])
 	assert.Equal(t, nodedrain.StatusRequested, last.Status, "still one at a time")
 }
 
@@ -398,5 +406,14 @@ func shutDown(t *testing.T, h *harness, name string) {
 		}
 	}
 	_, err = h.c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// powerOn undoes shutDown: kwok manages the node again and reports it Ready.
+func powerOn(t *testing.T, h *harness, name string) {
+	t.Helper()
+	node := h.node(name)
+	node.Annotations[testenv.KwokNodeAnnotation] = "fake"
+	_, err := h.c.Client.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
