@@ -69,6 +69,7 @@ bench:
 	$(GO) test -short -run '^$$' -bench . ./pkg/volumes
 	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/busauth
+	$(GO) run ./bench/rolling
 
 clean:
 	rm -rf bin
