@@ -22,17 +22,11 @@ func (g *Gate) admitTemplate(src templateSource, pvc *corev1.PersistentVolumeCla
 	if err != nil {
 		return t, err
 	}
-	var problems []string
-	if ok, why := g.namespaceAllowed(pvc.Namespace); !ok {
-		problems = append(problems, why)
-	}
-	problems = append(problems, g.cfg.Drainers.problems(t)...)
 	key := refusedPrefix + string(pvc.UID)
-	if len(problems) == 0 {
+	if err = g.policyProblem(t, pvc); err == nil {
 		g.forgetReport(key)
 		return g.cfg.Drainers.apply(t), nil
 	}
-	err = refused(problems)
 	if g.reportOnce(key, src.raw+"\x00"+err.Error()) {
 		g.metrics.TemplatesRefused.Inc()
 		g.log.WithFields(logrus.Fields{"pvc": pvc.Namespace + "/" + pvc.Name, "object": src.where}).WithError(err).Warn("drainer template refused")
@@ -40,6 +34,19 @@ func (g *Gate) admitTemplate(src templateSource, pvc *corev1.PersistentVolumeCla
 			DrainerTemplateAnnotation, src.where, err)
 	}
 	return t, err
+}
+
+// policyProblem says why the DrainerPolicy refuses template t for pvc (its namespace first),
+// nil when it allows it.
+func (g *Gate) policyProblem(t DrainerTemplate, pvc *corev1.PersistentVolumeClaim) error {
+	var problems []string
+	if ok, why := g.namespaceAllowed(pvc.Namespace); !ok {
+		problems = append(problems, why)
+	}
+	if problems = append(problems, g.cfg.Drainers.problems(t)...); len(problems) == 0 {
+		return nil
+	}
+	return refused(problems)
 }
 
 // namespaceAllowed reports whether drainers may run in namespace ns, else why not.

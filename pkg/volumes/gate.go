@@ -187,28 +187,23 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 	defer lock.Unlock()
 	log := g.log.WithField("node", node)
 
-	all, err := g.nodes.List(labels.Everything())
+	found, err := g.replicated(node, opts)
 	if err != nil {
-		return coordinator.GateResult{}, fmt.Errorf("list nodes: %w", err)
+		return coordinator.GateResult{}, err
 	}
-	states := nodeStates(all)
 	var blockers []nodedrain.Blocker
 	blocked := false
-	for _, s := range g.sources {
+	for _, sf := range found {
+		s := sf.source
 		if !s.Available() {
 			continue
 		}
-		vols, err := s.Volumes(node)
-		if err != nil {
-			return coordinator.GateResult{}, fmt.Errorf("%s volumes on node %s: %w", s.Name(), node, err)
-		}
-		view := &View{Node: node, WholeCluster: opts.WholeCluster, Policy: g.cfg.Policy, Nodes: withStorage(states, s.StorageDisabled())}
-		for _, f := range Evaluate(vols, view, g.rules) {
+		for _, f := range sf.findings {
 			blockers = append(blockers, f.Blocker())
 			blocked = blocked || f.Decision.Verdict == Block
 			log.WithFields(logrus.Fields{"volume": f.Volume.Name, "rule": f.Rule, "verdict": f.Decision.Verdict.String()}).Debug(f.Decision.Reason)
 		}
-		if ev, ok := s.(Evictor); ok && g.cfg.Policy == PolicyEvict && !opts.WholeCluster && len(vols) > 0 && ctx.Err() == nil {
+		if ev, ok := s.(Evictor); ok && g.cfg.Policy == PolicyEvict && !opts.WholeCluster && sf.volumes > 0 && ctx.Err() == nil {
 			wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 			changed, err := ev.RequestEviction(wctx, node)
 			cancel()

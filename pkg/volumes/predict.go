@@ -129,14 +129,7 @@ func (g *Gate) templateProblem(src templateSource, pvc *corev1.PersistentVolumeC
 	if err != nil {
 		return err
 	}
-	problems := g.cfg.Drainers.problems(t)
-	if ok, why := g.namespaceAllowed(pvc.Namespace); !ok {
-		problems = append([]string{why}, problems...)
-	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return refused(problems)
+	return g.policyProblem(t, pvc)
 }
 
 // noteOf renders a blocker that does not block as a note.
