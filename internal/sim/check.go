@@ -151,6 +151,11 @@ func (s *Sim) check() {
 		switch {
 		case st.HoldsSlot():
 			holders = append(holders, name)
+		case s.backUnhealthy(name, st, req, live):
+			// R3: back from the operation a COMPLETE allowed, not healthy again, and within the
+			// return gate's time: it holds its slot whether or not the coordinator saw the
+			// withdrawal (a restart, a new request over the COMPLETE, a lost reply).
+			holders = append(holders, name+" (back from its operation, not healthy yet)")
 		case st.Status == nodedrain.StatusComplete && st.SlotReleased && live && st.RequestID == req.RequestID:
 			// released as a node that never came back (R2 checks it was so)
 		case (a.cmdDeclared && !n.up) || (live && s.downDeclared[req.RequestID]) ||

@@ -178,7 +178,7 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			s.violate("P1", "%s admitted at t=%.3fs while the %s maintenance window was closed", st.Node, at.Sub(epoch).Seconds(), req.RequestedBy)
 			return
 		}
-		if s.hist.on("blocked/"+st.Node, at, verdictMaxAge+verdictEvery+freshness) {
+		if s.hist.on("blocked/"+st.Node, at, verdictMaxAge+freshness) {
 			s.violate("P2", "%s admitted at t=%.3fs while a blocker had long been on it", st.Node, at.Sub(epoch).Seconds())
 			return
 		}
@@ -195,10 +195,49 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			return
 		}
 	}
-	if st.SlotReleased && !prev.SlotReleased && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness &&
-		s.hist.on("ready/"+st.Node, at, freshness) {
-		s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
+	if st.Status == nodedrain.StatusComplete && !st.SlotReleased {
+		if _, ok := s.completeAt[st.RequestID]; !ok {
+			s.completeAt[st.RequestID] = at
+		}
 	}
+	if st.SlotReleased && !prev.SlotReleased && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness {
+		need := s.cfg.StaleHolderTimeout
+		if n := s.cluster.nodes[st.Node]; !n.exists {
+			need = min(need, coordinator.DeletedGrace)
+		}
+		switch {
+		case s.hist.on("ready/"+st.Node, at, freshness):
+			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
+		case at.Sub(s.completeAt[st.RequestID]) < need-freshness:
+			s.violate("R2", "%s released its admission slot %s after its COMPLETE (stale-holder timeout %s)", st.Node,
+				at.Sub(s.completeAt[st.RequestID]), need)
+		case !s.hist.on("notready/"+st.Node, at, need-freshness):
+			s.violate("R2", "%s released its admission slot before it had been NotReady for %s", st.Node, need)
+		}
+	}
+}
+
+// backUnhealthy is R3's view of node: its request was withdrawn or replaced while the bus
+// showed COMPLETE for it (not released as stale, no declared shutdown), less than
+// ReturnTimeout ago, and the node has not been healthy since.
+func (s *Sim) backUnhealthy(node string, st nodedrain.NodeDrainStatus, req nodedrain.NodeDrainRequest, live bool) bool {
+	prev, had := s.lastReq[node]
+	if live {
+		s.lastReq[node] = req
+	} else {
+		delete(s.lastReq, node)
+	}
+	if had && (!live || req.RequestID != prev.RequestID) && st.Status == nodedrain.StatusComplete && !st.SlotReleased &&
+		st.RequestID == prev.RequestID && !nodedrain.DeclaresClusterShutdown(prev) && s.cfg.Policy.ReturnTimeout > 0 {
+		s.backAt[node] = s.w.now
+	}
+	at, ok := s.backAt[node]
+	if ok && (s.w.now.Sub(at) >= s.cfg.Policy.ReturnTimeout || !s.hist.on("unhealthy/"+node, s.w.now, 0)) {
+		delete(s.backAt, node)
+		ok = false
+	}
+	// (Tolerance: the return check's answer is a moment old.)
+	return ok && !s.quiet && s.hist.on("unhealthy/"+node, s.w.now, 2*freshness)
 }
 
 // trackHealth records, after every event, when each node is unhealthy for the return gate
@@ -217,6 +256,7 @@ func (s *Sim) trackHealth() {
 		}
 		s.hist.set("unhealthy/"+name, !healthy, s.w.now)
 		s.hist.set("ready/"+name, n.exists && n.ready, s.w.now)
+		s.hist.set("notready/"+name, !(n.exists && n.ready), s.w.now)
 		_, blocked := s.maint.blockedSince[name]
 		s.hist.set("blocked/"+name, blocked, s.w.now)
 		if !(n.exists && n.ready) {

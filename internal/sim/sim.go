@@ -116,8 +116,13 @@ type Sim struct {
 	// maint is the maintenance policy's model; hist records when nodes were blocked,
 	// unhealthy or Ready and windows closed (for the checks of the decisions taken then);
 	// notReadySince is what the node informer says of NotReady nodes.
-	maint         *maint
-	policyCount   map[string]int
+	maint       *maint
+	policyCount map[string]int
+	// lastReq and backAt follow each node's request for R3; completeAt is when each request's
+	// first COMPLETE was decided.
+	lastReq       map[string]nodedrain.NodeDrainRequest
+	backAt        map[string]time.Time
+	completeAt    map[string]time.Time
 	hist          history
 	notReadySince map[string]time.Time
 }
@@ -131,6 +136,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{}, moved: map[string]bool{},
 		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
+	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}

@@ -161,6 +161,28 @@ func TestRegressions(t *testing.T) {
 			Plan{{At: sec(119.9), Kind: Reboot, Target: 1}, {At: sec(146.0), Kind: Reboot, Target: 2}, {At: sec(182.4), Kind: BusOutage, Target: 1, For: 20 * time.Second}},
 			[][]string{{"node-2.edge COMPLETE"}, {"node-2.edge goes down"}, {"node-2.edge releases its slot"}, {"node-2.edge is up again"},
 				{"node-2.edge NOTREQUESTED", "request withdrawn"}}},
+		{"a node NotReady before its COMPLETE keeps its slot for the stale-holder timeout after it (R2, review)", 5, func() Config {
+			c := three(1, volumes.PolicyEvict)
+			c.StaleHolderTimeout, c.Policy.ReturnTimeout = 20*time.Second, 120*time.Second
+			return c
+		}(), Plan{{At: sec(0.5), Kind: KubeletDown, Target: 0, For: 100 * time.Second}, {At: sec(25), Kind: Reboot, Target: 0}, {At: sec(40), Kind: Reboot, Target: 1}},
+			[][]string{{"the kubelet of node-0.edge stops reporting"}, {"node-0.edge COMPLETE"}, {"node-0.edge goes down"}, {"node-0.edge releases its slot"},
+				{"node-1.edge STARTING"}}},
+		{"a new request during the return gate waits for it (R3, review, seed 7)", 7, ConfigFor(7),
+			Plan{{At: sec(27.6), Kind: KernelDay}, {At: sec(73.2), Kind: Reboot, Target: 1}, {At: sec(51.1), Kind: Update, Target: 2}},
+			[][]string{{"node-2.edge REQUESTED", "new request; back from its last operation"}, {"the return gate of node-2.edge ended (healthy)"},
+				{"node-1.edge STARTING"}}},
+		{"a coordinator resuming after a withdrawal it did not see runs the return gate (R3, review, seed 439)", 439, ConfigFor(439),
+			Plan{{At: sec(6.8), Kind: KernelDay}, {At: sec(29.9), Kind: CoordCrash, Target: 0, For: 11 * time.Second}},
+			[][]string{{"coordinator-1 resumes"}, {"the return gate of node-2.edge ended"}, {"node-0.edge STARTING"}}},
+		{"a stale release keeps the slot on the bus until it is published (S3, review, seed 49)", 49, lossy(49, func(c *Config) {
+			c.StaleHolderTimeout, c.Policy.ReturnTimeout = 20*time.Second, 150*time.Second
+		}), lossyPlan(49, func(c *Config) { c.StaleHolderTimeout, c.Policy.ReturnTimeout = 20*time.Second, 150*time.Second }),
+			[][]string{{"releases its slot"}}},
+		{"a cordon check that failed sends the drain back to the final gate, blockers included (P3, review, seed 64)", 64, lossy(64, func(c *Config) {
+			c.Maintenance, c.Policy.ReturnTimeout = true, 150*time.Second
+		}), lossyPlan(64, func(c *Config) { c.Maintenance, c.Policy.ReturnTimeout = true, 150*time.Second }),
+			[][]string{{"a blocker appears on node-0.edge"}, {"node-0.edge COMPLETE"}}},
 		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
 				{At: sec(20), Kind: Withdraw, Target: 0}},
@@ -196,6 +218,19 @@ func TestRegressions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lossy is ConfigFor(seed) changed by mod; lossyPlan is its random plan with NATS losing
+// replies the whole active phase.
+func lossy(seed uint64, mod func(*Config)) Config {
+	c := ConfigFor(seed)
+	mod(&c)
+	return c
+}
+
+func lossyPlan(seed uint64, mod func(*Config)) Plan {
+	c := lossy(seed, mod)
+	return append(RandomPlan(c, rand.New(rand.NewPCG(seed, 0x91a4))), Fault{Kind: BusLossy, For: c.Active})
 }
 
 // beforePolicy is cfg without the maintenance policy (windows, blockers, return gate, stale

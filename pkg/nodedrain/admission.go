@@ -44,6 +44,9 @@ type AdmitInput struct {
 	Holds map[string]Hold
 	// Warnings is published with REQUESTED before a drain is admitted (--preflight=warn).
 	Warnings map[string]Hold
+	// Domains is the last known failure domain of nodes whose Node object is missing now (a
+	// node in maintenance re-registering keeps its domain).
+	Domains map[string]string
 }
 
 // Admission is what Admit decided for the drains waiting in REQUESTED.
@@ -132,7 +135,7 @@ func AdmitWith(in AdmitInput) Admission {
 		if holdsSlot(d, known[name].Ready, a.WholeCluster) {
 			holders = append(holders, name)
 		}
-		if d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() {
+		if d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() && !d.Returning() {
 			waiting = append(waiting, name)
 		}
 	}
@@ -167,7 +170,7 @@ func AdmitWith(in AdmitInput) Admission {
 			continue
 		}
 		if dom := known[name].Domain; dom != "" {
-			if same := sameDomain(holders, known, dom); len(same) > 0 {
+			if same := sameDomain(holders, known, in.Domains, dom); len(same) > 0 {
 				a.Queued[name] = fmt.Sprintf("waiting: %s of the same failure domain %q in maintenance", strings.Join(same, ", "), dom)
 				continue
 			}
@@ -201,11 +204,13 @@ func AdmitWith(in AdmitInput) Admission {
 	return a
 }
 
-// sameDomain lists the holders whose failure domain is dom.
-func sameDomain(holders []string, known map[string]NodeInfo, dom string) []string {
+// sameDomain lists the holders whose failure domain is dom (a holder whose Node object is
+// missing by its last known domain).
+func sameDomain(holders []string, known map[string]NodeInfo, last map[string]string, dom string) []string {
 	var out []string
 	for _, h := range holders {
-		if known[h].Domain == dom {
+		d, ok := known[h]
+		if (ok && d.Domain == dom) || (!ok && last[h] == dom) {
 			out = append(out, h)
 		}
 	}

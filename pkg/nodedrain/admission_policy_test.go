@@ -73,3 +73,15 @@ func TestAdmitCountsReturningAndReleasedSlots(t *testing.T) {
 		})
 	}
 }
+
+func TestAdmitKnowsTheDomainOfAMissingHolder(t *testing.T) {
+	drains := map[string]Drain{"a": drainIn(StatusComplete, "a", 0), "b": drainIn(StatusRequested, "b", time.Second)}
+	ns := nodes("b", "c")
+	ns[0].Domain, ns[1].Domain = "z1", "z2"
+	in := AdmitInput{Drains: drains, Nodes: ns, MaxConcurrent: 2}
+	assert.Equal(t, []string{"b"}, AdmitWith(in).Admit, "without its last known domain")
+	in.Domains = map[string]string{"a": "z1"}
+	a := AdmitWith(in)
+	assert.Empty(t, a.Admit, "a (down, Node object missing) was in z1")
+	assert.Contains(t, a.Queued["b"], "same failure domain")
+}

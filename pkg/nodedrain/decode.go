@@ -82,6 +82,7 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"CordonedByUs", boolField(&s.CordonedByUs)},
 		{"ReturningSince", timeField(&s.ReturningSince)},
 		{"SlotReleased", boolField(&s.SlotReleased)},
+		{"DeclaredShutdown", boolField(&s.DeclaredShutdown)},
 	})
 	if err == nil && !present[0] {
 		err = newPayloadError(subjectStatus, ErrInvalid, errors.New("drain status has no Status"))

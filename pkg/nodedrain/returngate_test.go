@@ -107,14 +107,79 @@ func TestReturnGateSkipped(t *testing.T) {
 	})
 }
 
-func TestNewRequestEndsTheReturnGate(t *testing.T) {
+func TestNewRequestWaitsForTheReturnGate(t *testing.T) {
 	r := completed(t)
 	r.step(EvRequest{}).ok(OpUncordon).ok(OpReturnGate, unhealthy)
-	r.step(EvRequest{Request: req("b")}).expect(StatusRequested)
+	since := r.d.Status.ReturningSince
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested, OpReturnGate)
+	assert.Equal(t, since, r.d.Status.ReturningSince, "the node keeps its slot until healthy (review F3)")
+	assert.True(t, r.d.Status.HoldsSlot())
+	a := AdmitWith(AdmitInput{Drains: map[string]Drain{"edge-1.shop": r.d}, Nodes: nodes("edge-1.shop", "edge-2.shop"), MaxConcurrent: 1})
+	assert.Empty(t, a.Admit, "not admitted while returning")
+	r.ok(OpReturnGate, unhealthy).expect(StatusRequested)
+	r.fire().ok(OpReturnGate).expect(StatusRequested)
 	assert.False(t, r.d.Returning())
-	assert.Equal(t, OpNone, r.d.RetryOp, "the gate's recheck is dropped")
-	assert.True(t, r.has(ReturnEnded{}))
-	r.ok(OpReturnGate).expect(StatusRequested) // a late answer is ignored
+	assert.Equal(t, "b", r.d.Status.RequestID)
+	r.step(EvPublished{Status: StatusRequested}) // the bus shows it no longer holds the slot
+	a = AdmitWith(AdmitInput{Drains: map[string]Drain{"edge-1.shop": r.d}, Nodes: nodes("edge-1.shop", "edge-2.shop"), MaxConcurrent: 1})
+	assert.Equal(t, []string{"edge-1.shop"}, a.Admit, "healthy: its new request queues like any other")
+}
+
+func TestNewRequestOverCompleteStartsTheReturnGate(t *testing.T) {
+	r := completed(t)
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested, OpUncordon)
+	assert.True(t, r.d.Returning(), "the node may have gone down on the COMPLETE the new request replaces")
+	r.ok(OpUncordon).expect(StatusRequested, OpReturnGate)
+}
+
+func TestResumeAfterAWithdrawalUnseen(t *testing.T) {
+	st := NodeDrainStatus{Node: "edge-1.shop", RequestID: "a", Status: StatusComplete, RequestedBy: RequesterDeviceOp, CordonedByUs: true}
+	d, actions := Resume(st, nil, t0.Add(time.Minute), testPolicy())
+	assert.True(t, d.Returning(), "withdrawn while no coordinator ran: the return gate all the same (review F1)")
+	assert.Equal(t, []Action{Start{Op: OpUncordon}}, actions[len(actions)-1:])
+	st.CordonedByUs = false
+	d, _ = Resume(st, nil, t0.Add(time.Minute), testPolicy())
+	assert.True(t, d.Returning())
+	st.DeclaredShutdown = true
+	d, _ = Resume(st, nil, t0.Add(time.Minute), testPolicy())
+	assert.False(t, d.Returning(), "a declared whole-cluster shutdown has no return gate")
+	returning := NodeDrainStatus{Node: "edge-1.shop", RequestID: "b", Status: StatusRequested, ReturningSince: t0}
+	d, actions = Resume(returning, req("b"), t0.Add(time.Minute), testPolicy())
+	assert.True(t, d.Returning())
+	assert.Equal(t, []Action{Start{Op: OpReturnGate}}, actions, "a new request waiting in the return gate carries on")
+}
+
+func TestLostCompleteReplyStillStartsTheReturnGate(t *testing.T) {
+	r := completed(t)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	r.step(EvRequest{})
+	assert.True(t, r.d.Returning(), "the COMPLETE may have landed and the node gone down on it (review F2)")
+}
+
+func TestStaleCordonAnswerChecksEverythingAgain(t *testing.T) {
+	for name, mod := range map[string]func(*EvResult){
+		"error": failWith(errors.New("timeout")),
+		"stale": func(e *EvResult) { e.At = t0.Add(-time.Minute) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t)
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate)
+			r.ok(OpCheckCordon, mod)
+			if r.d.RetryOp != OpNone {
+				r.fire()
+			}
+			r.expect(StatusCordoned, OpFinalGate)
+		})
+	}
+}
+
+func TestReleaseKeepsBusHoldsUntilPublished(t *testing.T) {
+	r := completed(t)
+	r.step(EvPublished{Status: StatusComplete})
+	r.step(EvReleaseSlot{Reason: "gone"})
+	assert.True(t, r.d.BusHolds, "the bus shows the slot held until the release lands (review F4/B4)")
+	r.step(EvPublished{Status: StatusComplete})
+	assert.False(t, r.d.BusHolds)
 }
 
 func TestReleaseSlotOnlyForCompleteDrains(t *testing.T) {

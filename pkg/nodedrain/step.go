@@ -37,7 +37,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		}
 	case EvReleaseSlot:
 		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
-			s.d.Status.SlotReleased = true
+			// The bus shows the slot held until the release reaches it (S3 is about the bus).
+			s.d.Status.SlotReleased, s.d.BusHolds = true, true
 			s.set(StatusComplete, e.Reason, nil)
 			s.actions = append(s.actions, SlotReleased{Reason: e.Reason})
 		}
@@ -47,6 +48,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
 			// After a pause: a bus that refuses writes at once must not turn this into a loop of
 			// gate checks and Node reads.
+			// Its write may have landed all the same (a lost reply): the agent may act on it.
+			s.d.CompleteSent = true
 			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
 			s.retry(OpFinalGate, 0, s.p.GateRecheck)
 		}
@@ -73,16 +76,27 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 			}
 			return s.d, s.actions
 		}
+		if st.Status == StatusComplete && st.RequestID != "" {
+			// The request this COMPLETE answered, as far as the status tells (its withdrawal
+			// starts the return gate, as if this coordinator had seen the request).
+			d.Request = &NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedBy: st.RequestedBy}
+			if st.DeclaredShutdown {
+				d.Request.Context = ClusterShutdownContext
+			}
+		}
 		return Step(d, EvRequest{Request: req}, now, p)
 	}
 	d.Request = req
 	s := stepper{d: d, now: now, p: p}
 	switch st.Status {
 	case StatusRequested:
-		if st.CordonedByUs {
+		switch {
+		case st.CordonedByUs:
 			// Queued with our cordon still on (the coordinator stopped while undoing it): undo
-			// it; admission waits for that.
+			// it; admission waits for that (and the return gate, if any, follows it).
 			s.start(OpUncordon, 0)
+		case d.Returning():
+			s.start(OpReturnGate, 0)
 		}
 	case StatusStarting:
 		s.start(OpCordon, st.Attempt)
@@ -157,19 +171,17 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
-	// The return gate: a node back from the operation its COMPLETE allowed holds its slot
-	// until it is healthy again — unless its slot was already released (it never came back in
-	// time), the gate is off, or the request declared a whole-cluster shutdown (every node
-	// returns at once; holding a slot each would exceed the limit).
-	returning := r == nil && s.d.Request != nil && s.d.Status.Status == StatusComplete && !s.d.Status.SlotReleased &&
-		s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request)
-	if s.d.Returning() && r != nil {
-		// A new request ends the return gate: the node is going into maintenance again and
-		// waits for admission like any other (the volume gate still guards its data).
-		s.ended(ReturnNewRequest)
-	}
+	// The return gate: a node back from the operation its COMPLETE allowed (withdrawn, or
+	// replaced by a new request) holds its slot until it is healthy again — unless its slot was
+	// already released (it never came back in time), the gate is off, or the request declared
+	// a whole-cluster shutdown (every node returns at once; holding a slot each would exceed
+	// the limit). A gate under way carries on, whatever the request does: a new request waits
+	// in REQUESTED, still holding the slot, until the node is healthy.
+	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.CompleteSent) &&
+		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request))
 	cordonInFlight := s.d.Waiting == OpCordon
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
+	s.d.CompleteSent = false
 	uncordon := func() {
 		if cordonInFlight {
 			// The cordon already sent may still land: uncordon once its result is in.
@@ -180,9 +192,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	}
 	st := &s.d.Status
 	st.Attempt, st.StartedAt, st.SlotReleased = 0, time.Time{}, false
-	if !returning && r == nil && s.d.Returning() {
-		returning = true // withdrawn again while returning: the gate carries on
-	} else if !returning {
+	if !returning {
 		st.ReturningSince = time.Time{}
 	} else if st.ReturningSince.IsZero() {
 		st.ReturningSince = s.now
@@ -209,13 +219,18 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		}
 		return
 	}
-	st.RequestID, st.RequestedBy = r.RequestID, r.RequestedBy
+	st.RequestID, st.RequestedBy, st.DeclaredShutdown = r.RequestID, r.RequestedBy, DeclaresClusterShutdown(*r)
 	if mayBeCordoned {
 		// A new request replaces one whose drain had (or may have) cordoned the node: undo
 		// that cordon, as for a withdrawal; the new drain cordons again once admitted. Kept,
 		// it would hold the node out of service without an admission slot.
 		s.set(StatusRequested, "new request replaces the previous one; uncordoning the node until admitted", nil)
 		uncordon()
+		return
+	}
+	if returning {
+		s.set(StatusRequested, "new request; back from its last operation, the node first holds its admission slot until it is healthy again", nil)
+		s.start(OpReturnGate, 0)
 		return
 	}
 	s.set(StatusRequested, "waiting for admission", nil)
@@ -279,11 +294,12 @@ func (s *stepper) result(e EvResult) {
 	case OpCheckCordon:
 		switch {
 		case e.Err == nil && s.stale(e):
+			// The volume and policy answers before it are older still: all of them again.
 			s.note("the cordon check answered too long ago (the coordinator was paused); checking again", nil)
-			s.start(OpCheckCordon, 0)
+			s.start(OpFinalGate, 0)
 		case e.Err != nil:
-			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; retrying", e.Err), nil)
-			s.retry(OpCheckCordon, 0, s.p.GateRecheck)
+			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; checking volumes and the cordon again", e.Err), nil)
+			s.retry(OpFinalGate, 0, s.p.GateRecheck)
 		case e.Cordoned:
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
@@ -300,11 +316,10 @@ func (s *stepper) result(e EvResult) {
 		}
 		s.d.Status.CordonedByUs = false
 		switch {
-		case s.d.Request != nil:
 		case s.d.Returning():
 			s.note("node uncordoned; holding its admission slot until it is healthy again", nil)
 			s.start(OpReturnGate, 0)
-		default:
+		case s.d.Request == nil:
 			s.set(StatusNotRequested, "idle; node uncordoned", nil)
 		}
 	}
@@ -426,6 +441,10 @@ func (s *stepper) returnGate(e EvResult) {
 		s.retry(OpReturnGate, 0, s.p.GateRecheck)
 	default:
 		s.ended(ReturnHealthy)
+		if s.d.Request != nil {
+			s.set(StatusRequested, "healthy again after its last operation; waiting for admission", nil)
+			return
+		}
 		s.set(StatusNotRequested, "idle; back from its operation and healthy again", nil)
 	}
 }
@@ -443,12 +462,17 @@ func (s *stepper) returnTimedOut() {
 	}
 	waitingFor := s.d.Status.Blockers
 	s.ended(ReturnTimedOut)
-	msg := fmt.Sprintf("idle; the return gate timed out after %s: admission slot released while still waiting for %d",
-		s.p.ReturnTimeout, len(waitingFor))
-	if s.d.uncordoning() {
-		msg = fmt.Sprintf("the return gate timed out after %s: admission slot released; uncordoning the node", s.p.ReturnTimeout)
+	msg := fmt.Sprintf("the return gate timed out after %s: admission slot released while still waiting for %s",
+		s.p.ReturnTimeout, DescribeBlockers(waitingFor))
+	switch {
+	case s.d.uncordoning():
+		msg += "; uncordoning the node"
+	case s.d.Request != nil:
+		msg += "; waiting for admission"
+	default:
+		msg = "idle; " + msg
 	}
-	s.set(StatusNotRequested, msg, waitingFor)
+	s.set(s.d.Status.Status, msg, waitingFor)
 }
 
 // ended closes the return gate (ReturnEnded for the metric and the Event).

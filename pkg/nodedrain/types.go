@@ -110,6 +110,9 @@ type NodeDrainStatus struct {
 	// SlotReleased is set (on COMPLETE) when the node never came back (deleted, or NotReady for
 	// too long) and its admission slot was released; the message says why.
 	SlotReleased bool `json:"SlotReleased,omitempty"`
+	// DeclaredShutdown says the request declared a planned whole-cluster shutdown (its node
+	// has no return gate), so that a coordinator resuming after the request is gone knows.
+	DeclaredShutdown bool `json:"DeclaredShutdown,omitempty"`
 }
 
 // HoldsSlot reports whether the node is in maintenance by this status: a drain under way, or

@@ -79,17 +79,23 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // config is the policy in force (nil: none usable) and why not.
 func (e *Evaluator) config() (*Config, error) {
+	c, _, err := e.state()
+	return c, err
+}
+
+// state is the policy in force, its generation, and why it cannot be used.
+func (e *Evaluator) state() (*Config, uint64, error) {
 	if e.cfg.Source == nil {
-		return &Config{}, nil
+		return &Config{}, 0, nil
 	}
 	st := e.cfg.Source.State()
 	switch {
 	case st.Config != nil:
-		return st.Config, nil
+		return st.Config, st.Generation, nil
 	case st.Err != nil:
-		return nil, st.Err
+		return nil, st.Generation, st.Err
 	}
-	return nil, errors.New("the policy ConfigMap has not been read yet")
+	return nil, st.Generation, errors.New("the policy ConfigMap has not been read yet")
 }
 
 // needsCheck reports whether admission waits for a background check.
@@ -102,7 +108,7 @@ func (e *Evaluator) needsCheck(c *Config) bool {
 // background checks, asks for one at once for a drain without a fresh verdict, and decides
 // with coordinator.DecideHolds.
 func (e *Evaluator) Admission(waiting []coordinator.Waiting, now time.Time) coordinator.AdmitPolicy {
-	c, err := e.config()
+	c, gen, err := e.state()
 	maxAge := 3 * e.cfg.Every
 	e.mu.Lock()
 	e.waiting = make(map[string]coordinator.Waiting, len(waiting))
@@ -110,12 +116,12 @@ func (e *Evaluator) Admission(waiting []coordinator.Waiting, now time.Time) coor
 	for _, w := range waiting {
 		e.waiting[w.Node] = w
 		v, ok := e.verdicts[w.Node]
-		stale = stale || !ok || v.RequestID != w.Request.RequestID || now.Sub(v.At) > maxAge
+		stale = stale || !ok || v.RequestID != w.Request.RequestID || v.Generation != gen || now.Sub(v.At) > maxAge
 	}
 	verdicts := maps.Clone(e.verdicts)
 	e.mu.Unlock()
 	in := coordinator.HoldInput{Waiting: waiting, Now: now, Verdicts: verdicts, MaxAge: maxAge, Preflight: e.cfg.Preflight,
-		Invalid: err}
+		Invalid: err, Generation: gen}
 	if c != nil {
 		in.Window = func(r nodedrain.Requester) coordinator.Window { return c.WindowFor(r) }
 		in.NeedsCheck = e.needsCheck(c)
@@ -180,10 +186,11 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 	e.mu.Lock()
 	waiting := maps.Clone(e.waiting)
 	e.mu.Unlock()
-	c, cerr := e.config()
+	c, gen, cerr := e.state()
 	if len(waiting) == 0 || c == nil || cerr != nil || !e.needsCheck(c) {
 		return
 	}
+	started := e.cfg.Now() // the verdicts are as old as the data they were made from
 	cctx, cancel := context.WithTimeout(ctx, 3*e.cfg.Every+DefaultPrometheusTimeout)
 	defer cancel()
 	var cluster []nodedrain.Blocker
@@ -192,7 +199,7 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 		cluster, err = prom.Check(cctx)
 	}
 	for node, w := range waiting {
-		v := coordinator.Verdict{RequestID: w.Request.RequestID, Err: err}
+		v := coordinator.Verdict{RequestID: w.Request.RequestID, Err: err, Generation: gen}
 		if err == nil {
 			var pods []nodedrain.Blocker
 			pods, v.Err = NodeBlockers(cctx, e.cfg.Client, c, nil, node, true)
@@ -200,15 +207,18 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 		}
 		if e.cfg.Preflight != coordinator.PreflightOff && e.cfg.Predict != nil && v.Err == nil {
 			predicted, perr := e.cfg.Predict(cctx, node)
-			if perr != nil {
+			switch {
+			case perr != nil && e.cfg.Preflight == coordinator.PreflightHold:
 				v.Err = fmt.Errorf("pre-flight: %w", perr)
+			case perr != nil: // warn: said, not held
+				predicted = []nodedrain.Blocker{{Kind: "Preflight", Name: node, Reason: "the pre-flight prediction failed: " + perr.Error()}}
 			}
 			v.Predicted = predicted
 		}
 		if v.Err != nil {
 			e.log.WithField("node", node).WithError(v.Err).Warn("maintenance policy check failed: the drain waits (fail closed)")
 		}
-		v.At = e.cfg.Now()
+		v.At = started
 		e.mu.Lock()
 		e.verdicts[node] = v
 		e.mu.Unlock()

@@ -23,6 +23,7 @@ type Core struct {
 	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen          map[string]time.Time             // when admission last saw each node
 	absent        map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	domains       map[string]string                // each node's last known failure domain
 	staleAfter    time.Duration                    // see SetStaleHolderTimeout
 }
 
@@ -164,8 +165,12 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		c.seen = map[string]time.Time{}
 	}
 	out := c.releaseStale(nodes, now)
+	if c.domains == nil {
+		c.domains = map[string]string{}
+	}
 	for _, n := range nodes {
 		c.seen[n.Name] = now
+		c.domains[n.Name] = n.Domain
 	}
 	recent := map[string]bool{}
 	for n, at := range c.seen {
@@ -174,7 +179,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		}
 	}
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: nodes, MaxConcurrent: c.maxConcurrent,
-		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings})
+		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
 	for _, n := range adm.Admit {
@@ -257,8 +262,14 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		reason := ""
 		if n, ok := known[node]; ok {
 			delete(c.absent, node)
-			if !n.Ready && !n.NotReadySince.IsZero() && now.Sub(n.NotReadySince) >= c.staleAfter {
-				reason = fmt.Sprintf("COMPLETE, but the node has been NotReady since %s (longer than the stale-holder timeout %s): "+
+			// Counted from the COMPLETE at the earliest: a node already NotReady when its drain
+			// completed (a hung kubelet; a reboot may be the cure) goes down for it only now.
+			since := n.NotReadySince
+			if since.Before(d.Status.UpdatedAt) {
+				since = d.Status.UpdatedAt
+			}
+			if !n.Ready && !n.NotReadySince.IsZero() && now.Sub(since) >= c.staleAfter {
+				reason = fmt.Sprintf("COMPLETE, but the node has been NotReady since %s (and COMPLETE for longer than the stale-holder timeout %s): "+
 					"admission slot released; the node is uncordoned when it is back and its agent withdraws",
 					n.NotReadySince.UTC().Format(time.RFC3339), c.staleAfter)
 			}

@@ -47,6 +47,9 @@ func (p Preflight) String() string {
 // on its node and the pre-flight prediction.
 type Verdict struct {
 	RequestID string
+	// Generation is the policy's generation the check was made under: after a change of the
+	// policy, older verdicts do not count.
+	Generation uint64
 	// At is when the check ran.
 	At time.Time
 	// Blockers are the policy's blockers (pods matching its selector, Prometheus alerts and
@@ -67,8 +70,10 @@ type HoldInput struct {
 	NeedsCheck bool
 	Verdicts   map[string]Verdict
 	// MaxAge is how old a Verdict may be when a drain is admitted on it.
-	MaxAge    time.Duration
-	Preflight Preflight
+	MaxAge time.Duration
+	// Generation is the policy's generation now (see Verdict.Generation).
+	Generation uint64
+	Preflight  Preflight
 	// Invalid, when set, is why the policy cannot be used (invalid, and no valid one was ever
 	// read): every admission is held until it is fixed.
 	Invalid error
@@ -111,11 +116,11 @@ func decideOne(in HoldInput, w Waiting) (nodedrain.Hold, bool) {
 	}
 	v, ok := in.Verdicts[w.Node]
 	switch {
-	case !ok || v.RequestID != w.Request.RequestID || in.Now.Sub(v.At) > in.MaxAge:
+	case !ok || v.RequestID != w.Request.RequestID || v.Generation != in.Generation || in.Now.Sub(v.At) > in.MaxAge:
 		return nodedrain.Hold{Reason: "checking", Message: "waiting: checking the maintenance policy's blockers and the pre-flight prediction"}, true
 	case v.Err != nil:
 		return nodedrain.Hold{Reason: "blockers", Message: fmt.Sprintf(
-			"waiting: cannot check the maintenance policy's blockers, failing closed: %v", v.Err)}, true
+			"waiting: cannot check the maintenance policy, failing closed: %v", v.Err)}, true
 	case len(v.Blockers) > 0:
 		return nodedrain.Hold{Reason: "blockers", Blockers: v.Blockers, Message: fmt.Sprintf(
 			"waiting: %d blocker(s) of the maintenance policy", len(v.Blockers))}, true
