@@ -141,7 +141,7 @@ func (c *coord) holds() coordinator.AdmitPolicy {
 	}
 	return coordinator.DecideHolds(coordinator.HoldInput{Waiting: c.core.Waiting(), Now: c.s.w.now,
 		Window:     func(r nodedrain.Requester) coordinator.Window { return simWindow{m: m, r: r} },
-		NeedsCheck: true, Verdicts: c.verdicts, MaxAge: verdictMaxAge})
+		NeedsCheck: true, Verdicts: c.verdicts, MaxAge: verdictMaxAge, Preflight: c.s.cfg.Preflight})
 }
 
 // checkPolicy is the coordinator's background evaluator: every verdictEvery it checks the
@@ -154,7 +154,11 @@ func (c *coord) checkPolicy(inc int) {
 	for _, w := range c.core.Waiting() {
 		node, rid := w.Node, w.Request.RequestID
 		c.later(s.w.between(time.Millisecond, 300*time.Millisecond), "policy check", inc, func() {
-			c.verdicts[node] = coordinator.Verdict{RequestID: rid, At: s.w.now, Blockers: s.maint.blockersOn(node)}
+			v := coordinator.Verdict{RequestID: rid, At: s.w.now, Blockers: s.maint.blockersOn(node)}
+			if s.cfg.Preflight != coordinator.PreflightOff {
+				v.Predicted = s.predict(node) // the volume gate's Predict
+			}
+			c.verdicts[node] = v
 			c.afterEvents()
 		})
 	}
@@ -180,6 +184,10 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		}
 		if s.hist.on("blocked/"+st.Node, at, verdictMaxAge+freshness) {
 			s.violate("P2", "%s admitted at t=%.3fs while a blocker had long been on it", st.Node, at.Sub(epoch).Seconds())
+			return
+		}
+		if s.cfg.Preflight == coordinator.PreflightHold && s.hist.on("unsafe/"+st.Node, at, verdictMaxAge+freshness) {
+			s.violate("P4", "%s admitted at t=%.3fs with --preflight=hold while its volumes had long been predicted to block", st.Node, at.Sub(epoch).Seconds())
 			return
 		}
 	}
@@ -259,6 +267,9 @@ func (s *Sim) trackHealth() {
 		s.hist.set("notready/"+name, !(n.exists && n.ready), s.w.now)
 		_, blocked := s.maint.blockedSince[name]
 		s.hist.set("blocked/"+name, blocked, s.w.now)
+		if s.cfg.Maintenance && s.cfg.Preflight == coordinator.PreflightHold {
+			s.hist.set("unsafe/"+name, len(s.predict(name)) > 0, s.w.now)
+		}
 		if !(n.exists && n.ready) {
 			if _, ok := s.notReadySince[name]; !ok {
 				s.notReadySince[name] = s.w.now
@@ -310,4 +321,20 @@ func (s *Sim) returnBlockers(node string) []nodedrain.Blocker {
 	}
 	vols, _ := s.cluster.facts()
 	return append(out, volumes.ReturnBlockers(vols, node)...)
+}
+
+// predict is the volume gate's Predict on the model: the real rules before eviction, what
+// blocks and is predicted (volumes.Predicts).
+func (s *Sim) predict(node string) []nodedrain.Blocker {
+	if s.cfg.VolumePolicy == volumes.PolicyAllow {
+		return nil
+	}
+	vols, states := s.cluster.facts()
+	var out []nodedrain.Blocker
+	for _, f := range volumes.Evaluate(vols, &volumes.View{Node: node, Policy: s.cfg.VolumePolicy, Nodes: states}, volumes.DefaultRules()) {
+		if f.Decision.Verdict == volumes.Block && volumes.Predicts(f) {
+			out = append(out, f.Blocker())
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -61,6 +62,7 @@ func ConfigFor(seed uint64) Config {
 	if cfg.MaxConcurrent > 1 && prng.IntN(2) == 0 {
 		cfg.Domains = 2
 	}
+	cfg.Preflight = coordinator.Preflight(prng.IntN(3))
 	return cfg
 }
 

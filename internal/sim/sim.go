@@ -41,6 +41,9 @@ type Config struct {
 	Domains int
 	// StaleHolderTimeout as the coordinator's flag (0: never).
 	StaleHolderTimeout time.Duration
+	// Preflight as the coordinator's flag (with Maintenance): the prediction is the real volume
+	// rules' answer before eviction.
+	Preflight coordinator.Preflight
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.

@@ -183,6 +183,9 @@ func TestRegressions(t *testing.T) {
 			c.Maintenance, c.Policy.ReturnTimeout = true, 150*time.Second
 		}), lossyPlan(64, func(c *Config) { c.Maintenance, c.Policy.ReturnTimeout = true, 150*time.Second }),
 			[][]string{{"a blocker appears on node-0.edge"}, {"node-0.edge COMPLETE"}}},
+		{"--preflight=hold does not predict the evict policy's replacements, which only the drain asks for (L1, seed 55)", 55, ConfigFor(55),
+			Plan{{At: sec(13.7), Kind: Reboot, Target: 1}},
+			[][]string{{"node-1.edge REQUESTED", "checking the maintenance policy"}, {"node-1.edge STARTING"}, {"node-1.edge COMPLETE"}}},
 		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
 				{At: sec(20), Kind: Withdraw, Target: 0}},

@@ -56,6 +56,8 @@ func (g *Gate) Predict(_ context.Context, node string) (Prediction, error) {
 				p.Notes = append(p.Notes, noteOf(b, ""))
 			case allow:
 				p.Notes = append(p.Notes, noteOf(b, "not blocking (volume policy allow): "))
+			case !Predicts(f):
+				p.Notes = append(p.Notes, noteOf(b, "the drain itself resolves this (volume policy evict): "))
 			default:
 				p.Blockers = append(p.Blockers, b)
 			}
@@ -140,3 +142,8 @@ func noteOf(b nodedrain.Blocker, prefix string) string {
 	}
 	return fmt.Sprintf("volume %s%s: %s%s", b.Name, progress, prefix, b.Reason)
 }
+
+// Predicts reports whether a blocking finding before a drain predicts a blocked drain: not
+// the evict policy's wait for replacements, which the drain itself asks the storage system for
+// (predicting it would hold every node with replicas back for good under --preflight=hold).
+func Predicts(f Finding) bool { return f.Rule != "evict-replacement" }
