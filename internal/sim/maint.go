@@ -236,7 +236,8 @@ func (s *Sim) backUnhealthy(node string, st nodedrain.NodeDrainStatus, req noded
 		delete(s.lastReq, node)
 	}
 	if had && (!live || req.RequestID != prev.RequestID) && st.Status == nodedrain.StatusComplete && !st.SlotReleased &&
-		st.RequestID == prev.RequestID && !nodedrain.DeclaresClusterShutdown(prev) && s.cfg.Policy.ReturnTimeout > 0 {
+		st.RequestID == prev.RequestID && !nodedrain.DeclaresClusterShutdown(prev) && s.cfg.Policy.ReturnTimeout > 0 &&
+		!s.staleNow(node, prev.RequestID) {
 		s.backAt[node] = s.w.now
 	}
 	at, ok := s.backAt[node]
@@ -246,6 +247,15 @@ func (s *Sim) backUnhealthy(node string, st nodedrain.NodeDrainStatus, req noded
 	}
 	// (Tolerance: the return check's answer is a moment old.)
 	return ok && !s.quiet && s.hist.on("unhealthy/"+node, s.w.now, 2*freshness)
+}
+
+// staleNow reports whether node, COMPLETE for request rid, may have its slot released as a
+// stale holder now (NotReady for the timeout since its COMPLETE): the coordinator may have done
+// so without the bus showing it yet (its publication failed and a later status replaced it).
+func (s *Sim) staleNow(node, rid string) bool {
+	t := s.cfg.StaleHolderTimeout
+	at, ok := s.completeAt[rid]
+	return t > 0 && ok && s.w.now.Sub(at) >= t-freshness && s.hist.on("notready/"+node, s.w.now, t-freshness)
 }
 
 // trackHealth records, after every event, when each node is unhealthy for the return gate
