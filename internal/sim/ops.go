@@ -1,0 +1,188 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
+)
+
+// start performs one operation of a drain, as the executor does, and posts its result.
+func (c *coord) start(node, rid string, st nodedrain.Start) {
+	inc, gen := c.inc, c.opGen[node]
+	post := func(ev nodedrain.EvResult) {
+		ev.Op, ev.RequestID = st.Op, rid
+		if ev.Err != nil {
+			var uerr *url.Error // as the executor: only a transport error means unreachable,
+			// or the lease guard's refusal (the API was not reached)
+			ev.Unreachable = errors.As(ev.Err, &uerr) || errors.Is(ev.Err, coordinator.ErrLeaseLapsed)
+		}
+		c.later(0, "op result", inc, func() {
+			c.act(c.core.Step(node, ev, c.s.w.now))
+			c.afterEvents()
+		})
+	}
+	s := c.s
+	cl := s.cluster
+	switch st.Op {
+	case nodedrain.OpCordon:
+		var rv int
+		var unsched bool
+		var ours bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if !ok || !n.exists {
+				return fmt.Errorf("get node %s: %w", node, errNotFound)
+			}
+			rv, unsched, ours = n.rv, n.unschedulable, n.annotation != ""
+			return nil
+		}, c.onReply(inc, func(err error) {
+			if err != nil || unsched {
+				post(nodedrain.EvResult{Err: err, ByUs: ours})
+				return
+			}
+			if !c.stillLeading() { // as nodeOps.cordon: no write once the Lease lapsed
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
+				return
+			}
+			s.countCordon(rid) // an attempt that reaches the API (an unanswered one is no attempt)
+			cl.apiOp("cordon", true, func() error {
+				n, ok := cl.nodes[node]
+				switch {
+				case !ok || !n.exists:
+					return errNotFound
+				case n.rv != rv:
+					return errConflict
+				}
+				n.unschedulable, n.annotation, n.operatorCordon = true, rid, false
+				n.rv++
+				s.w.logf("%s cordons %s for request %s", c.name, node, rid)
+				return nil
+			}, func(err error) { post(nodedrain.EvResult{Err: err, ByUs: err == nil}) })
+		}))
+	case nodedrain.OpUncordon:
+		var rv int
+		var ours bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if ok && n.exists {
+				rv, ours = n.rv, n.annotation != ""
+			}
+			return nil
+		}, c.onReply(inc, func(err error) {
+			if err != nil || !ours {
+				post(nodedrain.EvResult{Err: err})
+				return
+			}
+			if !c.stillLeading() { // as nodeOps.uncordon
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
+				return
+			}
+			cl.apiOp("uncordon", true, func() error {
+				n, ok := cl.nodes[node]
+				switch {
+				case !ok || !n.exists:
+					return nil
+				case n.rv != rv:
+					return errConflict
+				}
+				if n.operatorCordon {
+					s.violate("S4", "%s removed a cordon of %s that an operator made (edgedrain's annotation was left from before)", c.name, node)
+				}
+				n.unschedulable, n.annotation = false, ""
+				n.rv++
+				s.w.logf("%s uncordons %s", c.name, node)
+				cl.reschedule()
+				return nil
+			}, func(err error) { post(nodedrain.EvResult{Err: err}) })
+		}))
+	case nodedrain.OpCheckCordon:
+		var cordoned bool
+		cl.apiOp("get node", false, func() error {
+			n, ok := cl.nodes[node]
+			if !ok || !n.exists {
+				return errNotFound
+			}
+			cordoned = n.unschedulable
+			return nil
+		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned, At: s.w.now}) })
+	case nodedrain.OpGate, nodedrain.OpFinalGate:
+		whole := c.core.WholeCluster()
+		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
+			r := s.gate(node, whole)
+			if s.cfg.VolumePolicy == volumes.PolicyEvict && !whole && cl.apiUp {
+				if n := cl.nodes[node]; n != nil && !n.evictionRequested && s.hasReplicas(node) {
+					n.evictionRequested = true
+					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
+				}
+			}
+			if r.Safe && st.Op == nodedrain.OpFinalGate {
+				if b := s.maint.blockersOn(node); len(b) > 0 { // the executor's finalBlockers
+					r = coordinator.GateResult{Blockers: b}
+				}
+			}
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: s.w.now})
+		})
+	case nodedrain.OpReturnGate:
+		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {
+			if !cl.apiUp { // the pods are listed from the API
+				post(nodedrain.EvResult{Err: errUnreachable("list pods")})
+				return
+			}
+			b := s.returnBlockers(node)
+			post(nodedrain.EvResult{Safe: len(b) == 0, Blockers: b})
+		})
+	case nodedrain.OpEvict:
+		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)
+		counted := false
+		var round func()
+		round = func() {
+			if !c.alive || inc != c.inc || gen != c.opGen[node] {
+				post(nodedrain.EvResult{Err: context.Canceled})
+				return
+			}
+			if !cl.apiUp {
+				post(nodedrain.EvResult{Err: errUnreachable("evict")})
+				return
+			}
+			if c.s.w.now.Before(c.frozenUntil) { // paused: the next round comes after
+				s.w.at(c.frozenUntil, "eviction round", round)
+				return
+			}
+			if !c.stillLeading() { // as the evictor: no eviction once the Lease lapsed
+				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
+				return
+			}
+			if !counted { // an attempt that reaches the API (an unanswered one is no attempt)
+				counted = true
+				s.countEviction(rid, st.Attempt)
+			}
+			var blockers []nodedrain.Blocker
+			left := 0
+			for _, p := range cl.podsOn(node) {
+				left++
+				if p.deleting {
+					continue
+				}
+				if err := cl.evict(p); err != nil {
+					blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: err.Error()})
+				}
+			}
+			if left == 0 {
+				post(nodedrain.EvResult{})
+				return
+			}
+			if !s.w.now.Before(deadline) {
+				post(nodedrain.EvResult{Err: fmt.Errorf("%d pod(s) left: %w", left, context.DeadlineExceeded), Blockers: blockers})
+				return
+			}
+			s.w.after(time.Second, "eviction round", round)
+		}
+		s.w.after(s.w.between(time.Millisecond, 20*time.Millisecond), "eviction round", round)
+	}
+}
