@@ -151,7 +151,7 @@ func TestPrometheusErrorFailsClosed(t *testing.T) {
 	url := "http://" + l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
 	w.start(fmt.Sprintf("blockers:\n  prometheus: {url: %q, timeout: 1s, alerts: {}}\n", url))
-	st := w.heldUntil(w.nodes[0], "failing closed", saying("cannot check the maintenance policy's blockers, failing closed",
+	st := w.heldUntil(w.nodes[0], "failing closed", saying("cannot check the maintenance policy, failing closed",
 		"prometheus "+url, "connection refused"), func() { w.setPolicy("blockers: {}") })
 	assert.Empty(t, st.Blockers)
 }
