@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -174,6 +175,18 @@ func (s *Sim) check() {
 	if len(holders) > s.cfg.MaxConcurrent {
 		s.violate("S3", "%d nodes in maintenance at once, max-concurrent-drains %d: %v", len(holders), s.cfg.MaxConcurrent, holders)
 		return
+	}
+	// D1: never two nodes of one failure domain in maintenance at once.
+	inDomain := map[string]string{}
+	for _, h := range holders {
+		name, _, _ := strings.Cut(h, " ")
+		if d := s.maint.domain[name]; d != "" {
+			if other, ok := inDomain[d]; ok {
+				s.violate("D1", "%s and %s of failure domain %s in maintenance at once (holders %v)", other, name, d, holders)
+				return
+			}
+			inDomain[d] = name
+		}
 	}
 	// S4: a node carrying edgedrain's cordon has a live request or an uncordon under way: it
 	// may not stay stranded while a coordinator can act.
