@@ -11,9 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/policy"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -41,6 +43,11 @@ func collectors() []prometheus.Collector {
 	reg := &collecting{}
 	coordinator.NewMetrics(reg)
 	volumes.NewMetrics(reg)
+	// The policy watcher's metrics (it only registers them here: it is not started).
+	if _, err := policy.NewSource(policy.SourceConfig{Client: fake.NewClientset(), Namespace: "edgedrain-system", Name: "edgedrain-policy",
+		Registerer: reg}); err != nil {
+		panic(err)
+	}
 	registerAgentMetrics(reg)
 	return reg.cs
 }
