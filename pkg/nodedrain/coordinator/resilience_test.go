@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -395,25 +397,28 @@ func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
 func shutDown(t *testing.T, h *harness, name string) {
 	t.Helper()
 	ctx := context.Background()
-	node := h.node(name)
-	delete(node.Annotations, testenv.KwokNodeAnnotation)
-	node, err := h.c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, testenv.KwokNodeAnnotation)
+	_, err := h.c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
-	for i, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			node.Status.Conditions[i].Status = corev1.ConditionFalse
-			node.Status.Conditions[i].Reason = "Shutdown"
+	// Conflicts: kwok may still be writing the node's status as it lets go of it.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node := h.node(name)
+		for i, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				node.Status.Conditions[i].Status = corev1.ConditionFalse
+				node.Status.Conditions[i].Reason = "Shutdown"
+			}
 		}
-	}
-	_, err = h.c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-	require.NoError(t, err)
+		_, err := h.c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	}))
 }
 
-// powerOn undoes shutDown: kwok manages the node again and reports it Ready.
+// powerOn undoes shutDown: kwok manages the node again and reports it Ready. (A patch: the
+// coordinator may be writing to the node at the same moment.)
 func powerOn(t *testing.T, h *harness, name string) {
 	t.Helper()
-	node := h.node(name)
-	node.Annotations[testenv.KwokNodeAnnotation] = "fake"
-	_, err := h.c.Client.CoreV1().Nodes().Update(context.Background(), node, metav1.UpdateOptions{})
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"fake"}}}`, testenv.KwokNodeAnnotation)
+	_, err := h.c.Client.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 }
