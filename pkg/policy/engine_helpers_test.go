@@ -268,19 +268,10 @@ func (w *world) label(key, value string, nodes ...string) {
 	}
 }
 
-// shutDown makes a simulated node look powered off: kwok stops managing it and its Ready
-// condition turns False now.
+// shutDown makes a simulated node look powered off (testenv.PowerOff).
 func (w *world) shutDown(name string) {
 	w.t.Helper()
-	ctx := context.Background()
-	nodes := w.c.Client.CoreV1().Nodes()
-	unmanaged := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, testenv.KwokNodeAnnotation)
-	_, err := nodes.Patch(ctx, name, types.MergePatchType, []byte(unmanaged), metav1.PatchOptions{})
-	require.NoError(w.t, err)
-	down := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Shutdown","lastTransitionTime":%q}]}}`,
-		time.Now().UTC().Format(time.RFC3339))
-	_, err = nodes.Patch(ctx, name, types.StrategicMergePatchType, []byte(down), metav1.PatchOptions{}, "status")
-	require.NoError(w.t, err)
+	require.NoError(w.t, testenv.PowerOff(context.Background(), w.c.Client, name))
 }
 
 // bindPod creates a pod no controller manages, bound to node (as the scheduler or a DaemonSet

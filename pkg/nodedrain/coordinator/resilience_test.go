@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -14,14 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -396,29 +393,11 @@ func TestEveryNodeRebootingIsDrainedInTurn(t *testing.T) {
 // shutDown makes a simulated node look powered off: kwok stops managing it and it turns NotReady.
 func shutDown(t *testing.T, h *harness, name string) {
 	t.Helper()
-	ctx := context.Background()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, testenv.KwokNodeAnnotation)
-	_, err := h.c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	require.NoError(t, err)
-	// Conflicts: kwok may still be writing the node's status as it lets go of it.
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node := h.node(name)
-		for i, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				node.Status.Conditions[i].Status = corev1.ConditionFalse
-				node.Status.Conditions[i].Reason = "Shutdown"
-			}
-		}
-		_, err := h.c.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		return err
-	}))
+	require.NoError(t, testenv.PowerOff(context.Background(), h.c.Client, name))
 }
 
-// powerOn undoes shutDown: kwok manages the node again and reports it Ready. (A patch: the
-// coordinator may be writing to the node at the same moment.)
+// powerOn undoes shutDown: kwok manages the node again and reports it Ready.
 func powerOn(t *testing.T, h *harness, name string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"fake"}}}`, testenv.KwokNodeAnnotation)
-	_, err := h.c.Client.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	require.NoError(t, err)
+	require.NoError(t, testenv.PowerOn(context.Background(), h.c.Client, name))
 }
