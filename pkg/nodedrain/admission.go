@@ -135,7 +135,7 @@ func AdmitWith(in AdmitInput) Admission {
 		if holdsSlot(d, known[name].Ready, a.WholeCluster) {
 			holders = append(holders, name)
 		}
-		if d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() && !d.Returning() {
+		if d.AwaitsAdmission() {
 			waiting = append(waiting, name)
 		}
 	}

@@ -145,6 +145,12 @@ type Drain struct {
 // Active reports whether the drain holds an admission slot: started and not yet finished.
 func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 
+// AwaitsAdmission reports whether the drain is REQUESTED and may be admitted once admission
+// allows: not while an uncordon of its own is due, nor while it is in the return gate.
+func (d Drain) AwaitsAdmission() bool {
+	return d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() && !d.Returning()
+}
+
 // Returning reports whether the node is back from its operation and holds its admission slot
 // until it is healthy again (the return gate).
 func (d Drain) Returning() bool { return !d.Status.ReturningSince.IsZero() }

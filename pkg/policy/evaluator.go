@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"sync"
 	"time"
@@ -66,16 +67,12 @@ func NewEvaluator(cfg EvaluatorConfig) (*Evaluator, error) {
 	log := cfg.Logger
 	if log == nil {
 		l := logrus.New()
-		l.SetOutput(discard{})
+		l.SetOutput(io.Discard)
 		log = l
 	}
 	return &Evaluator{cfg: cfg, log: log, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		waiting: map[string]coordinator.Waiting{}, verdicts: map[string]coordinator.Verdict{}}, nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // config is the policy in force (nil: none usable) and why not.
 func (e *Evaluator) config() (*Config, error) {

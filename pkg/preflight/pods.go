@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
@@ -119,7 +120,7 @@ func (b *budgetReader) refusal(ctx context.Context, pod *corev1.Pod) (string, er
 		return fmt.Sprintf("selected by more than one PodDisruptionBudget (%s): the eviction API refuses such pods", strings.Join(names, ", ")), nil
 	}
 	pdb := matching[0]
-	if !podReady(pod) && (unhealthyAlwaysAllowed(pdb) || (pdb.Status.DesiredHealthy > 0 && pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy)) {
+	if !podutils.IsPodReady(pod) && (unhealthyAlwaysAllowed(pdb) || (pdb.Status.DesiredHealthy > 0 && pdb.Status.CurrentHealthy >= pdb.Status.DesiredHealthy)) {
 		return "", nil
 	}
 	if pdb.Status.DisruptionsAllowed <= 0 {
@@ -150,13 +151,4 @@ func (b *budgetReader) oneByOne() []string {
 func unhealthyAlwaysAllowed(pdb *policyv1.PodDisruptionBudget) bool {
 	p := pdb.Spec.UnhealthyPodEvictionPolicy
 	return p != nil && *p == policyv1.AlwaysAllow
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
@@ -46,8 +47,7 @@ type GateReturner interface {
 func (c *Core) Waiting() []Waiting {
 	var out []Waiting
 	for _, node := range c.Nodes() {
-		d := c.drains[node]
-		if d.Status.Status == nodedrain.StatusRequested && d.Request != nil {
+		if d := c.drains[node]; d.AwaitsAdmission() {
 			out = append(out, Waiting{Node: node, Request: *d.Request})
 		}
 	}
@@ -88,7 +88,7 @@ func (x *executor) returnCheck(ctx context.Context, node string) ([]nodedrain.Bl
 	var notReady []nodedrain.Blocker
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil || podReady(p) {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil || podutils.IsPodReady(p) {
 			continue
 		}
 		notReady = append(notReady, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: p.Namespace, Name: p.Name,
@@ -106,13 +106,4 @@ func (x *executor) returnCheck(ctx context.Context, node string) ([]nodedrain.Bl
 		blockers = append(blockers, b...)
 	}
 	return blockers, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
