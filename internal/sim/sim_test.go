@@ -186,6 +186,13 @@ func TestRegressions(t *testing.T) {
 		{"--preflight=hold does not predict the evict policy's replacements, which only the drain asks for (L1, seed 55)", 55, ConfigFor(55),
 			Plan{{At: sec(13.7), Kind: Reboot, Target: 1}},
 			[][]string{{"node-1.edge REQUESTED", "checking the maintenance policy"}, {"node-1.edge STARTING"}, {"node-1.edge COMPLETE"}}},
+		{"a coordinator restarted while a holder's Node object is gone does not forget its failure domain (D1, review 2, seed 120)", 120, func() Config {
+			c := three(0, volumes.PolicyWait)
+			c.Nodes, c.MaxConcurrent, c.Maintenance, c.Domains, c.Policy.ReturnTimeout = 4, 2, true, 2, 150*time.Second
+			return c
+		}(), Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(12), Kind: NodeReregister, Target: 0},
+			{At: sec(12.3), Kind: CoordCrash, Target: 0, For: 500 * time.Millisecond}, {At: sec(12.2), Kind: Reboot, Target: 2}},
+			[][]string{{"node-0.edge's Node object is deleted"}, {"coordinator-0 crashes"}, {"coordinator-0 resumes"}, {"node-2.edge STARTING"}}},
 		{"a COMPLETE delivered late after edgedrainctl withdraw is not run (S1)", 11, three(1, volumes.PolicyWait),
 			Plan{{At: sec(1), Kind: Reboot, Target: 0}, {At: sec(3), Kind: WatchLag, Target: 0, For: 90 * time.Second},
 				{At: sec(20), Kind: Withdraw, Target: 0}},

@@ -205,12 +205,14 @@ func AdmitWith(in AdmitInput) Admission {
 }
 
 // sameDomain lists the holders whose failure domain is dom (a holder whose Node object is
-// missing by its last known domain).
+// missing by its last known domain; one whose domain is not known at all — a coordinator that
+// restarted while its Node object was gone — counts as in every domain).
 func sameDomain(holders []string, known map[string]NodeInfo, last map[string]string, dom string) []string {
 	var out []string
 	for _, h := range holders {
 		d, ok := known[h]
-		if (ok && d.Domain == dom) || (!ok && last[h] == dom) {
+		lastDom, seen := last[h]
+		if (ok && d.Domain == dom) || (!ok && (!seen || lastDom == dom)) {
 			out = append(out, h)
 		}
 	}

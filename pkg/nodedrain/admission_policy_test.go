@@ -79,9 +79,11 @@ func TestAdmitKnowsTheDomainOfAMissingHolder(t *testing.T) {
 	ns := nodes("b", "c")
 	ns[0].Domain, ns[1].Domain = "z1", "z2"
 	in := AdmitInput{Drains: drains, Nodes: ns, MaxConcurrent: 2}
-	assert.Equal(t, []string{"b"}, AdmitWith(in).Admit, "without its last known domain")
+	assert.Empty(t, AdmitWith(in).Admit, "a's domain unknown (the coordinator restarted while it was gone): counted as b's (review 2)")
 	in.Domains = map[string]string{"a": "z1"}
 	a := AdmitWith(in)
 	assert.Empty(t, a.Admit, "a (down, Node object missing) was in z1")
 	assert.Contains(t, a.Queued["b"], "same failure domain")
+	in.Domains = map[string]string{"a": "z2"}
+	assert.Equal(t, []string{"b"}, AdmitWith(in).Admit, "a was in another domain")
 }

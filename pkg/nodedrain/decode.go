@@ -83,6 +83,7 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"ReturningSince", timeField(&s.ReturningSince)},
 		{"SlotReleased", boolField(&s.SlotReleased)},
 		{"DeclaredShutdown", boolField(&s.DeclaredShutdown)},
+		{"CompleteSent", boolField(&s.CompleteSent)},
 	})
 	if err == nil && !present[0] {
 		err = newPayloadError(subjectStatus, ErrInvalid, errors.New("drain status has no Status"))

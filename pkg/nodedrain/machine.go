@@ -136,10 +136,6 @@ type Drain struct {
 	// is known to have replaced it there yet. The slot stays taken meanwhile (S3 is about what
 	// the bus shows, not only what this coordinator decided).
 	BusHolds bool
-	// CompleteSent says a COMPLETE of this request was sent whose publication failed: it may
-	// have landed all the same (a lost reply) and the node gone down on it, so a withdrawal
-	// starts the return gate as after a COMPLETE.
-	CompleteSent bool
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.

@@ -12,9 +12,6 @@ import (
 // returnGate handles the return gate's answer: the node back from its operation keeps its
 // admission slot until it is Ready, its replicas are rebuilt and its pods are Ready.
 func (s *stepper) returnGate(e EvResult) {
-	if !s.d.Returning() || e.RequestID != s.d.Status.RequestID {
-		return
-	}
 	switch {
 	case e.Err != nil:
 		s.note(fmt.Sprintf("back from its operation; cannot check it is healthy again: %v; asking again in %s", e.Err, s.p.GateRecheck),
@@ -36,14 +33,12 @@ func (s *stepper) returnGate(e EvResult) {
 
 // returnTimedOut releases the slot of a node whose return gate waited ReturnTimeout.
 func (s *stepper) returnTimedOut() {
-	if s.d.Waiting == OpReturnGate || s.d.RetryOp == OpReturnGate {
-		if s.d.Waiting == OpReturnGate {
-			s.actions = append(s.actions, Cancel{})
-			s.d.Waiting = OpNone
-		}
-		if s.d.RetryOp == OpReturnGate {
-			s.d.RetryOp = OpNone
-		}
+	if s.d.Waiting == OpReturnGate {
+		s.actions = append(s.actions, Cancel{})
+		s.d.Waiting = OpNone
+	}
+	if s.d.RetryOp == OpReturnGate {
+		s.d.RetryOp = OpNone
 	}
 	waitingFor := s.d.Status.Blockers
 	s.ended(ReturnTimedOut)

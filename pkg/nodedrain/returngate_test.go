@@ -228,3 +228,30 @@ func TestDescribeBlockers(t *testing.T) {
 	assert.Equal(t, "volume db", DescribeBlockers(bs[:1]))
 	assert.Equal(t, "", DescribeBlockers(nil))
 }
+
+// The answer of the check a new request cancelled does not leave the gate with nothing running
+// (review 2: the new check's healthy answer was then dropped and only the timeout ended it).
+func TestLateAnswerOfACancelledGateCheck(t *testing.T) {
+	r := completed(t)
+	r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested, OpReturnGate)
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested, OpReturnGate)
+	r.step(EvResult{Op: OpReturnGate, RequestID: "a", Err: errors.New("context canceled")})
+	assert.Equal(t, OpReturnGate, r.d.Waiting, "the new request's check is still awaited")
+	r.ok(OpReturnGate)
+	assert.False(t, r.d.Returning(), "healthy: out of the gate")
+}
+
+// A COMPLETE whose publication failed is remembered on the bus: a coordinator resuming after it
+// still starts the return gate on the withdrawal (review 2).
+func TestCompleteSentSurvivesAResume(t *testing.T) {
+	r := completed(t)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	st := r.d.Status
+	assert.True(t, st.CompleteSent)
+	d, _ := Resume(st, req("a"), r.now.Add(time.Second), r.p)
+	r.d = d
+	r.step(EvRequest{})
+	assert.True(t, r.d.Returning(), "withdrawn after the resume")
+	d, _ = Resume(st, nil, r.now, r.p)
+	assert.True(t, d.Returning(), "withdrawn while no coordinator ran")
+}

@@ -48,7 +48,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 			// After a pause: a bus that refuses writes at once must not turn this into a loop of
 			// gate checks and Node reads.
 			// Its write may have landed all the same (a lost reply): the agent may act on it.
-			s.d.CompleteSent = true
+			s.d.Status.CompleteSent = true
 			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
 			s.retry(OpFinalGate, 0, s.p.GateRecheck)
 		}
@@ -75,13 +75,10 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 			}
 			return s.d, s.actions
 		}
-		if st.Status == StatusComplete && st.RequestID != "" {
-			// The request this COMPLETE answered, as far as the status tells (its withdrawal
-			// starts the return gate, as if this coordinator had seen the request).
-			d.Request = &NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedBy: st.RequestedBy}
-			if st.DeclaredShutdown {
-				d.Request.Context = ClusterShutdownContext
-			}
+		if (st.Status == StatusComplete || st.CompleteSent) && st.RequestID != "" {
+			// The request this COMPLETE answered (its withdrawal starts the return gate, as if
+			// this coordinator had seen the request).
+			d.Request = RequestOf(st, "(restored from its status)")
 		}
 		return Step(d, EvRequest{Request: req}, now, p)
 	}
@@ -176,11 +173,10 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	// a whole-cluster shutdown (every node returns at once; holding a slot each would exceed
 	// the limit). A gate under way carries on, whatever the request does: a new request waits
 	// in REQUESTED, still holding the slot, until the node is healthy.
-	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.CompleteSent) &&
+	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.Status.CompleteSent) &&
 		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request))
 	cordonInFlight := s.d.Waiting == OpCordon
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
-	s.d.CompleteSent = false
 	uncordon := func() {
 		if cordonInFlight {
 			// The cordon already sent may still land: uncordon once its result is in.
@@ -190,7 +186,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		s.start(OpUncordon, 0)
 	}
 	st := &s.d.Status
-	st.Attempt, st.StartedAt, st.SlotReleased = 0, time.Time{}, false
+	st.Attempt, st.StartedAt, st.SlotReleased, st.CompleteSent = 0, time.Time{}, false, false
 	if !returning {
 		st.ReturningSince = time.Time{}
 	} else if st.ReturningSince.IsZero() {
@@ -255,8 +251,12 @@ func (s *stepper) result(e EvResult) {
 		return
 	}
 	if e.Op == OpReturnGate {
-		s.d.Waiting = OpNone
-		s.returnGate(e)
+		// (The answer of a check a new request cancelled names the old request: ignored, and
+		// the new request's check stays awaited.)
+		if s.d.Returning() && e.RequestID == s.d.Status.RequestID {
+			s.d.Waiting = OpNone
+			s.returnGate(e)
+		}
 		return
 	}
 	if e.Op != OpUncordon && (s.d.Request == nil || e.RequestID != s.d.Request.RequestID) {

@@ -113,6 +113,24 @@ type NodeDrainStatus struct {
 	// DeclaredShutdown says the request declared a planned whole-cluster shutdown (its node
 	// has no return gate), so that a coordinator resuming after the request is gone knows.
 	DeclaredShutdown bool `json:"DeclaredShutdown,omitempty"`
+	// CompleteSent says a COMPLETE of this request was sent whose publication failed: it may
+	// have landed all the same (a lost reply) and the node gone down on it, so a withdrawal
+	// starts the return gate as after a COMPLETE (also for a coordinator resuming later).
+	CompleteSent bool `json:"CompleteSent,omitempty"`
+}
+
+// RequestOf is the request st answers, as far as the status tells (a coordinator resuming
+// without the request itself); context says where it comes from, after the declaration of a
+// whole-cluster shutdown if st records one.
+func RequestOf(st NodeDrainStatus, context string) *NodeDrainRequest {
+	at := st.StartedAt
+	if at.IsZero() {
+		at = st.UpdatedAt
+	}
+	if st.DeclaredShutdown {
+		context = ClusterShutdownContext + " " + context
+	}
+	return &NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedAt: at, RequestedBy: st.RequestedBy, Context: context}
 }
 
 // HoldsSlot reports whether the node is in maintenance by this status: a drain under way, or

@@ -370,7 +370,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			delete(requests, k)
 		case requests[k] == nil && underWay(statuses[k]):
 			// Copies only: the drain its status describes goes on.
-			requests[k] = requestOf(statuses[k])
+			requests[k] = nodedrain.RequestOf(statuses[k], "(restored from its status: the request key holds no value its agent wrote)")
 		}
 	}
 	in := ResumeInput{Requests: requests, Statuses: statuses, CordonedByUs: cordoned}

@@ -194,14 +194,3 @@ func (e *Engine) recheckKeys(ctx context.Context) {
 		e.reconcileKey(ctx, key)
 	}
 }
-
-// requestOf is the request a published status answers, as far as the status tells it: for a
-// drain to go on when its key holds only copies at start-up.
-func requestOf(st nodedrain.NodeDrainStatus) *nodedrain.NodeDrainRequest {
-	at := st.StartedAt
-	if at.IsZero() {
-		at = st.UpdatedAt
-	}
-	return &nodedrain.NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedAt: at, RequestedBy: st.RequestedBy,
-		Context: "(restored from its status: the request key holds no value its agent wrote)"}
-}
