@@ -223,6 +223,22 @@ func (c *coord) resume() {
 	}
 	c.later(time.Second, "engine tick", inc, tick)
 	c.checkPolicy(inc)
+	c.inform(inc)
+}
+
+// inform delivers the gate's change signals (Engine's gate watch) at random times, as long as
+// the engine run lasts.
+func (c *coord) inform(inc int) {
+	mean := c.s.cfg.InformerChanges
+	if mean <= 0 {
+		return
+	}
+	c.later(c.s.w.between(0, 2*mean), "volume change seen", inc, func() {
+		actions, _ := c.core.Changed(c.s.w.now)
+		c.act(actions)
+		c.afterEvents()
+		c.inform(inc)
+	})
 }
 
 // nodeInfos is admission's view of the nodes (the informer's cache; frozen while the API is down).

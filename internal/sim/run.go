@@ -63,6 +63,10 @@ func ConfigFor(seed uint64) Config {
 		cfg.Domains = 2
 	}
 	cfg.Preflight = coordinator.Preflight(prng.IntN(3))
+	// The gate's change signals (issue 12), from a stream of their own too.
+	if rrng := rand.New(rand.NewPCG(seed, 0x1f0c4a)); rrng.IntN(4) > 0 {
+		cfg.InformerChanges = time.Duration(50+rrng.IntN(2950)) * time.Millisecond
+	}
 	return cfg
 }
 

@@ -22,6 +22,10 @@ type Config struct {
 	Policy           nodedrain.Policy
 	AgentPolicy      agent.Policy
 	VolumePolicy     volumes.Policy
+	// InformerChanges is the mean time between the change signals the gate's informers give the
+	// coordinator (nodedrain.EvChanged, Engine's gate watch); zero: none, the gates are asked again
+	// only on their timers. They come at random times: safety must not rest on when they come.
+	InformerChanges time.Duration
 	// APIUnreachableTimeout as the coordinator's flag (shortened so runs reach it).
 	APIUnreachableTimeout time.Duration
 	// Volumes is how many Longhorn volumes there are, each with Replicas replicas.
@@ -50,7 +54,7 @@ type Config struct {
 func simPolicy() nodedrain.Policy {
 	return nodedrain.Policy{CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
 		DrainAttempts: 5, DrainAttemptTimeout: 20 * time.Second, DrainBackoff: 2 * time.Second, DrainBackoffMax: 10 * time.Second,
-		GateRecheck: 2 * time.Second, UncordonRetry: 2 * time.Second}
+		GateRecheck: 2 * time.Second, GateReact: 50 * time.Millisecond, UncordonRetry: 2 * time.Second}
 }
 
 func simAgentPolicy() agent.Policy {

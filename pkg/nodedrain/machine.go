@@ -53,8 +53,13 @@ type Policy struct {
 	DrainAttemptTimeout time.Duration
 	// DrainBackoff is the wait after the first failed eviction attempt; it doubles up to DrainBackoffMax.
 	DrainBackoff, DrainBackoffMax time.Duration
-	// GateRecheck is how often a blocking volume gate is asked again (> 0).
+	// GateRecheck is how often a blocking volume gate (and the return gate) is asked again
+	// (> 0): the safety net behind GateReact.
 	GateRecheck time.Duration
+	// GateReact is how soon a blocking gate is asked again after something it depends on
+	// changed (EvChanged): a Longhorn object, a VolumeAttachment, a pod, a node. Changes within
+	// it are taken together (≥ 0).
+	GateReact time.Duration
 	// UncordonRetry is the wait between failed uncordons; they are retried until one succeeds.
 	UncordonRetry time.Duration
 	// ReturnTimeout bounds the return gate: a node back from its operation holds its admission
@@ -70,7 +75,7 @@ func DefaultPolicy() Policy {
 		CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
 		DrainAttempts: 5, DrainAttemptTimeout: 5 * time.Minute,
 		DrainBackoff: 5 * time.Second, DrainBackoffMax: time.Minute,
-		GateRecheck: 2 * time.Second, UncordonRetry: 2 * time.Second,
+		GateRecheck: 2 * time.Second, GateReact: 50 * time.Millisecond, UncordonRetry: 2 * time.Second,
 		ReturnTimeout: 15 * time.Minute,
 	}
 }
@@ -92,6 +97,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("gate recheck (%s) and uncordon retry (%s) must be positive", p.GateRecheck, p.UncordonRetry)
 	case p.ReturnTimeout < 0:
 		return fmt.Errorf("return timeout must not be negative, got %s", p.ReturnTimeout)
+	case p.GateReact < 0 || p.GateReact > p.GateRecheck:
+		return fmt.Errorf("gate reaction delay %s: want 0 ≤ it ≤ the gate recheck (%s)", p.GateReact, p.GateRecheck)
 	}
 	return nil
 }
@@ -136,6 +143,12 @@ type Drain struct {
 	// is known to have replaced it there yet. The slot stays taken meanwhile (S3 is about what
 	// the bus shows, not only what this coordinator decided).
 	BusHolds bool
+	// Reactive says RetryOp rechecks a gate that answered blocked: EvChanged brings it forward
+	// to GateReact from the change.
+	Reactive bool
+	// ChangedDuring says EvChanged came while a gate check was in flight: that check may have
+	// read the world before the change, so a blocked answer is asked again after GateReact.
+	ChangedDuring bool
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.
@@ -145,6 +158,16 @@ func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 // allows: not while an uncordon of its own is due, nor while it is in the return gate.
 func (d Drain) AwaitsAdmission() bool {
 	return d.Status.Status == StatusRequested && d.Request != nil && !d.uncordoning() && !d.Returning()
+}
+
+// ReactsToChange reports whether EvChanged matters to the drain: a gate check is in flight, or
+// one that answered blocked waits for its recheck.
+func (d Drain) ReactsToChange() bool {
+	return d.gateInFlight() || (d.Waiting == OpNone && d.Reactive && d.RetryOp != OpNone)
+}
+
+func (d Drain) gateInFlight() bool {
+	return d.Waiting == OpGate || d.Waiting == OpFinalGate || d.Waiting == OpReturnGate
 }
 
 // Returning reports whether the node is back from its operation and holds its admission slot
@@ -228,6 +251,11 @@ type EvProgress struct {
 	WaitingDeletion int
 }
 
+// EvChanged says something a gate check depends on changed (an informer saw a Longhorn object,
+// a VolumeAttachment, a pod or a node change): a gate that answered blocked is asked again soon,
+// not only at its next GateRecheck. It carries nothing; safety never rests on when it comes.
+type EvChanged struct{}
+
 // EvTimer says time has passed; Step starts RetryOp when now ≥ RetryAt.
 type EvTimer struct{}
 
@@ -261,6 +289,7 @@ func (EvNotSupported) event()   {}
 func (EvResult) event()         {}
 func (EvProgress) event()       {}
 func (EvTimer) event()          {}
+func (EvChanged) event()        {}
 func (EvAPIUnreachable) event() {}
 func (EvReleaseSlot) event()    {}
 

@@ -28,6 +28,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		s.progress(e)
 	case EvTimer:
 		s.timer()
+	case EvChanged:
+		s.changed()
 	case EvAPIUnreachable:
 		s.apiUnreachable(e)
 	case EvPublished:
@@ -132,6 +134,7 @@ func (s *stepper) note(msg string, blockers []Blocker) {
 
 func (s *stepper) start(op Op, attempt int) {
 	s.d.Waiting, s.d.RetryOp = op, OpNone
+	s.d.Reactive, s.d.ChangedDuring = false, false
 	if attempt > 0 {
 		s.d.Status.Attempt = attempt
 	}
@@ -141,6 +144,31 @@ func (s *stepper) start(op Op, attempt int) {
 // retry starts op as attempt after the delay (the next EvTimer at or past that time).
 func (s *stepper) retry(op Op, attempt int, after time.Duration) {
 	s.d.Waiting, s.d.RetryOp, s.d.RetryAt, s.d.NextAttempt = OpNone, op, s.now.Add(after), attempt
+	s.d.Reactive, s.d.ChangedDuring = false, false
+}
+
+// recheck asks a gate that answered blocked again after GateRecheck, or after GateReact when
+// something changed while it was asked; a change before then brings it forward (changed).
+func (s *stepper) recheck(op Op) {
+	after := s.p.GateRecheck
+	if s.d.ChangedDuring {
+		after = min(after, s.p.GateReact)
+	}
+	s.retry(op, 0, after)
+	s.d.Reactive = true
+}
+
+// changed handles EvChanged: a blocked gate's recheck comes GateReact after the change at the
+// latest; a gate check in flight is marked, since it may have read the world before the change.
+func (s *stepper) changed() {
+	switch {
+	case s.d.gateInFlight():
+		s.d.ChangedDuring = true
+	case s.d.ReactsToChange():
+		if at := s.now.Add(s.p.GateReact); at.Before(s.d.RetryAt) {
+			s.d.RetryAt = at
+		}
+	}
 }
 
 func (s *stepper) outcome(result DrainStatus, withdrawn bool) {
@@ -332,7 +360,7 @@ func (s *stepper) gate(e EvResult) {
 	case !e.Safe:
 		s.d.GateSafe = false
 		s.note(blockedMessage(e.Blockers), e.Blockers)
-		s.retry(e.Op, 0, s.p.GateRecheck)
+		s.recheck(e.Op)
 	case e.Op == OpGate:
 		s.d.GateSafe = true
 		s.note("evicting pods", nil)

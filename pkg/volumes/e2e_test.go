@@ -21,10 +21,11 @@ import (
 // records every status the engine publishes), draining a group of simulated nodes.
 type drainWorld struct {
 	*testenv.Bus
-	t *testing.T
+	t testing.TB
 }
 
-func startDrainWorld(t *testing.T, c *testenv.Cluster, group string, gate coordinator.VolumeGate) *drainWorld {
+// startDrainWorld starts the engine with testenv.FastPolicy; tune changes its configuration.
+func startDrainWorld(t testing.TB, c *testenv.Cluster, group string, gate coordinator.VolumeGate, tune ...func(*coordinator.Config)) *drainWorld {
 	t.Helper()
 	w := &drainWorld{Bus: testenv.StartBus(t), t: t}
 	cfg := coordinator.DefaultConfig()
@@ -32,7 +33,12 @@ func startDrainWorld(t *testing.T, c *testenv.Cluster, group string, gate coordi
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
 	cfg.Policy = testenv.FastPolicy()
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
-	cfg.Logger = logrus.New().WithField("test", t.Name())
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	cfg.Logger = log.WithField("test", t.Name())
+	for _, f := range tune {
+		f(&cfg)
+	}
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -52,6 +52,7 @@ type Gate struct {
 	namespaces listersv1.NamespaceLister
 	nsSelector labels.Selector
 	wake       chan struct{} // a change Run may care about
+	changes    chan struct{} // a change a Check may depend on (Changed)
 
 	nodeMu    sync.Mutex
 	nodeLocks map[string]*sync.Mutex
@@ -65,6 +66,7 @@ var (
 	_ coordinator.VolumeGate   = (*Gate)(nil)
 	_ coordinator.GateReleaser = (*Gate)(nil)
 	_ coordinator.GateHolder   = (*Gate)(nil)
+	_ coordinator.GateWatcher  = (*Gate)(nil)
 )
 
 // New checks cfg and returns a gate; Start fills its caches.
@@ -89,8 +91,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	sel, _ := cfg.Drainers.selector() // checked by Validate
 	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules, nsSelector: sel,
-		wake: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{}}
+		wake: make(chan struct{}, 1), changes: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{}}
 	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
+	g.longhorn.onChange = g.changed
 	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
 	return g, nil
 }
@@ -131,9 +134,17 @@ func (g *Gate) Start(ctx context.Context) error {
 		g.namespaces = namespaces.Lister()
 		all, waking = append(all, namespaces.Informer()), append(waking, namespaces.Informer())
 	}
+	react := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { g.changed() },
+		UpdateFunc: func(any, any) { g.changed() },
+		DeleteFunc: func(any) { g.changed() },
+	}
 	var synced []cache.InformerSynced
 	for _, inf := range all {
 		synced = append(synced, inf.HasSynced)
+		if _, err := inf.AddEventHandler(react); err != nil {
+			return fmt.Errorf("volume gate informers: %w", err)
+		}
 	}
 	for _, inf := range waking {
 		if _, err := inf.AddEventHandler(wake); err != nil {
@@ -382,6 +393,19 @@ func nodeRef(node string) *corev1.ObjectReference {
 func (g *Gate) now() time.Time { return g.cfg.Now() }
 
 // signal wakes Run.
+// Changed implements coordinator.GateWatcher: it is ready after any change the gate's informers
+// see (nodes, pods, claims, volumes, StatefulSets, drainer Jobs, Longhorn's objects), so that
+// the coordinator asks a blocked check again at once rather than on its recheck timer. Changes
+// coalesce: one signal may stand for many.
+func (g *Gate) Changed() <-chan struct{} { return g.changes }
+
+func (g *Gate) changed() {
+	select {
+	case g.changes <- struct{}{}:
+	default:
+	}
+}
+
 func (g *Gate) signal() {
 	select {
 	case g.wake <- struct{}{}:

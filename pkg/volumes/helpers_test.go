@@ -72,7 +72,7 @@ type gateFixture struct {
 
 // startGate starts a gate on the test cluster with test timings, changed by tune, and stops it
 // when the test ends.
-func startGate(t *testing.T, c *testenv.Cluster, tune func(*Config)) *gateFixture {
+func startGate(t testing.TB, c *testenv.Cluster, tune func(*Config)) *gateFixture {
 	t.Helper()
 	ensureLonghornNamespace(t, c.Client)
 	ev := &events{}

@@ -42,6 +42,7 @@ type Longhorn struct {
 	disc      discovery.DiscoveryInterfaceWithContext
 	namespace string
 	log       logrus.FieldLogger
+	onChange  func() // called on every change of a cached object; nil: none
 
 	installed atomic.Bool
 	synced    []cache.InformerSynced
@@ -100,10 +101,8 @@ func (l *Longhorn) Start(ctx context.Context) error {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
 		}
-		if parse != nil {
-			if _, err := inf.AddEventHandler(l.parseOnChange(parse)); err != nil {
-				return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
-			}
+		if _, err := inf.AddEventHandler(l.parseOnChange(parse)); err != nil {
+			return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
 		}
 		if len(indexers) > 0 {
 			if err := inf.AddIndexers(indexers); err != nil {
@@ -246,17 +245,24 @@ func memo[T any](l *Longhorn, u *unstructured.Unstructured, parse func(*unstruct
 }
 
 // parseOnChange keeps l.memo current from an informer's events: each new version is parsed
-// when it arrives, off the checks' path, and replaced versions are forgotten.
+// when it arrives, off the checks' path, and replaced versions are forgotten. Every event is
+// passed on to onChange, after the memo is current. parse nil: objects not memoised.
 func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cache.ResourceEventHandlerFuncs {
+	notify := func() {
+		if l.onChange != nil {
+			l.onChange()
+		}
+	}
 	put := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
+		defer notify()
+		if u, ok := obj.(*unstructured.Unstructured); ok && parse != nil {
 			f := parse(u)
 			l.memoMu.Lock()
 			l.memo[u] = f
 			l.memoMu.Unlock()
 		}
 	}
-	drop := func(obj any) {
+	forget := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
@@ -268,8 +274,8 @@ func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cac
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    put,
-		UpdateFunc: func(old, cur any) { drop(old); put(cur) },
-		DeleteFunc: drop,
+		UpdateFunc: func(old, cur any) { forget(old); put(cur) },
+		DeleteFunc: func(obj any) { forget(obj); notify() },
 	}
 }
 

@@ -107,6 +107,14 @@ func (e *Engine) maintenanceChanged() <-chan struct{} {
 	return e.cfg.Maintenance.Changed()
 }
 
+// gateChanged is the volume gate's change signal; nil (never ready) for a gate without one.
+func (e *Engine) gateChanged() <-chan struct{} {
+	if w, ok := e.cfg.Gate.(GateWatcher); ok {
+		return w.Changed()
+	}
+	return nil
+}
+
 // returnEnded reports the end of a node's return gate: a metric, and a warning Event and log
 // line when it timed out with the node still not healthy.
 func (e *Engine) returnEnded(node string, a nodedrain.ReturnEnded) {

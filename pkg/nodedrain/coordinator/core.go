@@ -218,6 +218,21 @@ func (c *Core) Timers(now time.Time) []NodeAction {
 	return out
 }
 
+// Changed tells every drain it matters to that something a gate check depends on changed
+// (nodedrain.EvChanged): a blocked gate is asked again soon instead of at its next recheck. It
+// reports whether any drain cared.
+func (c *Core) Changed(now time.Time) ([]NodeAction, bool) {
+	var out []NodeAction
+	cared := false
+	for _, node := range c.Nodes() {
+		if c.drains[node].ReactsToChange() {
+			cared = true
+			out = append(out, c.Step(node, nodedrain.EvChanged{}, now)...)
+		}
+	}
+	return out, cared
+}
+
 // NextTimer returns the earliest retry time (or return-gate deadline) of any drain; zero when
 // none is set.
 func (c *Core) NextTimer() time.Time {

@@ -249,7 +249,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.timer.C:
 			e.fireTimers(ctx)
 		case <-e.nodeChanged:
+			e.changed(ctx)
 		case <-e.maintenanceChanged():
+			e.changed(ctx)
+		case <-e.gateChanged():
+			if !e.changed(ctx) {
+				continue // a change no drain waits on: admission has nothing new to decide
+			}
 		case <-tick.C:
 			e.republish(ctx)
 			e.recheckKeys(ctx)
@@ -439,6 +445,14 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 			e.nodeEvent(na.Node, corev1.EventTypeWarning, "StaleSlotReleased", a.Reason)
 		}
 	}
+}
+
+// changed tells the drains that something their gate checks depend on changed; it reports
+// whether any drain cared.
+func (e *Engine) changed(ctx context.Context) bool {
+	actions, cared := e.core.Changed(e.cfg.Now())
+	e.act(ctx, actions)
+	return cared
 }
 
 func (e *Engine) fireTimers(ctx context.Context) {

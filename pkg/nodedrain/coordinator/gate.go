@@ -40,6 +40,13 @@ type GateHolder interface {
 	Held(ctx context.Context) ([]string, error)
 }
 
+// GateWatcher is implemented by gates that see what their answers depend on change (their
+// informers): the coordinator then asks a blocked gate again soon after a change, not only on
+// its recheck timer. Changed's channel may coalesce changes; it never closes.
+type GateWatcher interface {
+	Changed() <-chan struct{}
+}
+
 // GateResult is a gate's answer.
 type GateResult struct {
 	// Safe is true when nothing blocks.

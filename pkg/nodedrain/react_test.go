@@ -1,0 +1,125 @@
+package nodedrain
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var volBlocked = func(e *EvResult) {
+	e.Safe = false
+	e.Blockers = []Blocker{{Kind: BlockerVolume, Name: "pvc-x", Reason: "last healthy replica"}}
+}
+
+// A change seen while a gate waits for its recheck brings the recheck to GateReact after the
+// change; the answer after it is the gate's, as always.
+func TestChangeBringsABlockedGateForward(t *testing.T) {
+	for _, op := range []Op{OpGate, OpFinalGate} {
+		t.Run(op.String(), func(t *testing.T) {
+			r := newRun(t)
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon)
+			if op == OpFinalGate {
+				r.ok(OpGate).ok(OpEvict)
+			}
+			r.ok(op, volBlocked).expect(StatusCordoned)
+			require.Equal(t, r.now.Add(r.p.GateRecheck), r.d.RetryAt, "no change yet: the recheck timer")
+			require.True(t, r.d.ReactsToChange())
+			r.now = r.now.Add(300 * time.Millisecond)
+			r.step(EvChanged{}).expect(StatusCordoned)
+			assert.Equal(t, r.now.Add(r.p.GateReact), r.d.RetryAt, "a change brings the recheck forward")
+			assert.Empty(t, r.actions, "nothing is started or published before GateReact")
+			// A second change inside GateReact does not push it back.
+			at := r.d.RetryAt
+			r.now = r.now.Add(10 * time.Millisecond)
+			r.step(EvChanged{})
+			assert.Equal(t, at, r.d.RetryAt)
+			r.fire().expect(StatusCordoned, op)
+			assert.False(t, r.d.ReactsToChange() && r.d.Waiting == OpNone, "in flight, not waiting")
+		})
+	}
+}
+
+// A check that was in flight when something changed may have read the world before it: a
+// blocked answer is asked again after GateReact, not after GateRecheck. Without a change it
+// waits GateRecheck.
+func TestChangeDuringACheckAsksAgainSoon(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict)
+	require.Equal(t, OpFinalGate, r.d.Waiting)
+	r.step(EvChanged{})
+	assert.True(t, r.d.ChangedDuring)
+	r.ok(OpFinalGate, volBlocked)
+	assert.Equal(t, r.now.Add(r.p.GateReact), r.d.RetryAt)
+	r.fire().expect(StatusCordoned, OpFinalGate)
+	assert.False(t, r.d.ChangedDuring, "the new check reads the world after the change")
+	r.ok(OpFinalGate, volBlocked)
+	assert.Equal(t, r.now.Add(r.p.GateRecheck), r.d.RetryAt, "no change during this check: the timer")
+}
+
+// The return gate reacts the same way: a node back from its reboot frees its slot as soon as
+// it is healthy, not at the next recheck.
+func TestChangeBringsTheReturnGateForward(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon)
+	r.step(EvRequest{}).ok(OpUncordon).expect(StatusNotRequested, OpReturnGate)
+	require.Equal(t, OpReturnGate, r.d.Waiting)
+	r.ok(OpReturnGate, func(e *EvResult) {
+		e.Safe, e.Blockers = false, []Blocker{{Kind: BlockerPod, Name: "web-0", Reason: "not Ready"}}
+	})
+	require.Equal(t, r.now.Add(r.p.GateRecheck), r.d.RetryAt)
+	r.step(EvChanged{})
+	assert.Equal(t, r.now.Add(r.p.GateReact), r.d.RetryAt)
+	r.fire().expect(StatusNotRequested, OpReturnGate)
+	r.ok(OpReturnGate)
+	assert.False(t, r.d.Returning())
+}
+
+// Changes never hurry a retry that is not a blocked gate's: a cordon or eviction backoff, a
+// gate that failed (not blocked), the pause after a COMPLETE the bus refused.
+func TestChangeLeavesOtherRetriesAlone(t *testing.T) {
+	boom := errors.New("boom")
+	cases := map[string]func(r *run){
+		"cordon backoff": func(r *run) { r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon, failWith(boom)) },
+		"eviction backoff": func(r *run) {
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict, failWith(boom))
+		},
+		"gate error": func(r *run) {
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate, failWith(boom))
+		},
+		"gate error after a blocked answer": func(r *run) {
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate, volBlocked)
+			r.fire().ok(OpGate, failWith(boom))
+		},
+		"COMPLETE refused by the bus": func(r *run) {
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon)
+			r.step(EvPublishFailed{})
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t)
+			setup(r)
+			require.NotEqual(t, OpNone, r.d.RetryOp)
+			at := r.d.RetryAt
+			assert.False(t, r.d.ReactsToChange())
+			r.now = r.now.Add(10 * time.Millisecond)
+			r.step(EvChanged{})
+			assert.Equal(t, at, r.d.RetryAt)
+			assert.Empty(t, r.actions)
+		})
+	}
+}
+
+func TestPolicyValidateGateReact(t *testing.T) {
+	p := DefaultPolicy()
+	require.NoError(t, p.Validate())
+	p.GateReact = 0
+	require.NoError(t, p.Validate(), "0: a change starts the recheck at once")
+	p.GateReact = -time.Millisecond
+	require.ErrorContains(t, p.Validate(), "gate reaction delay")
+	p.GateReact = p.GateRecheck + time.Millisecond
+	require.ErrorContains(t, p.Validate(), "gate reaction delay")
+}

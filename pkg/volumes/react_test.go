@@ -1,0 +1,108 @@
+package volumes
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+)
+
+// The coordinator asks a blocked gate again when the gate's informers see a change, not only on
+// its recheck timer: with the timer at an hour, the drain still completes as soon as the replica
+// that makes the node safe turns healthy.
+func TestCoordinatorReactsToTheReplicaThatMakesTheNodeSafe(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	nodes := c.AddNodes(t, "e2e-react", 2)
+	g := startGate(t, c, nil)
+	vol := volumeOn{name: "vol-e2e-react", nodes: nodes, state: []replicaState{"healthy", "rebuilding"}}
+	vol.rebs = []rebuild{{to: vol.addr(1), progress: 80, from: []string{vol.addr(0)}}}
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	g.eventually(t, nodes[0], beforeEviction, "the gate has seen the volume", func(r coordinator.GateResult) bool {
+		return len(r.Blockers) == 1
+	})
+	w := startDrainWorld(t, c, "e2e-react", g, func(cfg *coordinator.Config) {
+		cfg.Policy.GateRecheck, cfg.Policy.GateReact = time.Hour, 20*time.Millisecond
+	})
+
+	w.request(nodes[0])
+	w.waitFor(nodes[0], "CORDONED with the volume as blocker", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
+	})
+	vol.state[1], vol.rebs = "healthy", nil
+	safe := time.Now()
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	st := w.waitFor(nodes[0], "COMPLETE long before the hour's recheck", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusComplete
+	})
+	t.Logf("volume safe → COMPLETE: %s", st.UpdatedAt.Sub(safe).Round(time.Millisecond))
+
+	// The return gate reacts too: the node is back and healthy, so its slot is freed without
+	// waiting for the timer.
+	w.withdraw(nodes[0])
+	w.waitFor(nodes[0], "idle with its slot free", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.HoldsSlot()
+	})
+}
+
+// BenchmarkSafeToComplete measures the time from the Longhorn update that makes a drained node's
+// volume safe to the COMPLETE the coordinator publishes, on the local cluster, with the gate's
+// change signal (react) and with the recheck timer alone (timer, the default 2 s), side by side.
+// The figure is the median over the iterations (ms-p50) and the worst (ms-max).
+//
+//	go test -run '^$' -bench SafeToComplete -benchtime 10x ./pkg/volumes
+func BenchmarkSafeToComplete(b *testing.B) {
+	c := testenv.RequireCluster(b, cluster)
+	for i, mode := range []string{"react", "timer"} {
+		b.Run(mode, func(b *testing.B) {
+			group := fmt.Sprintf("bench-react-%d", i)
+			nodes := c.AddNodes(b, group, 2)
+			g := startGate(b, c, nil)
+			var gate coordinator.VolumeGate = g.Gate
+			if mode == "timer" {
+				gate = struct{ coordinator.VolumeGate }{g.Gate} // hides Changed: the timer alone
+			}
+			w := startDrainWorld(b, c, group, gate, func(cfg *coordinator.Config) {
+				cfg.Policy.GateRecheck = nodedrain.DefaultPolicy().GateRecheck
+				cfg.Policy.ReturnTimeout = 0
+			})
+			var took []time.Duration
+			b.ResetTimer()
+			for n := range b.N {
+				vol := volumeOn{name: fmt.Sprintf("vol-%s-%d", group, n), nodes: nodes, state: []replicaState{"healthy", "rebuilding"}}
+				vol.rebs = []rebuild{{to: vol.addr(1), progress: 80, from: []string{vol.addr(0)}}}
+				applyLonghorn(b, c.Dynamic, vol.objects()...)
+				id := fmt.Sprintf("r-%d", n)
+				w.Request(b, nodes[0], id, time.Now())
+				w.WaitFor(b, nodes[0], 30*time.Second, "CORDONED and blocked", func(s nodedrain.NodeDrainStatus) bool {
+					return s.RequestID == id && s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
+				})
+				vol.state[1], vol.rebs = "healthy", nil
+				safe := time.Now()
+				applyLonghorn(b, c.Dynamic, vol.objects()...)
+				st := w.WaitFor(b, nodes[0], 30*time.Second, "COMPLETE", func(s nodedrain.NodeDrainStatus) bool {
+					return s.RequestID == id && s.Status == nodedrain.StatusComplete
+				})
+				took = append(took, st.UpdatedAt.Sub(safe))
+				w.Withdraw(b, nodes[0])
+				w.WaitFor(b, nodes[0], 30*time.Second, "idle", func(s nodedrain.NodeDrainStatus) bool {
+					return s.RequestID == id && s.Status == nodedrain.StatusNotRequested && !s.HoldsSlot() && !s.CordonedByUs
+				})
+				// The next iteration's volume is a new one: this one no longer counts.
+				vol.state[0] = "failed"
+				applyLonghorn(b, c.Dynamic, vol.objects()...)
+			}
+			b.StopTimer()
+			slices.Sort(took)
+			require.NotEmpty(b, took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "ms-max")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
