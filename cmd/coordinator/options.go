@@ -68,6 +68,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.unreachableTimeout, "api-unreachable-timeout", o.cfg.APIUnreachableTimeout, "after the Kubernetes API has been unreachable this long, a drain under way proceeds to COMPLETE if its volumes were safe (0: never)")
 	fs.Var(&o.volumes.Policy, "volume-policy", "what a volume whose data is not yet safe elsewhere does: wait (block the drain until it is), evict (ask Longhorn to move the node's replicas, then wait), allow (never block; still reported)")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's volumes, replicas, engines and nodes")
+	fs.DurationVar(&o.volumes.DetachTimeout, "detach-timeout", o.volumes.DetachTimeout, "after eviction, how long COMPLETE waits for the volumes attached to the node (VolumeAttachments, Longhorn volumes) to detach; then they are only reported (0: no limit). An unclean detach at reboot fails Longhorn replicas and forces full rebuilds")
 	fs.DurationVar(&o.volumes.DrainerTimeout, "drainer-timeout", o.volumes.DrainerTimeout, "longest a drainer Job (node-local volumes) may run before it counts as failed")
 	fs.DurationVar(&o.volumes.DrainerBackoff, "drainer-backoff", o.volumes.DrainerBackoff, "wait after a drainer Job's first failure; doubles each time")
 	fs.DurationVar(&o.volumes.DrainerBackoffMax, "drainer-backoff-max", o.volumes.DrainerBackoffMax, "longest wait between drainer Job runs")

@@ -24,6 +24,7 @@ var longhornGVR = map[string]schema.GroupVersionResource{
 	"Replica": {Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"},
 	"Engine":  {Group: "longhorn.io", Version: "v1beta2", Resource: "engines"},
 	"Node":    {Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"},
+	"Setting": {Group: "longhorn.io", Version: "v1beta2", Resource: "settings"},
 }
 
 // LonghornGVR returns the resource of a Longhorn object built here.
@@ -111,10 +112,31 @@ func LonghornEngine(volume, node string, addrs, modes map[string]string, rebuild
 			"rebuildStatus": rs})
 }
 
-// LonghornNode is a Longhorn Node, Ready.
+// LonghornNode is a Longhorn Node as Longhorn's node controller keeps it: Ready and Schedulable,
+// with one default disk that takes replicas; allowScheduling is the node's spec.allowScheduling.
 func LonghornNode(name string, allowScheduling bool) *unstructured.Unstructured {
-	return longhornObject("Node", name, map[string]any{"name": name, "allowScheduling": allowScheduling, "evictionRequested": false},
-		map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
+	cond := func(typ string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": "", "message": "",
+			"lastProbeTime": "", "lastTransitionTime": LonghornHealthyAt}
+	}
+	disk := "default-disk-" + name
+	return longhornObject("Node", name,
+		map[string]any{"name": name, "allowScheduling": allowScheduling, "evictionRequested": false, "tags": []any{},
+			"disks": map[string]any{disk: map[string]any{"path": "/var/lib/longhorn/", "diskType": "filesystem",
+				"allowScheduling": true, "evictionRequested": false, "storageReserved": int64(32 << 30), "tags": []any{}}}},
+		map[string]any{"conditions": []any{cond("Ready"), cond("Schedulable")}, "zone": "", "region": "",
+			"diskStatus": map[string]any{disk: map[string]any{"conditions": []any{cond("Ready"), cond("Schedulable")},
+				"diskUUID": "disk-1", "diskName": disk, "diskPath": "/var/lib/longhorn/", "diskType": "filesystem",
+				"storageAvailable": int64(100 << 30), "storageMaximum": int64(128 << 30), "storageScheduled": int64(0)}}})
+}
+
+// LonghornSetting is a Longhorn Setting (a top-level value, no spec), e.g.
+// replica-soft-anti-affinity "true".
+func LonghornSetting(name, value string) *unstructured.Unstructured {
+	u := longhornObject("Setting", name, nil, map[string]any{"applied": true})
+	delete(u.Object, "spec")
+	u.Object["value"] = value
+	return u
 }
 
 // ApplyLonghorn creates each object, or replaces it when it exists (keeping its annotations),

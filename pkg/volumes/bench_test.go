@@ -36,6 +36,7 @@ func offlineGate(tb testing.TB, policy Policy, nodes []*corev1.Node, objs ...*un
 	g, err := New(cfg)
 	require.NoError(tb, err)
 	g.longhorn = newLonghornFromObjects(objs...)
+	g.longhorn.dyn = cfg.Dynamic
 	g.longhorn.log = log
 	g.sources = []Source{g.longhorn}
 	nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -50,6 +51,7 @@ func offlineGate(tb testing.TB, policy Policy, nodes []*corev1.Node, objs ...*un
 	g.pvs = listersv1.NewPersistentVolumeLister(g.pvIndex)
 	g.pvcs = listersv1.NewPersistentVolumeClaimLister(empty(cache.Indexers{}))
 	g.podIndex = empty(cache.Indexers{indexByClaim: podClaims})
+	g.vaIndex = empty(cache.Indexers{indexByAttachedNode: vaNode})
 	g.sts = appslisters.NewStatefulSetLister(empty(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
 	g.jobs = batchlisters.NewJobLister(empty(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
 	g.ready.Store(true)

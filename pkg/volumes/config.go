@@ -47,6 +47,11 @@ type Config struct {
 	DeleteDrainedOrphans bool
 	// OrphanInterval is how often Run looks for orphaned PVCs besides reacting to changes (> 0).
 	OrphanInterval time.Duration
+	// DetachTimeout bounds the wait, after eviction, for the volumes attached to the node to
+	// detach (VolumeAttachments naming it, Longhorn volumes attached there) before COMPLETE;
+	// after it they are only reported. 0: no limit. Volumes of pods the drain leaves (DaemonSet,
+	// static pods) are not waited for.
+	DetachTimeout time.Duration
 	// SyncTimeout bounds Start's wait for the caches to fill (> 0).
 	SyncTimeout time.Duration
 	// WriteTimeout bounds each API write the gate makes (Job creation, labels, Longhorn
@@ -65,7 +70,7 @@ type Config struct {
 // DefaultConfig returns the defaults: PolicyWait, Longhorn in longhorn-system, drainer Jobs
 // bounded by 30 minutes and retried after 30 s doubling to 10 minutes under
 // DefaultDrainerPolicy, orphans looked for every minute (and never deleted), caches given 2
-// minutes to sync.
+// minutes to sync, attached volumes waited for 5 minutes after eviction.
 func DefaultConfig() Config {
 	return Config{
 		Policy:            PolicyWait,
@@ -77,6 +82,7 @@ func DefaultConfig() Config {
 		OrphanInterval:    time.Minute,
 		SyncTimeout:       2 * time.Minute,
 		WriteTimeout:      10 * time.Second,
+		DetachTimeout:     detachTimeoutDefault,
 	}
 }
 
@@ -107,6 +113,9 @@ func (c Config) ValidateSettings() error {
 	}
 	if c.LonghornNamespace == "" {
 		errs = append(errs, errors.New("the Longhorn namespace must not be empty"))
+	}
+	if c.DetachTimeout < 0 {
+		errs = append(errs, fmt.Errorf("detach timeout must not be negative, got %s", c.DetachTimeout))
 	}
 	if c.DrainerTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("drainer timeout must be at least 1s, got %s", c.DrainerTimeout))

@@ -20,6 +20,14 @@ type Volume struct {
 	// Detached is true when the volume is not attached anywhere: its storage system then stops
 	// every replica, so a stopped intact replica is a copy like a running one.
 	Detached bool
+	// SoftNodeAntiAffinity is true when the storage system may place several replicas of the
+	// volume on one node (Longhorn: replica-soft-anti-affinity, or the volume's own
+	// spec.replicaSoftAntiAffinity); false: at most one replica a node, Longhorn's default.
+	SoftNodeAntiAffinity bool
+	// HardZoneAntiAffinity is true when the storage system places at most one replica of the
+	// volume in a zone (Longhorn: replica-zone-soft-anti-affinity false, or the volume's
+	// spec.replicaZoneSoftAntiAffinity "disabled"); Longhorn's default is soft.
+	HardZoneAntiAffinity bool
 	// Replicas are the volume's replicas on every node.
 	Replicas []Replica
 }
@@ -37,6 +45,16 @@ type Replica struct {
 	// Running is true when the replica's process serves its data (Longhorn: status.currentState
 	// running).
 	Running bool
+	// Inactive is true for a replica its volume does not serve from (Longhorn: spec.active
+	// false, e.g. one created for a migration and not yet switched to): it is not a copy.
+	Inactive bool
+	// Deleting is true for a replica being deleted (Longhorn: metadata.deletionTimestamp set): it
+	// is not a copy.
+	Deleting bool
+	// Evicting is true for a replica the storage system is moving to another node or disk
+	// (Longhorn: spec.evictionRequested): its data is there until the move is done, so it still
+	// counts as a copy, but not as one of the replacements PolicyEvict waits for.
+	Evicting bool
 	// Rebuilding is true while the replica is being rebuilt from other replicas (Longhorn: mode
 	// WO in the engine's replicaModeMap, or an engine rebuildStatus entry that is rebuilding).
 	Rebuilding bool
@@ -74,9 +92,17 @@ type NodeState struct {
 	Ready bool
 	// Cordoned is spec.unschedulable: the node is itself being drained or kept out of service.
 	Cordoned bool
-	// StorageDisabled is true when the storage system will not place data there (Longhorn:
-	// Node spec.allowScheduling false).
+	// StorageDisabled is true when the storage system will not place new replicas there
+	// (Longhorn: scheduling disabled, eviction requested, the node not Ready or not Schedulable,
+	// no disk that takes replicas; see Longhorn.StorageNodes); StorageWhy says why. Replicas
+	// already there still hold their data and count as copies.
 	StorageDisabled bool
+	StorageWhy      string
+	// StorageDown says why replicas there do not serve their data now (Longhorn: its Node is not
+	// Ready); "" when they do.
+	StorageDown string
+	// Zone is the node's zone in the storage system (Longhorn: status.zone); "" is a zone too.
+	Zone string
 }
 
 // View is the situation a Rule decides in: the node being drained, the drain's options and
@@ -94,7 +120,11 @@ type View struct {
 }
 
 // usable reports whether node can serve as the home of a copy of the data now, with the
-// reason when it cannot.
+// reason when it cannot. Like Longhorn's own drain check (ListVolumePDBProtectedHealthyReplicasRO
+// in longhorn-manager's datastore), a node where the storage system places no new replicas
+// (scheduling disabled, eviction requested) still serves the replicas it has; unlike it, a
+// node whose Longhorn Node is not Ready for any reason does not (Longhorn excludes only the
+// reasons that stop the node's instance manager, through the manager's state).
 func (w *View) usable(node string) (bool, string) {
 	if node == w.Node {
 		return false, "the node being drained"
@@ -107,15 +137,31 @@ func (w *View) usable(node string) (bool, string) {
 		return false, "not ready"
 	case st.Cordoned:
 		return false, "cordoned"
-	case st.StorageDisabled:
+	case st.StorageDown != "":
+		return false, st.StorageDown
+	}
+	return true, ""
+}
+
+// placeable reports whether the storage system would place a new replica on node now, with the
+// reason when it would not.
+func (w *View) placeable(node string) (bool, string) {
+	if ok, why := w.usable(node); !ok {
+		return false, why
+	}
+	if st := w.Nodes[node]; st.StorageDisabled {
+		if st.StorageWhy != "" {
+			return false, st.StorageWhy
+		}
 		return false, "storage scheduling disabled"
 	}
 	return true, ""
 }
 
 // counts reports whether r is a copy of v's data that survives the drained node going down,
-// with the reason when it is not. Normally that is an intact replica, running (or stopped
-// because the volume is detached), on another usable node. In a whole-cluster shutdown every
+// with the reason when it is not. Normally that is an intact replica (Longhorn: healthyAt set,
+// failedAt empty), active and not being deleted, running (or stopped because the volume is
+// detached), on another usable node. In a whole-cluster shutdown every
 // intact replica on another node counts, whatever its node's state: those nodes went (or will
 // go) down for the same planned shutdown and their replicas are stopped with their data, not
 // lost.
@@ -123,6 +169,10 @@ func (w *View) counts(v *Volume, r *Replica) (bool, string) {
 	switch {
 	case r.Node == w.Node:
 		return false, "on this node"
+	case r.Deleting:
+		return false, "being deleted"
+	case r.Inactive:
+		return false, "inactive"
 	case !r.Intact && r.Rebuilding:
 		return false, "rebuilding"
 	case !r.Intact:

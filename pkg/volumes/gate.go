@@ -45,6 +45,7 @@ type Gate struct {
 	pvIndex  cache.Indexer
 	pvcs     listersv1.PersistentVolumeClaimLister
 	podIndex cache.Indexer
+	vaIndex  cache.Indexer // storage.k8s.io VolumeAttachments by node
 	sts      appslisters.StatefulSetLister
 	jobs     batchlisters.JobLister
 	// namespaces and nsSelector find the namespaces Config.Drainers allows by label; both nil
@@ -54,12 +55,14 @@ type Gate struct {
 	wake       chan struct{} // a change Run may care about
 	changes    chan struct{} // a change a Check may depend on (Changed)
 
-	nodeMu    sync.Mutex
-	nodeLocks map[string]*sync.Mutex
-	taskMu    sync.Mutex
-	tasks     map[string]*drainTask
-	badMu     sync.Mutex
-	bad       map[string]uint64 // problem key -> hash of what was reported (reportOnce)
+	nodeMu      sync.Mutex
+	nodeLocks   map[string]*sync.Mutex
+	taskMu      sync.Mutex
+	tasks       map[string]*drainTask
+	detachMu    sync.Mutex
+	detachSince map[string]time.Time // node -> when its volumes were first seen attached after eviction
+	badMu       sync.Mutex
+	bad         map[string]uint64 // problem key -> hash of what was reported (reportOnce)
 }
 
 var (
@@ -91,7 +94,8 @@ func New(cfg Config) (*Gate, error) {
 	}
 	sel, _ := cfg.Drainers.selector() // checked by Validate
 	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules, nsSelector: sel,
-		wake: make(chan struct{}, 1), changes: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{}}
+		wake: make(chan struct{}, 1), changes: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{},
+		detachSince: map[string]time.Time{}}
 	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
 	g.longhorn.onChange = g.changed
 	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
@@ -115,7 +119,9 @@ func (g *Gate) Start(ctx context.Context) error {
 	pods := factory.Core().V1().Pods()
 	sts := factory.Apps().V1().StatefulSets()
 	jobs := jobFactory.Batch().V1().Jobs()
+	vas := factory.Storage().V1().VolumeAttachments()
 	if err := errors.Join(
+		vas.Informer().AddIndexers(cache.Indexers{indexByAttachedNode: vaNode}),
 		pvs.Informer().AddIndexers(cache.Indexers{indexByHostname: pvHostnames}),
 		pods.Informer().AddIndexers(cache.Indexers{indexByClaim: podClaims}),
 		pods.Informer().SetTransform(trimPod),
@@ -127,7 +133,7 @@ func (g *Gate) Start(ctx context.Context) error {
 		UpdateFunc: func(any, any) { g.signal() },
 		DeleteFunc: func(any) { g.signal() },
 	}
-	all := []cache.SharedIndexInformer{nodes.Informer(), pvs.Informer(), pvcs.Informer(), pods.Informer(), sts.Informer(), jobs.Informer()}
+	all := []cache.SharedIndexInformer{nodes.Informer(), pvs.Informer(), pvcs.Informer(), pods.Informer(), sts.Informer(), jobs.Informer(), vas.Informer()}
 	waking := []cache.SharedIndexInformer{pvcs.Informer(), sts.Informer(), jobs.Informer()}
 	if g.nsSelector != nil {
 		namespaces := factory.Core().V1().Namespaces()
@@ -152,7 +158,7 @@ func (g *Gate) Start(ctx context.Context) error {
 		}
 	}
 	g.nodes, g.pvs, g.pvIndex, g.pvcs = nodes.Lister(), pvs.Lister(), pvs.Informer().GetIndexer(), pvcs.Lister()
-	g.podIndex, g.sts, g.jobs = pods.Informer().GetIndexer(), sts.Lister(), jobs.Lister()
+	g.podIndex, g.sts, g.jobs, g.vaIndex = pods.Informer().GetIndexer(), sts.Lister(), jobs.Lister(), vas.Informer().GetIndexer()
 	factory.Start(ctx.Done())
 	jobFactory.Start(ctx.Done())
 	go func() {
@@ -229,6 +235,11 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 	local, localBlocked := g.checkLocal(ctx, node, opts)
 	blockers = append(blockers, local...)
 	blocked = blocked || localBlocked
+	if opts.AfterEviction {
+		attached, waiting := g.checkDetached(node)
+		blockers = append(blockers, attached...)
+		blocked = blocked || waiting
+	}
 	if g.cfg.Policy == PolicyAllow {
 		blocked = false
 	}
@@ -298,6 +309,7 @@ func (g *Gate) Release(ctx context.Context, node string) error {
 	if err := g.stopNodeDrainers(ctx, node); err != nil {
 		errs = append(errs, err)
 	}
+	g.forgetDetach(node)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release node %s: %w", node, err)
 	}
@@ -422,6 +434,12 @@ func trimPod(obj any) (any, error) {
 	}
 	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
 		Labels: pod.Labels, ResourceVersion: pod.ResourceVersion, DeletionTimestamp: pod.DeletionTimestamp}}
+	if c := metav1.GetControllerOfNoCopy(pod); c != nil {
+		out.OwnerReferences = []metav1.OwnerReference{*c}
+	}
+	if m, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		out.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: m}
+	}
 	out.Spec.NodeName = pod.Spec.NodeName
 	out.Status.Phase = pod.Status.Phase
 	for _, v := range pod.Spec.Volumes {

@@ -26,6 +26,7 @@ var (
 	longhornReplicas = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "replicas"}
 	longhornEngines  = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "engines"}
 	longhornNodes    = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "nodes"}
+	longhornSettings = schema.GroupVersionResource{Group: "longhorn.io", Version: "v1beta2", Resource: "settings"}
 )
 
 // Index names of the Longhorn caches.
@@ -50,6 +51,7 @@ type Longhorn struct {
 	replicas  cache.Indexer
 	engines   cache.Indexer // nil when Longhorn serves no engines
 	nodes     cache.Indexer // nil when Longhorn serves no nodes
+	settings  cache.Indexer // nil when Longhorn serves no settings
 
 	memoMu sync.Mutex
 	memo   map[*unstructured.Unstructured]any // parsed facts of the cached objects, by object
@@ -112,7 +114,7 @@ func (l *Longhorn) Start(ctx context.Context) error {
 		l.synced = append(l.synced, inf.HasSynced)
 		return inf.GetIndexer(), nil
 	}
-	if l.volumes, err = informer(longhornVolumes, nil, func(u *unstructured.Unstructured) any { return parseVolume(u) }); err != nil {
+	if l.volumes, err = informer(longhornVolumes, cache.Indexers{indexByAttachedNode: longhornAttachedNode}, func(u *unstructured.Unstructured) any { return parseVolume(u) }); err != nil {
 		return err
 	}
 	byNodeAndVolume := cache.Indexers{indexByNode: specIndex("nodeID"), indexByVolume: specIndex("volumeName")}
@@ -126,7 +128,12 @@ func (l *Longhorn) Start(ctx context.Context) error {
 		}
 	}
 	if served[longhornNodes.Resource] {
-		if l.nodes, err = informer(longhornNodes, nil, nil); err != nil {
+		if l.nodes, err = informer(longhornNodes, nil, func(u *unstructured.Unstructured) any { return parseNode(u) }); err != nil {
+			return err
+		}
+	}
+	if served[longhornSettings.Resource] {
+		if l.settings, err = informer(longhornSettings, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -221,7 +228,7 @@ func (l *Longhorn) volume(name string) (Volume, error) {
 			}
 		}
 	}
-	return buildVolume(name, vol, reps, engs), nil
+	return buildVolume(name, vol, reps, engs, l.antiAffinity()), nil
 }
 
 func (l *Longhorn) replicaFacts(obj any) *replicaFacts {
@@ -277,24 +284,6 @@ func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cac
 		UpdateFunc: func(old, cur any) { forget(old); put(cur) },
 		DeleteFunc: func(obj any) { forget(obj); notify() },
 	}
-}
-
-// StorageDisabled returns the nodes whose Longhorn Node has spec.allowScheduling false.
-func (l *Longhorn) StorageDisabled() map[string]bool {
-	if !l.Available() || l.nodes == nil {
-		return nil
-	}
-	out := map[string]bool{}
-	for _, obj := range l.nodes.List() {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		if allow, found, err := unstructured.NestedBool(u.Object, "spec", "allowScheduling"); err == nil && found && !allow {
-			out[u.GetName()] = true
-		}
-	}
-	return out
 }
 
 // specIndex indexes objects by a string field of their spec.

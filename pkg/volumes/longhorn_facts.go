@@ -8,10 +8,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// This file turns Longhorn's objects into Volume facts. Fields read (longhorn.io/v1beta2):
+// This file turns Longhorn's objects into Volume facts. Fields read (longhorn.io/v1beta2, as
+// longhorn-manager's k8s/pkg/apis/longhorn/v1beta2 types name them):
 //
-//	Volume   spec.numberOfReplicas, status.state, status.kubernetesStatus.{pvcName,namespace}
-//	Replica  spec.{volumeName,nodeID,healthyAt,failedAt}, status.{currentState,storageIP|ip,port}
+//	Volume   spec.{numberOfReplicas,replicaSoftAntiAffinity,replicaZoneSoftAntiAffinity},
+//	         status.state, status.kubernetesStatus.{pvcName,namespace}
+//	Replica  metadata.deletionTimestamp, spec.{volumeName,nodeID,healthyAt,failedAt,active,
+//	         evictionRequested}, status.{currentState,storageIP|ip,port}
+//	Node     spec.{allowScheduling,evictionRequested,disks[].{allowScheduling,evictionRequested}},
+//	         status.{conditions[Ready,Schedulable],diskStatus[].conditions[Schedulable],zone}
+//	Setting  value of replica-soft-anti-affinity, replica-zone-soft-anti-affinity
 //	Engine   spec.replicaAddressMap, status.currentReplicaAddressMap,
 //	         status.replicaModeMap (RW, WO = rebuilding, ERR),
 //	         status.rebuildStatus[address].{isRebuilding,progress,fromReplicaAddress(List)}
@@ -31,12 +37,16 @@ type volumeFacts struct {
 	desired        int
 	detached       bool
 	pvcNS, pvcName string
+	// nodeAA and zoneAA are the volume's own anti-affinity ("enabled": soft, "disabled": hard,
+	// "ignored" or "": the global setting).
+	nodeAA, zoneAA string
 }
 
 // replicaFacts is what a Longhorn Replica says.
 type replicaFacts struct {
-	name, volume, node, addr string
-	intact, running          bool
+	name, volume, node, addr     string
+	intact, running              bool
+	inactive, deleting, evicting bool
 }
 
 // engineFacts is what a Longhorn Engine says about its volume's replicas.
@@ -57,6 +67,8 @@ func parseVolume(u *unstructured.Unstructured) *volumeFacts {
 		detached: nestedString(u.Object, "status", "state") == "detached",
 		pvcName:  nestedString(u.Object, "status", "kubernetesStatus", "pvcName"),
 		pvcNS:    nestedString(u.Object, "status", "kubernetesStatus", "namespace"),
+		nodeAA:   nestedString(u.Object, "spec", "replicaSoftAntiAffinity"),
+		zoneAA:   nestedString(u.Object, "spec", "replicaZoneSoftAntiAffinity"),
 	}
 	if n, ok, _ := unstructured.NestedInt64(u.Object, "spec", "numberOfReplicas"); ok {
 		v.desired = int(n)
@@ -73,6 +85,10 @@ func parseReplica(u *unstructured.Unstructured) *replicaFacts {
 		node:    nestedString(spec, "nodeID"),
 		intact:  nestedString(spec, "healthyAt") != "" && nestedString(spec, "failedAt") == "",
 		running: nestedString(status, "currentState") == "running",
+		// Longhorn always writes spec.active; an object without it is taken as active.
+		inactive: !nestedBool(spec, "active", true),
+		deleting: u.GetDeletionTimestamp() != nil,
+		evicting: nestedBool(spec, "evictionRequested", false),
 	}
 	ip := nestedString(status, "storageIP")
 	if ip == "" {
@@ -117,16 +133,36 @@ func parseEngine(u *unstructured.Unstructured) *engineFacts {
 	return e
 }
 
+// antiAffinity is Longhorn's global replica anti-affinity (Settings replica-soft-anti-affinity,
+// default false: hard; replica-zone-soft-anti-affinity, default true: soft).
+type antiAffinity struct{ softNode, softZone bool }
+
+var defaultAntiAffinity = antiAffinity{softNode: false, softZone: true}
+
+// soft resolves a volume's own anti-affinity field against the global setting.
+func soft(volume string, global bool) bool {
+	switch volume {
+	case "enabled":
+		return true
+	case "disabled":
+		return false
+	}
+	return global
+}
+
 // buildVolume assembles the facts of volume name from its Volume (nil when not cached), its
 // Replicas and its Engines (usually one; two during a live migration).
-func buildVolume(name string, vol *volumeFacts, reps []*replicaFacts, engs []*engineFacts) Volume {
-	v := Volume{Source: "longhorn", Name: name, Replicas: make([]Replica, len(reps))}
+func buildVolume(name string, vol *volumeFacts, reps []*replicaFacts, engs []*engineFacts, aa antiAffinity) Volume {
+	v := Volume{Source: "longhorn", Name: name, Replicas: make([]Replica, len(reps)),
+		SoftNodeAntiAffinity: aa.softNode, HardZoneAntiAffinity: !aa.softZone}
 	if vol != nil {
 		v.DesiredReplicas, v.Detached, v.PVCNamespace, v.PVCName = vol.desired, vol.detached, vol.pvcNS, vol.pvcName
+		v.SoftNodeAntiAffinity, v.HardZoneAntiAffinity = soft(vol.nodeAA, aa.softNode), !soft(vol.zoneAA, aa.softZone)
 	}
 	sort.Slice(reps, func(i, j int) bool { return reps[i].name < reps[j].name })
 	for i, rf := range reps {
-		r := Replica{Name: rf.name, Node: rf.node, Intact: rf.intact, Running: rf.running}
+		r := Replica{Name: rf.name, Node: rf.node, Intact: rf.intact, Running: rf.running,
+			Inactive: rf.inactive, Deleting: rf.deleting, Evicting: rf.evicting}
 		for _, e := range engs {
 			r.Rebuilding = r.Rebuilding || e.modes[r.Name] == longhornModeRebuilding
 		}
@@ -198,6 +234,14 @@ func nestedString(obj map[string]any, fields ...string) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// nestedBool reads a bool field; def when absent or not a bool.
+func nestedBool(obj map[string]any, field string, def bool) bool {
+	if b, ok := obj[field].(bool); ok {
+		return b
+	}
+	return def
 }
 
 // nestedMap reads a map field without copying.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -47,7 +48,77 @@ func TestLonghornFacts(t *testing.T) {
 	assert.True(t, v.Detached)
 	assert.Equal(t, []Replica{{Name: "vol-2-r-a", Node: "a", Intact: true}, {Name: "vol-2-r-b", Node: "b", Running: true}}, v.Replicas)
 
-	assert.Equal(t, map[string]bool{"b": true}, l.StorageDisabled())
+	assert.Equal(t, map[string]StorageNode{"a": {}, "b": {Unplaceable: "Longhorn scheduling disabled"}}, l.StorageNodes())
+}
+
+// What Longhorn's Nodes say, read as its scheduler and node controller read them.
+func TestLonghornNodeFacts(t *testing.T) {
+	set := func(u *unstructured.Unstructured, value any, path ...string) *unstructured.Unstructured {
+		require.NoError(t, unstructured.SetNestedField(u.Object, value, path...))
+		return u
+	}
+	notReady := lhNode("down", true)
+	set(notReady, []any{map[string]any{"type": "Ready", "status": "False", "reason": "KubernetesNodeNotReady"}}, "status", "conditions")
+	cordoned := lhNode("cordoned", true)
+	set(cordoned, []any{map[string]any{"type": "Ready", "status": "True"},
+		map[string]any{"type": "Schedulable", "status": "False", "reason": "KubernetesNodeCordoned"}}, "status", "conditions")
+	evicting := set(lhNode("evicting", false), true, "spec", "evictionRequested")
+	diskEvicting := lhNode("disk-evicting", true)
+	disks, _, _ := unstructured.NestedMap(diskEvicting.Object, "spec", "disks")
+	for name := range disks {
+		set(diskEvicting, false, "spec", "disks", name, "allowScheduling")
+		set(diskEvicting, true, "spec", "disks", name, "evictionRequested")
+	}
+	noDisks := set(lhNode("no-disks", true), map[string]any{}, "spec", "disks")
+	zoned := set(lhNode("zoned", true), "z1", "status", "zone")
+	fresh := lhNode("fresh", true)
+	delete(fresh.Object, "status")
+	l := newLonghornFromObjects(notReady, cordoned, evicting, diskEvicting, noDisks, zoned, fresh)
+
+	got := l.StorageNodes()
+	assert.Equal(t, StorageNode{Unplaceable: "Longhorn node not Ready (KubernetesNodeNotReady)", Down: "Longhorn node not Ready (KubernetesNodeNotReady)"}, got["down"])
+	assert.Equal(t, StorageNode{Unplaceable: "Longhorn node not Schedulable (KubernetesNodeCordoned)"}, got["cordoned"])
+	assert.Equal(t, StorageNode{Unplaceable: "Longhorn scheduling disabled"}, got["evicting"])
+	assert.Contains(t, got["disk-evicting"].Unplaceable, "no Longhorn disk takes replicas (default-disk-disk-evicting: scheduling disabled)")
+	assert.Empty(t, got["disk-evicting"].Down, "its replicas still serve while they are moved")
+	assert.Equal(t, StorageNode{Unplaceable: "no Longhorn disk"}, got["no-disks"])
+	assert.Equal(t, StorageNode{Zone: "z1"}, got["zoned"])
+	assert.Equal(t, StorageNode{Unplaceable: "Longhorn has not reported the node Ready"}, got["fresh"])
+}
+
+// Replica fields beyond health, and anti-affinity from the volume and Longhorn's Settings.
+func TestLonghornReplicaStateAndAntiAffinity(t *testing.T) {
+	inactive := lhReplica("v-r-b", "v", "b", "healthy", "10.0.0.2")
+	require.NoError(t, unstructured.SetNestedField(inactive.Object, false, "spec", "active"))
+	evicting := lhReplica("v-r-c", "v", "c", "healthy", "10.0.0.3")
+	require.NoError(t, unstructured.SetNestedField(evicting.Object, true, "spec", "evictionRequested"))
+	deleting := lhReplica("v-r-d", "v", "d", "healthy", "10.0.0.4")
+	now := metav1.Now()
+	deleting.SetDeletionTimestamp(&now)
+	zoneHard := lhVolume("w", 2, "attached", "", "")
+	require.NoError(t, unstructured.SetNestedField(zoneHard.Object, "disabled", "spec", "replicaZoneSoftAntiAffinity"))
+	l := newLonghornFromObjects(lhVolume("v", 3, "attached", "", ""), lhReplica("v-r-a", "v", "a", "healthy", "10.0.0.1"),
+		inactive, evicting, deleting, zoneHard, lhReplica("w-r-a", "w", "a", "healthy", "10.0.0.1"))
+	vols, err := l.Volumes("a")
+	require.NoError(t, err)
+	require.Len(t, vols, 2)
+	v := vols[0]
+	assert.Equal(t, []Replica{
+		{Name: "v-r-a", Node: "a", Intact: true, Running: true},
+		{Name: "v-r-b", Node: "b", Intact: true, Running: true, Inactive: true},
+		{Name: "v-r-c", Node: "c", Intact: true, Running: true, Evicting: true},
+		{Name: "v-r-d", Node: "d", Intact: true, Running: true, Deleting: true},
+	}, v.Replicas)
+	assert.False(t, v.SoftNodeAntiAffinity, "Longhorn's default: one replica a node")
+	assert.False(t, v.HardZoneAntiAffinity, "Longhorn's default: zones are soft")
+	assert.True(t, vols[1].HardZoneAntiAffinity, "the volume's own setting")
+
+	require.NoError(t, l.settings.Add(lhSetting("replica-soft-anti-affinity", "true")))
+	require.NoError(t, l.settings.Add(lhSetting("replica-zone-soft-anti-affinity", "false")))
+	vols, err = l.Volumes("a")
+	require.NoError(t, err)
+	assert.True(t, vols[0].SoftNodeAntiAffinity)
+	assert.True(t, vols[0].HardZoneAntiAffinity)
 }
 
 func TestLonghornFactsTolerateOddObjects(t *testing.T) {

@@ -29,7 +29,8 @@ var (
 	lhReplica = func(name, volume, node string, st replicaState, ip string) *unstructured.Unstructured {
 		return testenv.LonghornReplica(name, volume, node, testenv.ReplicaState(st), ip)
 	}
-	lhNode = testenv.LonghornNode
+	lhNode    = testenv.LonghornNode
+	lhSetting = testenv.LonghornSetting
 )
 
 // replicaState is a testenv.ReplicaState: "healthy", "stopped", "failed", "new", "rebuilding".
@@ -90,10 +91,11 @@ func applyLonghorn(t testing.TB, dyn dynamic.Interface, objs ...*unstructured.Un
 // no cluster.
 func newLonghornFromObjects(objs ...*unstructured.Unstructured) *Longhorn {
 	l := NewLonghorn(nil, nil, lhNS, nil)
-	l.volumes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	l.volumes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByAttachedNode: longhornAttachedNode})
 	l.replicas = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByNode: specIndex("nodeID"), indexByVolume: specIndex("volumeName")})
 	l.engines = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexByVolume: specIndex("volumeName")})
 	l.nodes = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	l.settings = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, o := range objs {
 		var err error
 		switch o.GetKind() {
@@ -108,6 +110,9 @@ func newLonghornFromObjects(objs ...*unstructured.Unstructured) *Longhorn {
 			l.parseOnChange(func(u *unstructured.Unstructured) any { return parseEngine(u) }).OnAdd(o, true)
 		case "Node":
 			err = l.nodes.Add(o)
+			l.parseOnChange(func(u *unstructured.Unstructured) any { return parseNode(u) }).OnAdd(o, true)
+		case "Setting":
+			err = l.settings.Add(o)
 		}
 		if err != nil {
 			panic(err)

@@ -1,12 +1,15 @@
 package volumes
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -34,9 +37,7 @@ func TestCoordinatorReactsToTheReplicaThatMakesTheNodeSafe(t *testing.T) {
 	w.waitFor(nodes[0], "CORDONED with the volume as blocker", func(s nodedrain.NodeDrainStatus) bool {
 		return s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
 	})
-	vol.state[1], vol.rebs = "healthy", nil
-	safe := time.Now()
-	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	safe := rebuilt(t, c, vol)
 	st := w.waitFor(nodes[0], "COMPLETE long before the hour's recheck", func(s nodedrain.NodeDrainStatus) bool {
 		return s.Status == nodedrain.StatusComplete
 	})
@@ -48,6 +49,24 @@ func TestCoordinatorReactsToTheReplicaThatMakesTheNodeSafe(t *testing.T) {
 	w.waitFor(nodes[0], "idle with its slot free", func(s nodedrain.NodeDrainStatus) bool {
 		return s.Status == nodedrain.StatusNotRequested && !s.HoldsSlot()
 	})
+}
+
+// rebuilt plays Longhorn finishing the rebuild of vol's replica 1: its engine controller reports
+// the replica RW with no rebuild under way (the replica is still not healthy: the node stays
+// blocked), then its volume controller sets the replica's spec.healthyAt, the one write that
+// makes it a copy. It returns when that write was sent.
+func rebuilt(t testing.TB, c *testenv.Cluster, vol volumeOn) time.Time {
+	t.Helper()
+	done := vol
+	done.state, done.rebs = append([]replicaState{}, vol.state...), nil
+	done.state[1] = "healthy"
+	objs := done.objects()
+	applyLonghorn(t, c.Dynamic, objs[len(objs)-1]) // the engine
+	patch := []byte(`{"spec":{"healthyAt":"` + healthyAt + `"}}`)
+	safe := time.Now()
+	_, err := c.Dynamic.Resource(longhornReplicas).Namespace(lhNS).Patch(context.Background(), vol.name+"-r-1", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	return safe
 }
 
 // BenchmarkSafeToComplete measures the time from the Longhorn update that makes a drained node's
@@ -82,9 +101,7 @@ func BenchmarkSafeToComplete(b *testing.B) {
 				w.WaitFor(b, nodes[0], 30*time.Second, "CORDONED and blocked", func(s nodedrain.NodeDrainStatus) bool {
 					return s.RequestID == id && s.Status == nodedrain.StatusCordoned && len(s.Blockers) == 1
 				})
-				vol.state[1], vol.rebs = "healthy", nil
-				safe := time.Now()
-				applyLonghorn(b, c.Dynamic, vol.objects()...)
+				safe := rebuilt(b, c, vol)
 				st := w.WaitFor(b, nodes[0], 30*time.Second, "COMPLETE", func(s nodedrain.NodeDrainStatus) bool {
 					return s.RequestID == id && s.Status == nodedrain.StatusComplete
 				})

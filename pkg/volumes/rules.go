@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -163,9 +164,11 @@ func rebuildSources(v *Volume, target *Replica) []*Replica {
 }
 
 // evictReplacement, under PolicyEvict, blocks until the volume has its full count of healthy
-// replicas on other nodes (as many as it wants, or as many as there are other usable nodes to
-// hold them): the node's replicas have been replaced, not only copied once. It does nothing in a
-// whole-cluster shutdown, where there is nowhere to move to.
+// replicas on other nodes, not counting replicas being evicted themselves: the node's replicas
+// have been replaced, not only copied once. The full count is what the volume wants, cut to what
+// the storage system can place on the other nodes (see placement): a replacement it cannot place
+// is not waited for, and the volume is reported instead ("can place N of M"). It does nothing in
+// a whole-cluster shutdown, where there is nowhere to move to.
 func evictReplacement(v *Volume, w *View) Decision {
 	if w.Policy != PolicyEvict || w.WholeCluster {
 		return Decision{}
@@ -178,15 +181,22 @@ func evictReplacement(v *Volume, w *View) Decision {
 			}
 		}
 	}
-	want = min(want, w.otherUsableNodes())
-	nodes := map[string]bool{}
-	for _, r := range w.copies(v) {
-		nodes[r.Node] = true
+	have, room, why := w.placement(v)
+	target := min(want, room)
+	short := ""
+	if target < want {
+		short = fmt.Sprintf("Longhorn can place %d of %d replicas on other nodes (%s)", target, want, why)
 	}
-	if len(nodes) >= want {
+	if have >= target {
+		if short != "" {
+			return Decision{Verdict: Warn, Reason: fmt.Sprintf("%d healthy on other nodes; %s", have, short)}
+		}
 		return Decision{}
 	}
-	reason := fmt.Sprintf("evicting replicas from this node: %d of %d healthy on other nodes", len(nodes), want)
+	reason := fmt.Sprintf("evicting replicas from this node: %d of %d healthy on other nodes", have, target)
+	if short != "" {
+		reason += "; " + short
+	}
 	rebuild, progress := w.rebuilds(v)
 	if rebuild != "" {
 		reason += "; " + rebuild
@@ -194,4 +204,67 @@ func evictReplacement(v *Volume, w *View) Decision {
 		reason += "; waiting for a replacement to start"
 	}
 	return Decision{Verdict: Block, Reason: reason, Progress: progress}
+}
+
+// placement says how many of v's replicas count as replacements on other nodes (copies not being
+// evicted), how many the storage system could hold there, and why not more. It follows
+// Longhorn's replica scheduler (scheduler/replica_scheduler.go in longhorn-manager): with hard
+// node anti-affinity (the default) one replica a node, with hard zone anti-affinity one a zone,
+// on nodes that hold a replica already or where a new one can be placed.
+func (w *View) placement(v *Volume) (have, room int, why string) {
+	homes := map[string]bool{} // nodes holding a replacement
+	for _, r := range w.copies(v) {
+		if !r.Evicting {
+			homes[r.Node] = true
+			have++
+		}
+	}
+	var refused []string
+	open := map[string]bool{} // nodes that hold one or could take one
+	for name := range w.Nodes {
+		if name == w.Node {
+			continue
+		}
+		if ok, no := w.placeable(name); ok {
+			open[name] = true
+		} else if homes[name] {
+			open[name] = true
+		} else if w.Nodes[name].Exists {
+			refused = append(refused, name+": "+no)
+		}
+	}
+	sort.Strings(refused)
+	why = strings.Join(refused, ", ")
+	if why == "" {
+		why = "no other node takes new replicas"
+	}
+	switch {
+	case v.SoftNodeAntiAffinity:
+		// Several replicas a node: any node that takes one takes them all.
+		if placeableAny(w, open) {
+			return have, math.MaxInt, why
+		}
+		return have, have, why
+	case v.HardZoneAntiAffinity:
+		zones := map[string]bool{}
+		haveZones := map[string]bool{}
+		for name := range open {
+			zones[w.Nodes[name].Zone] = true
+		}
+		for name := range homes {
+			haveZones[w.Nodes[name].Zone] = true
+		}
+		return len(haveZones), len(zones), why + "; one replica a zone"
+	}
+	return len(homes), len(open), why
+}
+
+// placeableAny reports whether one of nodes takes new replicas.
+func placeableAny(w *View, nodes map[string]bool) bool {
+	for name := range nodes {
+		if ok, _ := w.placeable(name); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -26,6 +26,10 @@ func rep(name, node, kind string) Replica {
 	return r
 }
 
+func evicting(r Replica) Replica { r.Evicting = true; return r }
+func inactive(r Replica) Replica { r.Inactive = true; return r }
+func deleting(r Replica) Replica { r.Deleting = true; return r }
+
 func rebuilding(name, node string, progress int, sources ...string) Replica {
 	r := rep(name, node, "wo")
 	r.Progress, r.Sources = progress, sources
@@ -74,9 +78,19 @@ func TestRules(t *testing.T) {
 			reason: "last healthy replica; other healthy replicas unusable: b (cordoned)"},
 		{name: "other copy on a node not ready", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
 			nodes: with(three, "b", NodeState{Exists: true}), verdict: Block, rule: "last-copy", reason: "b (not ready)"},
-		{name: "other copy where storage is disabled", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
-			nodes: with(three, "b", NodeState{Exists: true, Ready: true, StorageDisabled: true}), verdict: Block, rule: "last-copy",
-			reason: "b (storage scheduling disabled)"},
+		// Longhorn counts a healthy replica on a node where it places no new ones (its drain
+		// check does not read allowScheduling); so does the gate (issue 12: it blocked forever).
+		{name: "other copy where storage scheduling is disabled counts",
+			vol:   Volume{Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
+			nodes: with(three, "b", NodeState{Exists: true, Ready: true, StorageDisabled: true, StorageWhy: "Longhorn scheduling disabled"})},
+		{name: "other copy being evicted still counts", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), evicting(rep("r2", "b", "ok"))}}},
+		{name: "other copy on a node whose Longhorn Node is not Ready", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
+			nodes: with(three, "b", NodeState{Exists: true, Ready: true, StorageDown: "Longhorn node not Ready (ManagerPodDown)"}), verdict: Block,
+			rule: "last-copy", reason: "b (Longhorn node not Ready (ManagerPodDown))"},
+		{name: "other copy inactive", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), inactive(rep("r2", "b", "ok"))}},
+			verdict: Block, rule: "last-copy", reason: "b (inactive)"},
+		{name: "other copy being deleted", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), deleting(rep("r2", "b", "ok"))}},
+			verdict: Block, rule: "last-copy", reason: "b (being deleted)"},
 		{name: "other copy stopped, volume attached", vol: Volume{Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "stopped")}},
 			verdict: Block, rule: "last-copy", reason: "b (not running)"},
 		{name: "volume detached, copies stopped", vol: Volume{Detached: true, Replicas: []Replica{rep("r1", "a", "stopped"), rep("r2", "b", "stopped")}}},
@@ -110,7 +124,24 @@ func TestRules(t *testing.T) {
 			vol: Volume{DesiredReplicas: 2, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok"), rep("r3", "c", "ok")}}},
 		{name: "evict: no other node to move to", policy: PolicyEvict,
 			vol:   Volume{DesiredReplicas: 3, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
-			nodes: with(three, "c", NodeState{Exists: true, Ready: true, Cordoned: true})},
+			nodes: with(three, "c", NodeState{Exists: true, Ready: true, Cordoned: true}), verdict: Warn, rule: "evict-replacement",
+			reason: "1 healthy on other nodes; Longhorn can place 1 of 3 replicas on other nodes (c: cordoned)"},
+		{name: "evict: the only free node takes no replicas", policy: PolicyEvict,
+			vol:   Volume{DesiredReplicas: 2, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
+			nodes: with(three, "c", NodeState{Exists: true, Ready: true, StorageDisabled: true, StorageWhy: "no disk takes replicas"}), verdict: Warn,
+			rule: "evict-replacement", reason: "Longhorn can place 1 of 2 replicas on other nodes (c: no disk takes replicas)"},
+		{name: "evict: a replica being evicted elsewhere is no replacement", policy: PolicyEvict,
+			vol:     Volume{DesiredReplicas: 2, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok"), evicting(rep("r3", "c", "ok"))}},
+			verdict: Block, rule: "evict-replacement", reason: "evicting replicas from this node: 1 of 2 healthy on other nodes"},
+		{name: "evict: soft node anti-affinity places two on one node", policy: PolicyEvict,
+			vol:     Volume{DesiredReplicas: 2, SoftNodeAntiAffinity: true, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
+			nodes:   map[string]NodeState{"a": {Exists: true, Ready: true, Cordoned: true}, "b": {Exists: true, Ready: true}},
+			verdict: Block, rule: "evict-replacement", reason: "1 of 2 healthy on other nodes"},
+		{name: "evict: hard zone anti-affinity, one other zone", policy: PolicyEvict,
+			vol: Volume{DesiredReplicas: 2, HardZoneAntiAffinity: true, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}},
+			nodes: map[string]NodeState{"a": {Exists: true, Ready: true, Cordoned: true, Zone: "z1"}, "b": {Exists: true, Ready: true, Zone: "z2"},
+				"c": {Exists: true, Ready: true, Zone: "z2"}},
+			verdict: Warn, rule: "evict-replacement", reason: "Longhorn can place 1 of 2 replicas on other nodes"},
 		{name: "evict: not in a whole-cluster shutdown", policy: PolicyEvict, whole: true,
 			vol: Volume{DesiredReplicas: 3, Replicas: []Replica{rep("r1", "a", "ok"), rep("r2", "b", "ok")}}},
 	}

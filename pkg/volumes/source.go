@@ -22,8 +22,20 @@ type Source interface {
 	// Volumes returns, from the source's cache, every volume with a replica on node, each
 	// with all its replicas.
 	Volumes(node string) ([]Volume, error)
-	// StorageDisabled returns the nodes where the storage system will not place data.
-	StorageDisabled() map[string]bool
+	// StorageNodes returns, from the source's cache, what the storage system says about each
+	// node it knows; nil when it says nothing about nodes (every node then takes replicas).
+	StorageNodes() map[string]StorageNode
+}
+
+// StorageNode is what a storage system says about one node.
+type StorageNode struct {
+	// Unplaceable says why the storage system would not place a new replica there; "" when it
+	// would.
+	Unplaceable string
+	// Down says why the replicas there do not serve their data now; "" when they do.
+	Down string
+	// Zone is the node's zone ("" is a zone too).
+	Zone string
 }
 
 // Evictor is implemented by Sources that can be asked to move a node's replicas elsewhere
@@ -59,14 +71,20 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// withStorage returns a copy of nodes with the storage system's disabled nodes marked.
-func withStorage(nodes map[string]NodeState, disabled map[string]bool) map[string]NodeState {
-	if len(disabled) == 0 {
+// withStorage returns a copy of nodes with what the storage system says about each: where it
+// places no new replicas, where its replicas do not serve, zones. A node it does not know takes
+// no replicas (it has none to serve). storage nil: nodes as they are.
+func withStorage(nodes map[string]NodeState, storage map[string]StorageNode) map[string]NodeState {
+	if storage == nil {
 		return nodes
 	}
 	out := make(map[string]NodeState, len(nodes))
 	for name, st := range nodes {
-		st.StorageDisabled = disabled[name]
+		sn, ok := storage[name]
+		if !ok {
+			sn.Unplaceable = "not a Longhorn node"
+		}
+		st.StorageDisabled, st.StorageWhy, st.StorageDown, st.Zone = sn.Unplaceable != "", sn.Unplaceable, sn.Down, sn.Zone
 		out[name] = st
 	}
 	return out
