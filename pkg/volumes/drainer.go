@@ -16,9 +16,11 @@ import (
 )
 
 // drainTask is the memory of one PVC's drainer: failures so far and when to try again. The
-// Jobs themselves (in the cluster, cached) say what runs; a restarted coordinator finds them.
+// Jobs themselves (in the cluster, cached) say what runs; a restarted coordinator finds them,
+// and finds the failures and the backoff in the PVC's DrainerFailuresAnnotation.
 type drainTask struct {
 	mu       sync.Mutex
+	ns, pvc  string // the PVC's namespace and name
 	node     string // the node it was pinned to ("" for none)
 	trigger  string
 	failures int
@@ -36,7 +38,8 @@ func (g *Gate) task(pvc *corev1.PersistentVolumeClaim) *drainTask {
 	key := string(pvc.UID)
 	t := g.tasks[key]
 	if t == nil {
-		t = &drainTask{}
+		t = &drainTask{ns: pvc.Namespace, pvc: pvc.Name}
+		g.restoreFailures(t, pvc)
 		g.tasks[key] = t
 	}
 	return t
@@ -138,6 +141,11 @@ func (g *Gate) finished(ctx context.Context, t *drainTask, job *batchv1.Job, pvc
 	t.failures++
 	t.lastErr = msg
 	t.nextAt = g.now().Add(backoff(t.failures, g.cfg.DrainerBackoff, g.cfg.DrainerBackoffMax))
+	// Recorded before the Job is deleted: a coordinator that restarts in between finds the Job
+	// counted (by its UID) and does not count it twice.
+	if err := g.recordFailures(ctx, t); err != nil {
+		log.WithError(err).Warn("cannot record the drainer's failures on its PVC; a restarted coordinator would start counting afresh")
+	}
 	g.metrics.DrainerJobs.WithLabelValues(result).Inc()
 	log.WithField("attempt", t.failures).Warnf("drainer Job %s: %s", result, msg)
 	g.event(pvcRef(pvc), corev1.EventTypeWarning, "DrainerFailed", "drainer Job %s %s (attempt %d): %s; retrying in %s",
@@ -208,13 +216,14 @@ func (g *Gate) removeJob(ctx context.Context, job *batchv1.Job) error {
 	return nil
 }
 
-// setDrainedLabel sets or removes DrainStatusLabel on pvc.
+// setDrainedLabel sets or removes DrainStatusLabel on pvc, and removes its drainer's failure
+// record: the drainer succeeded, or the PVC is used again.
 func (g *Gate) setDrainedLabel(ctx context.Context, pvc *corev1.PersistentVolumeClaim, drained bool) error {
 	var value any
 	if drained {
 		value = DrainStatusDrained
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, DrainStatusLabel, jsonValue(value))
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s},"annotations":{%q:null}}}`, DrainStatusLabel, jsonValue(value), DrainerFailuresAnnotation)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
 	defer cancel()
 	_, err := g.cfg.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(wctx, pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
@@ -277,11 +286,20 @@ func (g *Gate) stopNodeDrainers(ctx context.Context, node string) error {
 		}
 	}
 	g.taskMu.Lock()
-	defer g.taskMu.Unlock()
+	var forgotten []*drainTask
 	for key, t := range g.tasks {
 		if t.trigger == TriggerNodeDrain && t.node == node && t.mu.TryLock() {
 			delete(g.tasks, key)
 			t.mu.Unlock()
+			forgotten = append(forgotten, t)
+		}
+	}
+	g.taskMu.Unlock()
+	for _, t := range forgotten {
+		if t.failures > 0 {
+			if err := g.clearFailures(ctx, t); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

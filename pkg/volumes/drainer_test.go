@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -161,6 +162,45 @@ func TestNodeLocalDrainerFailureIsRetried(t *testing.T) {
 	g.eventually(t, node, afterEviction, "safe after the retry succeeded", func(r coordinator.GateResult) bool { return r.Safe })
 	assert.Equal(t, DrainStatusDrained, getPVC(t, c, ns, pvc.Name).Labels[DrainStatusLabel])
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.DrainerJobs.WithLabelValues(ResultSucceeded)))
+}
+
+// A restarted coordinator keeps a failing drainer's count and backoff (recorded on the PVC): it
+// does not start it again at once, and counts on from where the last one stopped.
+func TestNodeLocalDrainerFailuresSurviveARestart(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	node := manualNode(t, c, "manual-restart")
+	ns := c.Namespace(t)
+	slow := func(cfg *Config) { cfg.DrainerBackoff, cfg.DrainerBackoffMax = time.Minute, 10*time.Minute }
+	first := startGate(t, c, slow)
+	pvc := createLocalVolume(t, c, ns, "data-0", node, map[string]string{DrainerTemplateAnnotation: jobSpecTemplate})
+	first.eventually(t, node, afterEviction, "the drainer starts", func(r coordinator.GateResult) bool {
+		return len(r.Blockers) == 1 && strings.Contains(r.Blockers[0].Reason, "started")
+	})
+	pod, _ := drainerPodOf(t, c, pvc, nil)
+	finishPod(t, c, pod, corev1.PodFailed)
+	first.eventually(t, node, afterEviction, "the failure is counted", func(r coordinator.GateResult) bool {
+		return len(r.Blockers) == 1 && strings.Contains(r.Blockers[0].Reason, "drainer failed 1 time(s)")
+	})
+	require.Eventually(t, func() bool { return jobGone(c, ns, drainerJobName(pvc)) }, 10*time.Second, 50*time.Millisecond)
+	var rec failureRecord
+	require.NoError(t, json.Unmarshal([]byte(getPVC(t, c, ns, pvc.Name).Annotations[DrainerFailuresAnnotation]), &rec))
+	assert.Equal(t, 1, rec.Failures)
+	first.cancel() // the coordinator stops
+
+	second := startGate(t, c, slow)
+	r := second.check(t, node, afterEviction)
+	require.Len(t, r.Blockers, 1)
+	assert.Contains(t, r.Blockers[0].Reason, "drainer failed 1 time(s)", "the restarted gate knows the failure")
+	assert.Contains(t, r.Blockers[0].Reason, "next attempt in")
+	assert.True(t, jobGone(c, ns, drainerJobName(pvc)), "no new drainer before the backoff ends")
+	assert.Zero(t, second.events.count("DrainerStarted"), second.events)
+
+	// The drain is over: the record goes with the gate's memory of it.
+	require.NoError(t, second.Release(context.Background(), node))
+	require.Eventually(t, func() bool {
+		_, ok := getPVC(t, c, ns, pvc.Name).Annotations[DrainerFailuresAnnotation]
+		return !ok
+	}, 10*time.Second, 50*time.Millisecond, "Release clears the record")
 }
 
 func TestNodeLocalDrainerTimeout(t *testing.T) {
