@@ -67,6 +67,7 @@ cluster-down:
 bench:
 	$(GO) test -short -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
 	$(GO) test -short -run '^$$' -bench . ./pkg/volumes
+	$(GO) test -run '^$$' -bench SafeToComplete -benchtime 10x ./pkg/volumes
 	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/busauth
 	$(GO) run ./bench/rolling

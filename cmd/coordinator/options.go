@@ -10,6 +10,7 @@ import (
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
+	"github.com/edgedrain/edgedrain/pkg/vms"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -36,6 +37,7 @@ type options struct {
 	logLevel           string
 	maxConcurrent      int
 	unreachableTimeout time.Duration
+	nonMigratable      string
 }
 
 func registerFlags(fs *flag.FlagSet) *options {
@@ -64,6 +66,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&p.GateRecheck, "volume-recheck", p.GateRecheck, "how often a blocking volume gate (and the return gate) is asked again: the safety net behind --volume-react")
 	fs.DurationVar(&p.GateReact, "volume-react", p.GateReact, "how soon a blocking volume gate (and the return gate) is asked again after a Longhorn object, VolumeAttachment, pod or node it reads changes; changes within it are taken together (0 ≤ it ≤ --volume-recheck)")
 	fs.DurationVar(&o.cfg.EvictRetryDelay, "evict-retry-delay", o.cfg.EvictRetryDelay, "within an attempt, wait before asking again to evict a pod that was refused (PodDisruptionBudget, webhook)")
+	fs.StringVar(&o.nonMigratable, "non-migratable-vms", "block", "what to do with a KubeVirt VM whose eviction KubeVirt refuses because it cannot live-migrate (eviction strategy LiveMigrate): block (the drain waits, naming the VM and why), or restart (stop it when its VirtualMachine's runStrategy is Always, so KubeVirt starts it on another node)")
 	fs.BoolVar(&o.cfg.EvictUnmanagedPods, "evict-unmanaged-pods", o.cfg.EvictUnmanagedPods, "also evict pods no controller manages (they die with the node anyway); false: such pods fail the drain")
 	fs.DurationVar(&o.unreachableTimeout, "api-unreachable-timeout", o.cfg.APIUnreachableTimeout, "after the Kubernetes API has been unreachable this long, a drain under way proceeds to COMPLETE if its volumes were safe (0: never)")
 	fs.Var(&o.volumes.Policy, "volume-policy", "what a volume whose data is not yet safe elsewhere does: wait (block the drain until it is), evict (ask Longhorn to move the node's replicas, then wait), allow (never block; still reported)")
@@ -112,6 +115,9 @@ func (o *options) validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, validateEmbeddedTLS(o.natsEmbedded, o.natsServer), o.auth.validate(o.natsEmbedded), o.policy.validate())
+	if _, err := vms.ParseNonMigratable(o.nonMigratable); err != nil {
+		errs = append(errs, fmt.Errorf("--non-migratable-vms: %w", err))
+	}
 	if o.leaderElect && (o.leaderNamespace == "" || o.leaderName == "" || o.identity == "") {
 		errs = append(errs, errors.New("--leader-elect needs --leader-election-namespace, --leader-election-name and --identity"))
 	}

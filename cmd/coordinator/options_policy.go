@@ -16,6 +16,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/policy"
 	"github.com/edgedrain/edgedrain/pkg/preflight"
+	"github.com/edgedrain/edgedrain/pkg/vms"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -63,8 +64,8 @@ func (o *policyOptions) validate() error {
 
 // startPolicy starts the policy's ConfigMap watch and its evaluator (both run until ctx ends)
 // and returns the evaluator for the engine.
-func startPolicy(ctx context.Context, o *options, client kubernetes.Interface, gate *volumes.Gate, reg prometheus.Registerer,
-	recorder record.EventRecorder, log logrus.FieldLogger) (*policy.Evaluator, error) {
+func startPolicy(ctx context.Context, o *options, client kubernetes.Interface, gate *volumes.Gate, vmsReader *vms.KubeVirt,
+	reg prometheus.Registerer, recorder record.EventRecorder, log logrus.FieldLogger) (*policy.Evaluator, error) {
 	mode, _ := coordinator.ParsePreflight(o.policy.preflight)
 	ecfg := policy.EvaluatorConfig{Client: client, Preflight: mode, Every: o.policy.recheck, Logger: log.WithField("component", "policy")}
 	if o.policy.configMap != "" {
@@ -77,7 +78,7 @@ func startPolicy(ctx context.Context, o *options, client kubernetes.Interface, g
 		go func() { _ = src.Run(ctx) }()
 		ecfg.Source = src
 	}
-	pcfg := preflight.Config{Client: client, Volumes: gate, EvictUnmanagedPods: o.cfg.EvictUnmanagedPods}
+	pcfg := preflight.Config{Client: client, Volumes: gate, VMs: vmsReader, EvictUnmanagedPods: o.cfg.EvictUnmanagedPods}
 	ecfg.Predict = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
 		p, err := preflight.Predict(ctx, pcfg, node)
 		return p.Blockers, err

@@ -22,6 +22,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
+	"github.com/edgedrain/edgedrain/pkg/vms"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -74,12 +75,17 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	maintenance, err := startPolicy(ctx, o, client, gate, reg, recorder, log)
+	kubevirt, err := newKubeVirt(o, rc, log)
+	if err != nil {
+		return err
+	}
+	maintenance, err := startPolicy(ctx, o, client, gate, kubevirt, reg, recorder, log)
 	if err != nil {
 		return err
 	}
 	cfg := o.cfg
 	cfg.Client, cfg.JetStream, cfg.Logger, cfg.Gate, cfg.Recorder = client, js, log, gate, recorder
+	cfg.Explainer = kubevirt
 	cfg.Maintenance = maintenance
 	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
@@ -197,6 +203,20 @@ func startVolumeGate(ctx context.Context, o *options, rc *rest.Config, client ku
 		return nil, fmt.Errorf("start the volume gate: %w", err)
 	}
 	return gate, nil
+}
+
+// newKubeVirt returns the reader of KubeVirt's VMs (it has nothing to say where KubeVirt is not
+// installed).
+func newKubeVirt(o *options, rc *rest.Config, log logrus.FieldLogger) (*vms.KubeVirt, error) {
+	mode, err := vms.ParseNonMigratable(o.nonMigratable)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return vms.New(dyn, mode, log.WithField("component", "vms")), nil
 }
 
 // kubeConfig loads the given kubeconfig, or the in-cluster configuration, or the default

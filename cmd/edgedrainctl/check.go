@@ -20,6 +20,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/policy"
 	"github.com/edgedrain/edgedrain/pkg/preflight"
+	"github.com/edgedrain/edgedrain/pkg/vms"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
@@ -32,12 +33,13 @@ const (
 
 const checkIntro = `Usage: edgedrainctl check NODE [-o text|json] [--kubeconfig FILE] [--context NAME]
                           [--evict-unmanaged-pods=BOOL] [--volume-policy P] [--longhorn-namespace NS]
+                          [--non-migratable-vms block|restart]
 
 Predicts what would block a drain of NODE if it started now, before anything is cordoned, and
 changes nothing: pods whose PodDisruptionBudget allows no disruption now, pods no controller
 manages (with --evict-unmanaged-pods=false), volumes whose data is not safe on other nodes
 (Longhorn replicas, by the volume gate's own rules; node-local volumes whose drainer template
-would not run) and the maintenance policy's blockers. Notes say what would happen without
+would not run), KubeVirt VMs that cannot live-migrate, and the maintenance policy's blockers. Notes say what would happen without
 blocking, such as the drainer Jobs that would run. It reads the Kubernetes API, not the bus:
 the kubeconfig is found as kubectl finds it (--kubeconfig, $KUBECONFIG, ~/.kube/config). Set
 the flags below as the coordinator's are set. The global --timeout (default 10s) bounds the
@@ -56,6 +58,7 @@ type checkOptions struct {
 	evictUnmanaged bool
 	volumes        volumes.Config
 	policy         string
+	nonMigratable  string
 }
 
 func (o *checkOptions) register(fs *flag.FlagSet) {
@@ -67,6 +70,7 @@ func (o *checkOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.evictUnmanaged, "evict-unmanaged-pods", o.evictUnmanaged, "as the coordinator's flag: false makes every pod no controller manages a blocker")
 	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
+	fs.StringVar(&o.nonMigratable, "non-migratable-vms", "block", "as the coordinator's flag: block or restart")
 	fs.StringVar(&o.policy, "policy-configmap", policy.DefaultNamespace+"/"+policy.DefaultName,
 		"as the coordinator's flag: namespace/name of the maintenance policy ConfigMap, whose blockers (pods matching its selector, Prometheus alerts and queries) are predicted too; empty: none")
 }
@@ -164,7 +168,11 @@ func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Pred
 	if err := gate.Start(ctx); err != nil {
 		return preflight.Prediction{}, fmt.Errorf("read the cluster's volumes: %w", err)
 	}
-	pc := preflight.Config{Client: client, Volumes: gate, EvictUnmanagedPods: o.evictUnmanaged}
+	mode, err := vms.ParseNonMigratable(o.nonMigratable)
+	if err != nil {
+		return preflight.Prediction{}, fmt.Errorf("--non-migratable-vms: %w", err)
+	}
+	pc := preflight.Config{Client: client, Volumes: gate, VMs: vms.New(dyn, mode, nil), EvictUnmanagedPods: o.evictUnmanaged}
 	if o.policy != "" {
 		ns, name, _ := strings.Cut(o.policy, "/")
 		pc.Extra = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {

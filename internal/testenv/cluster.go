@@ -31,7 +31,7 @@ type Cluster struct {
 }
 
 // StartCluster starts a control plane in a fresh temporary directory and installs the Longhorn
-// CRDs. The returned stop function ends it and removes the directory.
+// and KubeVirt CRDs. The returned stop function ends it and removes the directory.
 func StartCluster(ctx context.Context) (*Cluster, func(), error) {
 	dir, err := os.MkdirTemp("", "edgedrain-cluster-")
 	if err != nil {
@@ -52,6 +52,9 @@ func StartCluster(ctx context.Context) (*Cluster, func(), error) {
 	}
 	if err == nil {
 		err = InstallLonghornCRDs(ctx, cp.Admin)
+	}
+	if err == nil {
+		err = InstallKubeVirtCRDs(ctx, cp.Admin)
 	}
 	if err != nil {
 		stop()

@@ -21,23 +21,36 @@ import (
 //go:embed testdata/longhorn-crds.yaml
 var longhornCRDs []byte
 
+//go:embed testdata/kubevirt-crds.yaml
+var kubevirtCRDs []byte
+
 // LonghornNamespace is where Longhorn keeps its objects.
 const LonghornNamespace = "longhorn-system"
 
-// InstallLonghornCRDs installs the minimal Longhorn CRDs (volumes, replicas, engines, nodes in
-// longhorn.io/v1beta2) and waits until the API server serves them.
+// InstallLonghornCRDs installs the minimal Longhorn CRDs (longhorn.io/v1beta2) and waits until
+// the API server serves them.
 func InstallLonghornCRDs(ctx context.Context, cfg *rest.Config) error {
+	return installCRDs(ctx, cfg, longhornCRDs)
+}
+
+// InstallKubeVirtCRDs installs the minimal KubeVirt CRDs (kubevirt.io/v1 VirtualMachines,
+// VirtualMachineInstances, VirtualMachineInstanceMigrations) and waits until they are served.
+func InstallKubeVirtCRDs(ctx context.Context, cfg *rest.Config) error {
+	return installCRDs(ctx, cfg, kubevirtCRDs)
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config, yaml []byte) error {
 	client, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(longhornCRDs), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(yaml), 4096)
 	for {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("decode Longhorn CRDs: %w", err)
+			return fmt.Errorf("decode CRDs: %w", err)
 		}
 		if crd.Name == "" {
 			continue

@@ -29,7 +29,7 @@ const unmanagedReason = "not managed by a controller; --evict-unmanaged-pods=fal
 // their budgets say. A pod blocks when no controller manages it and evictUnmanaged is false, or
 // when the eviction API would refuse it now: its PodDisruptionBudget allows no disruption, or
 // more than one budget selects it.
-func podBlockers(ctx context.Context, client kubernetes.Interface, node string, evictUnmanaged bool) ([]nodedrain.Blocker, []string, error) {
+func podBlockers(ctx context.Context, client kubernetes.Interface, node string, evictUnmanaged bool, vms VMPredictor) ([]nodedrain.Blocker, []string, error) {
 	// Force lists the pods no controller manages (and those of deleted DaemonSets) too, so
 	// that each is named here instead of failing the whole list as the drain would.
 	helper := &drain.Helper{Ctx: ctx, Client: client, Force: true, GracePeriodSeconds: -1,
@@ -39,6 +39,14 @@ func podBlockers(ctx context.Context, client kubernetes.Interface, node string, 
 		return nil, nil, fmt.Errorf("list the pods a drain of node %s would evict: %w", node, errors.Join(errs...))
 	}
 	budgets := &budgetReader{client: client, byNS: map[string][]policyv1.PodDisruptionBudget{}}
+	var vmBlockers map[string]string
+	var notes []string
+	if vms != nil {
+		var err error
+		if vmBlockers, notes, err = vms.Predict(ctx, list.Pods()); err != nil {
+			return nil, nil, fmt.Errorf("predict the VMs on node %s: %w", node, err)
+		}
+	}
 	var out []nodedrain.Blocker
 	evicted := 0
 	for _, pod := range list.Pods() {
@@ -57,12 +65,15 @@ func podBlockers(ctx context.Context, client kubernetes.Interface, node string, 
 		if why != "" {
 			reasons = append(reasons, why)
 		}
+		if why := vmBlockers[pod.Namespace+"/"+pod.Name]; why != "" {
+			reasons = append(reasons, why)
+		}
 		if len(reasons) > 0 {
 			out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: pod.Namespace, Name: pod.Name,
 				Reason: strings.Join(reasons, "; ")})
 		}
 	}
-	notes := []string{fmt.Sprintf("%d pod(s) would be evicted", evicted)}
+	notes = append([]string{fmt.Sprintf("%d pod(s) would be evicted", evicted)}, notes...)
 	return out, append(notes, budgets.oneByOne()...), nil
 }
 

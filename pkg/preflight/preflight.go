@@ -1,8 +1,8 @@
 // Package preflight predicts, before anything is cordoned, what would block a node's drain if it
 // started now (DESIGN §9, `edgedrainctl check NODE`): pods whose eviction a
 // PodDisruptionBudget refuses now, pods no controller manages when those may not be evicted,
-// volumes whose data is not safe elsewhere (the volume gate's own rules), and the maintenance
-// policy's blockers. It only reads: nothing is cordoned, evicted, created or annotated.
+// volumes whose data is not safe elsewhere (the volume gate's own rules), VMs that cannot
+// live-migrate, and the maintenance policy's blockers. It only reads: nothing is cordoned, evicted, created or annotated.
 package preflight
 
 import (
@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +28,12 @@ type VolumePredictor interface {
 
 var _ VolumePredictor = (*volumes.Gate)(nil)
 
+// VMPredictor says which of the pods a drain would evict are VMs whose eviction would be refused
+// (blocker reasons by "namespace/pod"), with notes on the others; *vms.KubeVirt is one.
+type VMPredictor interface {
+	Predict(ctx context.Context, pods []corev1.Pod) (map[string]string, []string, error)
+}
+
 // ExtraFunc returns more blockers of node's drain (the maintenance policy's: pods matching a
 // selector, firing alerts); an error fails the prediction.
 type ExtraFunc func(ctx context.Context, node string) ([]nodedrain.Blocker, error)
@@ -40,6 +47,8 @@ type Config struct {
 	// EvictUnmanagedPods is the coordinator's setting of the same name: false makes every pod
 	// no controller manages a blocker (the drain would refuse to evict it).
 	EvictUnmanagedPods bool
+	// VMs predicts which VMs could not be moved (KubeVirt); nil: VMs are pods like any other.
+	VMs VMPredictor
 	// Extra adds the maintenance policy's blockers; nil: none.
 	Extra ExtraFunc
 	// Now is the clock of Prediction.At; nil: time.Now.
@@ -93,7 +102,7 @@ func Predict(ctx context.Context, cfg Config, node string) (Prediction, error) {
 		p.Notes = append(p.Notes, "the node is already cordoned")
 	}
 
-	pods, notes, err := podBlockers(ctx, cfg.Client, node, cfg.EvictUnmanagedPods)
+	pods, notes, err := podBlockers(ctx, cfg.Client, node, cfg.EvictUnmanagedPods, cfg.VMs)
 	if err != nil {
 		return Prediction{}, err
 	}

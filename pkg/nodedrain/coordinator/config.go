@@ -42,6 +42,10 @@ type Config struct {
 	EvictRetryDelay time.Duration
 	// EvictUnmanagedPods also evicts pods no controller manages; they would die with the node.
 	EvictUnmanagedPods bool
+	// Explainer says why a refused eviction is refused where the refusal alone does not (a VM
+	// KubeVirt is live-migrating, or one that cannot migrate: pkg/vms), and may act on it; nil:
+	// the refusal's own message (a PodDisruptionBudget is named).
+	Explainer EvictionExplainer
 	// ProgressEvery bounds how often eviction progress is published (> 0).
 	ProgressEvery time.Duration
 	// BucketReplicas is the replica count of the bus buckets (1 embedded, 3 on a NATS cluster).

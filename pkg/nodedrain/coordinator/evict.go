@@ -37,7 +37,17 @@ type evictor struct {
 	force bool
 	// progressEvery bounds how often progress is reported.
 	progressEvery time.Duration
-	log           logrus.FieldLogger
+	// explain says more about a refusal (VMs); nil: nothing.
+	explain EvictionExplainer
+	log     logrus.FieldLogger
+}
+
+// EvictionExplainer explains a refused eviction the refusal alone does not explain, and may act
+// on it (pkg/vms: a VM that KubeVirt is live-migrating, or one that cannot migrate).
+type EvictionExplainer interface {
+	// Explain returns the reason to show for pod's refused eviction, or ok false when it has
+	// nothing to add. It is called on every refusal, every retry delay.
+	Explain(ctx context.Context, pod corev1.Pod, refusal error) (reason string, ok bool)
 }
 
 // progressFunc receives an attempt's progress: pods evicted so far, pods to evict, pods
@@ -164,10 +174,8 @@ func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podSta
 		}
 		err := helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
 		refusal := ""
-		if apierrors.IsTooManyRequests(err) {
-			refusal = r.pdbReason(ctx, st.pod, err)
-		} else if err != nil {
-			refusal = err.Error()
+		if err != nil && !apierrors.IsNotFound(err) {
+			refusal = r.refusal(ctx, st.pod, err)
 		}
 		r.mu.Lock()
 		switch {
@@ -263,6 +271,20 @@ func (r *attemptRun) blockersLocked(includeTerminating bool) []nodedrain.Blocker
 		out = out[:nodedrain.MaxBlockers]
 	}
 	return out
+}
+
+// refusal says why pod's eviction was refused: the explainer's reason, the PodDisruptionBudget
+// that refused it, or the error itself.
+func (r *attemptRun) refusal(ctx context.Context, pod corev1.Pod, err error) string {
+	if r.e.explain != nil {
+		if why, ok := r.e.explain.Explain(ctx, pod, err); ok {
+			return why
+		}
+	}
+	if apierrors.IsTooManyRequests(err) {
+		return r.pdbReason(ctx, pod, err)
+	}
+	return err.Error()
 }
 
 // pdbReason names the PodDisruptionBudget that refused the pod's eviction, with its status as

@@ -44,7 +44,7 @@ func newExecutor(e *Engine) *executor {
 		e:       e,
 		nodeOps: nodeOps{client: e.cfg.Client, now: e.cfg.Now},
 		evictor: &evictor{client: e.cfg.Client, retryDelay: e.cfg.EvictRetryDelay, force: e.cfg.EvictUnmanagedPods,
-			progressEvery: e.cfg.ProgressEvery, log: e.log},
+			progressEvery: e.cfg.ProgressEvery, explain: e.cfg.Explainer, log: e.log},
 		nodes: map[string]nodeCtx{},
 	}
 }
