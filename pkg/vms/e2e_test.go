@@ -116,7 +116,9 @@ func TestNonMigratableVMBlocksWithItsReason(t *testing.T) {
 	_, ok := w.kv.VMIExists(context.Background(), "legacy")
 	assert.True(t, ok, "the VM keeps running")
 	w.Withdraw(t, w.nodes[0])
-	w.waitFor("withdrawn", func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs })
+	w.waitFor("withdrawn", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
 }
 
 // --non-migratable-vms=restart stops a VM that cannot migrate when its VirtualMachine starts it
@@ -145,5 +147,7 @@ func TestNonMigratableVMNotRestartedWithoutRunStrategyAlways(t *testing.T) {
 	_, ok := w.kv.VMIExists(context.Background(), "pet")
 	assert.True(t, ok)
 	w.Withdraw(t, w.nodes[0])
-	w.waitFor("withdrawn", func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs })
+	w.waitFor("withdrawn", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
 }
