@@ -51,13 +51,7 @@ func startVMWorld(t *testing.T, group string, mode NonMigratable) *vmWorld {
 	cfg.Explainer = New(c.Dynamic, mode, cfg.Logger)
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- engine.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	testenv.RunUntilCleanup(t, engine.Run)
 	return w
 }
 

@@ -1,7 +1,6 @@
 package volumes
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +40,7 @@ func startDrainWorld(t testing.TB, c *testenv.Cluster, group string, gate coordi
 	}
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- engine.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	testenv.RunUntilCleanup(t, engine.Run)
 	return w
 }
 
