@@ -58,7 +58,8 @@ type Policy struct {
 	GateRecheck time.Duration
 	// GateReact is how soon a blocking gate is asked again after something it depends on
 	// changed (EvChanged): a Longhorn object, a VolumeAttachment, a pod, a node. Changes within
-	// it are taken together (≥ 0).
+	// it are taken together, and never sooner than the last check took, so that checks take at
+	// most half the time however often things change (≥ 0; above GateRecheck it is GateRecheck).
 	GateReact time.Duration
 	// UncordonRetry is the wait between failed uncordons; they are retried until one succeeds.
 	UncordonRetry time.Duration
@@ -97,8 +98,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("gate recheck (%s) and uncordon retry (%s) must be positive", p.GateRecheck, p.UncordonRetry)
 	case p.ReturnTimeout < 0:
 		return fmt.Errorf("return timeout must not be negative, got %s", p.ReturnTimeout)
-	case p.GateReact < 0 || p.GateReact > p.GateRecheck:
-		return fmt.Errorf("gate reaction delay %s: want 0 ≤ it ≤ the gate recheck (%s)", p.GateReact, p.GateRecheck)
+	case p.GateReact < 0:
+		return fmt.Errorf("gate reaction delay must not be negative, got %s", p.GateReact)
 	}
 	return nil
 }
@@ -143,9 +144,14 @@ type Drain struct {
 	// is known to have replaced it there yet. The slot stays taken meanwhile (S3 is about what
 	// the bus shows, not only what this coordinator decided).
 	BusHolds bool
-	// Reactive says RetryOp rechecks a gate that answered blocked: EvChanged brings it forward
-	// to GateReact from the change.
+	// Reactive says RetryOp rechecks a gate that answered blocked on something an informer sees
+	// change (a volume, a pod, a node; not a Prometheus alert or query): EvChanged brings it
+	// forward to GateReact from the change.
 	Reactive bool
+	// CheckStarted is when the operation in flight started; CheckTook is how long the last gate
+	// check that answered blocked took (the reaction waits at least as long).
+	CheckStarted time.Time
+	CheckTook    time.Duration
 	// ChangedDuring says EvChanged came while a gate check was in flight: that check may have
 	// read the world before the change, so a blocked answer is asked again after GateReact.
 	ChangedDuring bool

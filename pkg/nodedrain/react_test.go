@@ -121,5 +121,54 @@ func TestPolicyValidateGateReact(t *testing.T) {
 	p.GateReact = -time.Millisecond
 	require.ErrorContains(t, p.Validate(), "gate reaction delay")
 	p.GateReact = p.GateRecheck + time.Millisecond
-	require.ErrorContains(t, p.Validate(), "gate reaction delay")
+	require.NoError(t, p.Validate(), "above the recheck it is the recheck: a lower --volume-recheck alone stays valid")
+}
+
+// A gate held only by what no informer sees change (a Prometheus alert or query, the policy) is
+// not asked again on changes: under steady unrelated churn it is asked every GateRecheck, not
+// at the churn's pace (review: 11 checks a second, each a pod list and a Prometheus query).
+func TestChangesDoNotHurryAGateHeldByAnAlert(t *testing.T) {
+	for name, blocker := range map[string]Blocker{
+		"alert":  {Kind: "Alert", Name: "NodeMaintenanceFreeze", Reason: "firing"},
+		"volume": {Kind: BlockerVolume, Name: "pvc-x", Reason: "last healthy replica"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRun(t)
+			r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict)
+			const took, churn = 40 * time.Millisecond, 50 * time.Millisecond
+			end, checks := r.now.Add(time.Minute), 0
+			for r.now.Before(end) {
+				if r.d.Waiting == OpFinalGate {
+					r.now = r.now.Add(took)
+					r.step(EvChanged{}) // something changed while it was asked
+					r.ok(OpFinalGate, func(e *EvResult) { e.Safe, e.Blockers, e.At = false, []Blocker{blocker}, r.now })
+					checks++
+					continue
+				}
+				for r.now.Add(churn).Before(r.d.RetryAt) {
+					r.now = r.now.Add(churn)
+					r.step(EvChanged{})
+				}
+				r.fire()
+			}
+			if name == "alert" {
+				assert.LessOrEqual(t, checks, 31, "every GateRecheck (2 s) in a minute")
+			} else {
+				assert.Greater(t, checks, 500, "a volume blocker is asked again soon after each change")
+			}
+		})
+	}
+}
+
+// However often things change, a slow check is asked again no sooner than it took: checks run
+// at most half the time.
+func TestChangesWaitAsLongAsTheLastCheckTook(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon)
+	r.now = r.now.Add(400 * time.Millisecond) // the check took 400 ms
+	r.step(EvChanged{})
+	r.ok(OpGate, volBlocked)
+	assert.Equal(t, r.now.Add(400*time.Millisecond), r.d.RetryAt, "changed during a 400 ms check: asked again 400 ms later, not 50")
+	r.step(EvChanged{})
+	assert.Equal(t, r.now.Add(400*time.Millisecond), r.d.RetryAt)
 }

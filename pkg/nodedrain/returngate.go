@@ -20,7 +20,7 @@ func (s *stepper) returnGate(e EvResult) {
 	case !e.Safe:
 		s.note(fmt.Sprintf("back from its operation; holding its admission slot until it is healthy again: waiting for %s",
 			DescribeBlockers(e.Blockers)), e.Blockers)
-		s.recheck(OpReturnGate)
+		s.recheck(OpReturnGate, e.Blockers)
 	default:
 		s.ended(ReturnHealthy)
 		if s.d.Request != nil {

@@ -134,7 +134,7 @@ func (s *stepper) note(msg string, blockers []Blocker) {
 
 func (s *stepper) start(op Op, attempt int) {
 	s.d.Waiting, s.d.RetryOp = op, OpNone
-	s.d.Reactive, s.d.ChangedDuring = false, false
+	s.d.Reactive, s.d.ChangedDuring, s.d.CheckStarted = false, false, s.now
 	if attempt > 0 {
 		s.d.Status.Attempt = attempt
 	}
@@ -147,25 +147,47 @@ func (s *stepper) retry(op Op, attempt int, after time.Duration) {
 	s.d.Reactive, s.d.ChangedDuring = false, false
 }
 
-// recheck asks a gate that answered blocked again after GateRecheck, or after GateReact when
-// something changed while it was asked; a change before then brings it forward (changed).
-func (s *stepper) recheck(op Op) {
+// recheck asks a gate that answered blocked (by blockers) again after GateRecheck, or sooner
+// after a change (reactDelay) when something an informer sees blocks it and changed while it
+// was asked; a change before then brings it forward (changed).
+func (s *stepper) recheck(op Op, blockers []Blocker) {
+	took := max(s.now.Sub(s.d.CheckStarted), 0)
+	changed := s.d.ChangedDuring
 	after := s.p.GateRecheck
-	if s.d.ChangedDuring {
-		after = min(after, s.p.GateReact)
+	reactive := informerSeen(blockers)
+	if reactive && changed {
+		after = min(after, s.reactDelay(took))
 	}
 	s.retry(op, 0, after)
-	s.d.Reactive = true
+	s.d.Reactive, s.d.CheckTook = reactive, took
 }
 
-// changed handles EvChanged: a blocked gate's recheck comes GateReact after the change at the
+// reactDelay is how long after a change a blocked gate is asked again: GateReact, at least as
+// long as the last check took (checks then run at most half the time), at most GateRecheck.
+func (s *stepper) reactDelay(took time.Duration) time.Duration {
+	return min(max(s.p.GateReact, took), s.p.GateRecheck)
+}
+
+// informerSeen reports whether one of blockers is something the gate's informers see change:
+// a volume, a pod or a node (not a Prometheus alert or query, nor the policy itself).
+func informerSeen(blockers []Blocker) bool {
+	for _, b := range blockers {
+		switch b.Kind {
+		case BlockerVolume, BlockerPod, BlockerNode:
+			return true
+		}
+	}
+	return false
+}
+
+// changed handles EvChanged: a blocked gate's recheck comes reactDelay after the change at the
 // latest; a gate check in flight is marked, since it may have read the world before the change.
 func (s *stepper) changed() {
 	switch {
 	case s.d.gateInFlight():
 		s.d.ChangedDuring = true
 	case s.d.ReactsToChange():
-		if at := s.now.Add(s.p.GateReact); at.Before(s.d.RetryAt) {
+		if at := s.now.Add(s.reactDelay(s.d.CheckTook)); at.Before(s.d.RetryAt) {
 			s.d.RetryAt = at
 		}
 	}
@@ -360,7 +382,7 @@ func (s *stepper) gate(e EvResult) {
 	case !e.Safe:
 		s.d.GateSafe = false
 		s.note(blockedMessage(e.Blockers), e.Blockers)
-		s.recheck(e.Op)
+		s.recheck(e.Op, e.Blockers)
 	case e.Op == OpGate:
 		s.d.GateSafe = true
 		s.note("evicting pods", nil)

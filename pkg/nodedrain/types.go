@@ -64,6 +64,8 @@ const (
 	BlockerPod BlockerKind = "Pod"
 	// BlockerVolume is a volume whose data is not yet safe elsewhere.
 	BlockerVolume BlockerKind = "Volume"
+	// BlockerNode is a node that is not back yet (the return gate).
+	BlockerNode BlockerKind = "Node"
 )
 
 // Blocker is one object that holds a drain back, with the reason.

@@ -17,9 +17,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
@@ -201,9 +204,12 @@ func (k *KubeVirt) Explain(ctx context.Context, pod corev1.Pod, refusal error) (
 		return fmt.Sprintf("VM %s was stopped; waiting for its old virt-launcher pod to go", vm), true
 	}
 	if _, cannot := v.wantsMigration(); cannot {
-		return k.cannotMigrate(ctx, v, vm), true
+		return k.cannotMigrate(ctx, v, &pod, vm), true
 	}
 	switch {
+	case v.target == pod.Spec.NodeName && v.node != pod.Spec.NodeName && !v.completed && !v.failed:
+		// This pod is the target of a migration that began before the cordon.
+		return fmt.Sprintf("VM %s is migrating onto this node from %s; KubeVirt moves it again once that ends", vm, v.node), true
 	case v.node != "" && v.node != pod.Spec.NodeName:
 		return fmt.Sprintf("VM %s migrated to %s; waiting for its old virt-launcher pod to finish", vm, v.node), true
 	case v.strategy == "External" && v.evacuation != "":
@@ -249,7 +255,7 @@ func (k *KubeVirt) progress(ctx context.Context, v *vmi, name string) string {
 
 // cannotMigrate handles a VM KubeVirt will not let go because it cannot live-migrate: under
 // Restart, stop it if its VirtualMachine starts it again elsewhere; else name it and why.
-func (k *KubeVirt) cannotMigrate(ctx context.Context, v *vmi, vm string) string {
+func (k *KubeVirt) cannotMigrate(ctx context.Context, v *vmi, pod *corev1.Pod, vm string) string {
 	why := v.whyNot
 	if why == "" {
 		why = "KubeVirt has not reported it live-migratable"
@@ -258,7 +264,7 @@ func (k *KubeVirt) cannotMigrate(ctx context.Context, v *vmi, vm string) string 
 	if k.mode == Block {
 		return base + "; eviction strategy LiveMigrate keeps it here (--non-migratable-vms=block)"
 	}
-	if err := k.restartable(ctx, v); err != nil {
+	if err := k.mayStop(ctx, v, pod); err != nil {
 		return fmt.Sprintf("%s; not stopped: %v (--non-migratable-vms=restart)", base, err)
 	}
 	uid := v.u.GetUID()
@@ -271,6 +277,39 @@ func (k *KubeVirt) cannotMigrate(ctx context.Context, v *vmi, vm string) string 
 	}
 	return base + "; stopped, its VirtualMachine (runStrategy Always) starts it again on another node (--non-migratable-vms=restart)"
 }
+
+// mayStop reports why v may not be stopped to start again elsewhere: KubeVirt has not said it
+// cannot migrate (the condition is not reported yet), its VirtualMachine would not start it
+// again, or a PodDisruptionBudget selecting its pod allows no disruption now (KubeVirt's
+// webhook refuses the eviction before the budget is ever asked, so the budget is asked here).
+func (k *KubeVirt) mayStop(ctx context.Context, v *vmi, pod *corev1.Pod) error {
+	if v.migratable != "False" {
+		return errors.New("KubeVirt has not reported whether it can live-migrate")
+	}
+	if err := k.restartable(ctx, v); err != nil {
+		return err
+	}
+	list, err := k.dyn.Resource(budgets).Namespace(pod.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("read its PodDisruptionBudgets: %w", err)
+	}
+	for _, u := range list.Items {
+		var pdb policyv1.PodDisruptionBudget
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pdb); err != nil {
+			return fmt.Errorf("PodDisruptionBudget %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if pdb.Status.DisruptionsAllowed < 1 {
+			return fmt.Errorf("PodDisruptionBudget %s/%s allows no disruption now", pdb.Namespace, pdb.Name)
+		}
+	}
+	return nil
+}
+
+var budgets = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 
 // errNotRestarted says why stopping a VM would not start it again.
 var errNotRestarted = errors.New("it would not be started again")
@@ -321,7 +360,7 @@ func (k *KubeVirt) Predict(ctx context.Context, pods []corev1.Pod) (blockers map
 		vm := pod.Namespace + "/" + name
 		wants, cannot := v.wantsMigration()
 		switch {
-		case cannot && k.mode == Restart && k.restartable(ctx, v) == nil:
+		case cannot && k.mode == Restart && k.mayStop(ctx, v, &pod) == nil:
 			notes = append(notes, fmt.Sprintf("VM %s cannot live-migrate (%s): it would be stopped and started again on another node", vm, v.whyNot))
 		case cannot:
 			why := v.whyNot

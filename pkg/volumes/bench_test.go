@@ -60,6 +60,12 @@ func offlineGate(tb testing.TB, policy Policy, nodes []*corev1.Node, objs ...*un
 
 func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
 
+// readyNode is a Kubernetes Node that is Ready.
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metaName(name),
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
 // BenchmarkCheck is one gate check of a node from the caches: 5 000 Longhorn volumes with
 // 15 000 replicas on 3 nodes (every volume has a replica on the node asked about, the worst
 // case), and on 10 nodes. Objects are parsed when the informers deliver them (see
@@ -130,8 +136,7 @@ func TestCheckOverManyVolumes(t *testing.T) {
 func benchLayout(volumes, nodes int) ([]*corev1.Node, []*unstructured.Unstructured) {
 	var ns []*corev1.Node
 	for i := range nodes {
-		ns = append(ns, &corev1.Node{ObjectMeta: metaName(fmt.Sprintf("node-%d", i)),
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
+		ns = append(ns, readyNode(fmt.Sprintf("node-%d", i)))
 	}
 	var objs []*unstructured.Unstructured
 	for v := range volumes {

@@ -98,6 +98,23 @@ func TestStillAttachedAfterTheTimeoutIsOnlyReported(t *testing.T) {
 	assert.False(t, f.check(t, "a", afterEviction).Safe, "the next drain waits again")
 }
 
+// Each eviction round waits for its own volumes: after a check before eviction (the drain
+// cordoned again after an uncordon and evicts again), the detach wait starts afresh (review:
+// the second round's volumes were let go at once as "after --detach-timeout").
+func TestStillAttachedWaitStartsAgainWithEachEvictionRound(t *testing.T) {
+	f := newDetachFixture(t, 5*time.Minute)
+	require.NoError(t, f.g.vaIndex.Add(volumeAttachment("csi-1", "a", "pv-1")))
+	require.False(t, f.check(t, "a", afterEviction).Safe)
+	f.now = f.now.Add(5 * time.Minute)
+	require.True(t, f.check(t, "a", afterEviction).Safe, "timed out: only reported")
+
+	f.check(t, "a", beforeEviction) // the next round
+	require.NoError(t, f.g.vaIndex.Add(volumeAttachment("csi-2", "a", "pv-2")))
+	f.now = f.now.Add(time.Minute)
+	r := f.check(t, "a", afterEviction)
+	assert.False(t, r.Safe, "the second round waits for its volumes: %v", r.Blockers)
+}
+
 // Volumes of pods the drain leaves on the node (DaemonSet and static pods) stay attached by
 // design; a Longhorn volume with a VolumeAttachment is listed once.
 func TestStillAttachedSkipsPodsThatStayAndCountsOnce(t *testing.T) {

@@ -59,6 +59,8 @@ type Gate struct {
 	nodeLocks   map[string]*sync.Mutex
 	taskMu      sync.Mutex
 	tasks       map[string]*drainTask
+	watchMu     sync.Mutex
+	watched     map[string]watchedNode // nodes whose checks are blocked (react.go)
 	detachMu    sync.Mutex
 	detachSince map[string]time.Time // node -> when its volumes were first seen attached after eviction
 	badMu       sync.Mutex
@@ -95,9 +97,9 @@ func New(cfg Config) (*Gate, error) {
 	sel, _ := cfg.Drainers.selector() // checked by Validate
 	g := &Gate{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, rules: rules, nsSelector: sel,
 		wake: make(chan struct{}, 1), changes: make(chan struct{}, 1), nodeLocks: map[string]*sync.Mutex{}, tasks: map[string]*drainTask{}, bad: map[string]uint64{},
-		detachSince: map[string]time.Time{}}
+		detachSince: map[string]time.Time{}, watched: map[string]watchedNode{}}
 	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
-	g.longhorn.onChange = g.changed
+	g.longhorn.onChange = g.longhornChanged
 	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
 	return g, nil
 }
@@ -140,15 +142,15 @@ func (g *Gate) Start(ctx context.Context) error {
 		g.namespaces = namespaces.Lister()
 		all, waking = append(all, namespaces.Informer()), append(waking, namespaces.Informer())
 	}
-	react := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.changed() },
-		UpdateFunc: func(any, any) { g.changed() },
-		DeleteFunc: func(any) { g.changed() },
-	}
 	var synced []cache.InformerSynced
 	for _, inf := range all {
 		synced = append(synced, inf.HasSynced)
-		if _, err := inf.AddEventHandler(react); err != nil {
+	}
+	for inf, concerns := range map[cache.SharedIndexInformer]func(any) bool{
+		nodes.Informer(): always, pvs.Informer(): always, pvcs.Informer(): always, jobs.Informer(): always,
+		pods.Informer(): g.podConcerns, vas.Informer(): g.attachmentConcerns,
+	} {
+		if _, err := inf.AddEventHandler(g.reactTo(concerns)); err != nil {
 			return fmt.Errorf("volume gate informers: %w", err)
 		}
 	}
@@ -239,7 +241,10 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 		attached, waiting := g.checkDetached(node)
 		blockers = append(blockers, attached...)
 		blocked = blocked || waiting
+	} else {
+		g.forgetDetach(node) // a new eviction round: its volumes get their own detach wait
 	}
+	g.watch(node, blocked, blockers)
 	if g.cfg.Policy == PolicyAllow {
 		blocked = false
 	}
@@ -310,6 +315,7 @@ func (g *Gate) Release(ctx context.Context, node string) error {
 		errs = append(errs, err)
 	}
 	g.forgetDetach(node)
+	g.watch(node, false, nil)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release node %s: %w", node, err)
 	}
@@ -405,19 +411,6 @@ func nodeRef(node string) *corev1.ObjectReference {
 func (g *Gate) now() time.Time { return g.cfg.Now() }
 
 // signal wakes Run.
-// Changed implements coordinator.GateWatcher: it is ready after any change the gate's informers
-// see (nodes, pods, claims, volumes, StatefulSets, drainer Jobs, Longhorn's objects), so that
-// the coordinator asks a blocked check again at once rather than on its recheck timer. Changes
-// coalesce: one signal may stand for many.
-func (g *Gate) Changed() <-chan struct{} { return g.changes }
-
-func (g *Gate) changed() {
-	select {
-	case g.changes <- struct{}{}:
-	default:
-	}
-}
-
 func (g *Gate) signal() {
 	select {
 	case g.wake <- struct{}{}:

@@ -43,7 +43,7 @@ type Longhorn struct {
 	disc      discovery.DiscoveryInterfaceWithContext
 	namespace string
 	log       logrus.FieldLogger
-	onChange  func() // called on every change of a cached object; nil: none
+	onChange  func(resource string, u *unstructured.Unstructured) // every change of a cached object; nil: none
 
 	installed atomic.Bool
 	synced    []cache.InformerSynced
@@ -104,6 +104,9 @@ func (l *Longhorn) Start(ctx context.Context) error {
 			return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
 		}
 		if _, err := inf.AddEventHandler(l.parseOnChange(parse)); err != nil {
+			return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
+		}
+		if _, err := inf.AddEventHandler(l.notifyOnChange(gvr.Resource)); err != nil {
 			return nil, fmt.Errorf("longhorn %s informer: %w", gvr.Resource, err)
 		}
 		if len(indexers) > 0 {
@@ -251,17 +254,24 @@ func memo[T any](l *Longhorn, u *unstructured.Unstructured, parse func(*unstruct
 	return f
 }
 
-// parseOnChange keeps l.memo current from an informer's events: each new version is parsed
-// when it arrives, off the checks' path, and replaced versions are forgotten. Every event is
-// passed on to onChange, after the memo is current. parse nil: objects not memoised.
-func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cache.ResourceEventHandlerFuncs {
-	notify := func() {
-		if l.onChange != nil {
-			l.onChange()
+// notifyOnChange passes every event of resource's informer on to onChange.
+func (l *Longhorn) notifyOnChange(resource string) cache.ResourceEventHandlerFuncs {
+	notify := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok && l.onChange != nil {
+			l.onChange(resource, u)
 		}
 	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: notify, UpdateFunc: func(_, cur any) { notify(cur) }, DeleteFunc: notify}
+}
+
+// parseOnChange keeps l.memo current from an informer's events: each new version is parsed
+// when it arrives, off the checks' path, and replaced versions are forgotten. parse nil:
+// objects not memoised.
+func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cache.ResourceEventHandlerFuncs {
 	put := func(obj any) {
-		defer notify()
 		if u, ok := obj.(*unstructured.Unstructured); ok && parse != nil {
 			f := parse(u)
 			l.memoMu.Lock()
@@ -282,7 +292,7 @@ func (l *Longhorn) parseOnChange(parse func(*unstructured.Unstructured) any) cac
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    put,
 		UpdateFunc: func(old, cur any) { forget(old); put(cur) },
-		DeleteFunc: func(obj any) { forget(obj); notify() },
+		DeleteFunc: forget,
 	}
 }
 

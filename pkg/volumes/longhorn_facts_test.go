@@ -71,9 +71,11 @@ func TestLonghornNodeFacts(t *testing.T) {
 	}
 	noDisks := set(lhNode("no-disks", true), map[string]any{}, "spec", "disks")
 	zoned := set(lhNode("zoned", true), "z1", "status", "zone")
+	pressure := lhNode("pressure", true)
+	set(pressure, []any{map[string]any{"type": "Ready", "status": "False", "reason": "KubernetesNodePressure"}}, "status", "conditions")
 	fresh := lhNode("fresh", true)
 	delete(fresh.Object, "status")
-	l := newLonghornFromObjects(notReady, cordoned, evicting, diskEvicting, noDisks, zoned, fresh)
+	l := newLonghornFromObjects(notReady, cordoned, evicting, diskEvicting, noDisks, zoned, fresh, pressure)
 
 	got := l.StorageNodes()
 	assert.Equal(t, StorageNode{Unplaceable: "Longhorn node not Ready (KubernetesNodeNotReady)", Down: "Longhorn node not Ready (KubernetesNodeNotReady)"}, got["down"])
@@ -84,6 +86,8 @@ func TestLonghornNodeFacts(t *testing.T) {
 	assert.Equal(t, StorageNode{Unplaceable: "no Longhorn disk"}, got["no-disks"])
 	assert.Equal(t, StorageNode{Zone: "z1"}, got["zoned"])
 	assert.Equal(t, StorageNode{Unplaceable: "Longhorn has not reported the node Ready"}, got["fresh"])
+	assert.Equal(t, StorageNode{Unplaceable: "Longhorn node not Ready (KubernetesNodePressure)"}, got["pressure"],
+		"its instance manager still serves the replicas there, as Longhorn's drain check counts them")
 }
 
 // Replica fields beyond health, and anti-affinity from the volume and Longhorn's Settings.

@@ -43,6 +43,10 @@ func parseNode(u *unstructured.Unstructured) *nodeFacts {
 	n := &nodeFacts{zone: nestedString(status, "zone")}
 	ready, why := condition(status, "Ready")
 	switch {
+	case ready == "False" && why == "KubernetesNodePressure":
+		// The node's instance manager still runs its replicas (Longhorn's drain check counts
+		// them); nothing new is placed there.
+		n.unplaceable = "Longhorn node not Ready (KubernetesNodePressure)"
 	case ready == "False":
 		n.down = "Longhorn node not Ready"
 		if why != "" {

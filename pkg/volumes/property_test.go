@@ -255,13 +255,15 @@ func evictOracle(l layout) bool {
 		if name == drained || !nodeUp(st) || st.StorageDisabled {
 			continue
 		}
+		// Longhorn's scheduler: with hard zone anti-affinity only a zone without a replica takes
+		// one, whatever node anti-affinity says; else with soft node anti-affinity any node does.
 		switch {
-		case l.vol.SoftNodeAntiAffinity:
-			if replacements < want {
-				return true
-			}
 		case l.vol.HardZoneAntiAffinity:
 			if !zones[st.Zone] && len(zones) < want {
+				return true
+			}
+		case l.vol.SoftNodeAntiAffinity:
+			if replacements < want {
 				return true
 			}
 		default:

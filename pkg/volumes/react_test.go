@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -83,13 +85,9 @@ func BenchmarkSafeToComplete(b *testing.B) {
 			group := fmt.Sprintf("bench-react-%d", i)
 			nodes := c.AddNodes(b, group, 2)
 			g := startGate(b, c, nil)
-			var gate coordinator.VolumeGate = g.Gate
-			if mode == "timer" {
-				gate = struct{ coordinator.VolumeGate }{g.Gate} // hides Changed: the timer alone
-			}
-			w := startDrainWorld(b, c, group, gate, func(cfg *coordinator.Config) {
+			w := startDrainWorld(b, c, group, g.Gate, func(cfg *coordinator.Config) {
 				cfg.Policy.GateRecheck, cfg.Policy.GateReact = nodedrain.DefaultPolicy().GateRecheck, nodedrain.DefaultPolicy().GateReact
-				if mode == "timer" { // the engine's own node informer reacts too: no reaction at all
+				if mode == "timer" { // a reaction as late as the timer: no reaction at all
 					cfg.Policy.GateReact = cfg.Policy.GateRecheck
 				}
 				cfg.Policy.ReturnTimeout = 0
@@ -126,4 +124,49 @@ func BenchmarkSafeToComplete(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// signalled reports whether the gate signalled a change since the last call.
+func signalled(g *Gate) bool {
+	select {
+	case <-g.Changed():
+		return true
+	default:
+		return false
+	}
+}
+
+// Only changes that may concern a node whose check is blocked wake the coordinator: churn
+// elsewhere in the cluster does not (review: any pod or engine update anywhere hurried every
+// blocked check).
+func TestGateSignalsOnlyChangesThatConcernABlockedNode(t *testing.T) {
+	vol := volumeOn{name: "vol-w", nodes: []string{"a", "b"}, state: []replicaState{"healthy", "rebuilding"}}
+	vol.rebs = []rebuild{{to: vol.addr(1), progress: 10, from: []string{vol.addr(0)}}}
+	g := offlineGate(t, PolicyWait, []*corev1.Node{readyNode("a"), readyNode("b"), readyNode("c")}, vol.objects()...)
+	pod := func(name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	pods := g.reactTo(g.podConcerns)
+	other := lhReplica("other-r-0", "other", "c", "healthy", "10.9.0.1")
+
+	pods.OnUpdate(pod("web-1", "a"), pod("web-1", "a"))
+	g.longhornChanged(longhornReplicas.Resource, vol.objects()[2])
+	assert.False(t, signalled(g), "nothing is blocked yet: nothing to wake")
+
+	r, err := g.Check(context.Background(), "a", beforeEviction)
+	require.NoError(t, err)
+	require.False(t, r.Safe)
+	pods.OnUpdate(pod("web-2", "c"), pod("web-2", "c"))
+	g.longhornChanged(longhornReplicas.Resource, other)
+	assert.False(t, signalled(g), "a pod on another node, another volume's replica")
+	pods.OnUpdate(pod("web-1", "a"), pod("web-1", "a"))
+	assert.True(t, signalled(g), "a pod on the blocked node")
+	g.longhornChanged(longhornReplicas.Resource, vol.objects()[2]) // the rebuilding replica, on b
+	assert.True(t, signalled(g), "a replica of the blocking volume, wherever it is")
+	g.longhornChanged(longhornNodes.Resource, lhNode("c", true))
+	assert.True(t, signalled(g), "any Longhorn Node")
+
+	require.NoError(t, g.Release(context.Background(), "a"))
+	pods.OnUpdate(pod("web-1", "a"), pod("web-1", "a"))
+	assert.False(t, signalled(g), "released: no longer watched")
 }

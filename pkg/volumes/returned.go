@@ -34,6 +34,9 @@ func (g *Gate) ReturnCheck(_ context.Context, node string) ([]nodedrain.Blocker,
 	if len(out) > nodedrain.MaxBlockers {
 		out = out[:nodedrain.MaxBlockers]
 	}
+	// The return gate also waits for the node and its pods (the coordinator's part): watch the
+	// node while it is asked about, whatever its volumes say.
+	g.watch(node, true, out)
 	return out, nil
 }
 

@@ -201,7 +201,7 @@ func evictReplacement(v *Volume, w *View) Decision {
 	if rebuild != "" {
 		reason += "; " + rebuild
 	} else {
-		reason += "; waiting for a replacement to start"
+		reason += "; waiting for a replacement to start (if Longhorn cannot place it, its volume's condition Scheduled says why)"
 	}
 	return Decision{Verdict: Block, Reason: reason, Progress: progress}
 }
@@ -239,13 +239,9 @@ func (w *View) placement(v *Volume) (have, room int, why string) {
 		why = "no other node takes new replicas"
 	}
 	switch {
-	case v.SoftNodeAntiAffinity:
-		// Several replicas a node: any node that takes one takes them all.
-		if placeableAny(w, open) {
-			return have, math.MaxInt, why
-		}
-		return have, have, why
 	case v.HardZoneAntiAffinity:
+		// One replica a zone, whatever node anti-affinity says (Longhorn then only looks at
+		// unused zones).
 		zones := map[string]bool{}
 		haveZones := map[string]bool{}
 		for name := range open {
@@ -255,6 +251,12 @@ func (w *View) placement(v *Volume) (have, room int, why string) {
 			haveZones[w.Nodes[name].Zone] = true
 		}
 		return len(haveZones), len(zones), why + "; one replica a zone"
+	case v.SoftNodeAntiAffinity:
+		// Several replicas a node: any node that takes one takes them all.
+		if placeableAny(w, open) {
+			return have, math.MaxInt, why
+		}
+		return have, have, why
 	}
 	return len(homes), len(open), why
 }

@@ -76,9 +76,9 @@ func (x *executor) returnCheck(ctx context.Context, node string) ([]nodedrain.Bl
 	n, err := x.e.nodes.Get(node)
 	switch {
 	case err != nil:
-		blockers = append(blockers, nodedrain.Blocker{Kind: "Node", Name: node, Reason: "the Node object is missing"})
+		blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerNode, Name: node, Reason: "the Node object is missing"})
 	case !nodeReady(n):
-		blockers = append(blockers, nodedrain.Blocker{Kind: "Node", Name: node, Reason: "not Ready yet"})
+		blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerNode, Name: node, Reason: "not Ready yet"})
 	}
 	pods, err := x.e.cfg.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), ResourceVersion: "0"})
