@@ -149,10 +149,14 @@ func (s *Sim) check() {
 		req, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
 		n := cl.nodes[name]
 		a := s.agentOf(name)
+		// Asked after every event, whatever the bus shows: a node healthy again while the bus
+		// still shows its slot held has ended its return (seed 5555: it went down again later,
+		// for another reason, and was counted as still returning).
+		back := s.backUnhealthy(name, st, req, live)
 		switch {
 		case st.HoldsSlot():
 			holders = append(holders, name)
-		case s.backUnhealthy(name, st, req, live):
+		case back:
 			// R3: back from the operation a COMPLETE allowed, not healthy again, and within the
 			// return gate's time: it holds its slot whether or not the coordinator saw the
 			// withdrawal (a restart, a new request over the COMPLETE, a lost reply).
