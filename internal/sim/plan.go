@@ -134,7 +134,11 @@ func (s *Sim) apply(f Fault) {
 	case CoordFreeze:
 		c := s.coords[f.Target%len(s.coords)]
 		w.logf("%s freezes for %s", c.name, f.For)
-		c.frozenUntil = w.now.Add(f.For)
+		// A pause within a pause does not end the first one early: events held for the first
+		// would otherwise run after later ones, a reordering no process sees (seed 404719).
+		if until := w.now.Add(f.For); until.After(c.frozenUntil) {
+			c.frozenUntil = until
+		}
 	case AgentCrash:
 		a := ag(f.Target)
 		a.crash("crash")
