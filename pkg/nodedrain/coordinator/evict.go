@@ -173,6 +173,12 @@ func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podSta
 			return // the Lease lapsed: no write after another replica may have taken over
 		}
 		err := helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
+		if err != nil && ctx.Err() != nil {
+			// The attempt ended during the request: its error says nothing about the pod, and
+			// must not replace the last refusal (a PodDisruptionBudget's), which the attempt's
+			// blockers report.
+			return
+		}
 		refusal := ""
 		if err != nil && !apierrors.IsNotFound(err) {
 			refusal = r.refusal(ctx, st.pod, err)
