@@ -299,7 +299,7 @@ func (k *KubeVirt) mayStop(ctx context.Context, v *vmi, pod *corev1.Pod) error {
 			return fmt.Errorf("PodDisruptionBudget %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 		}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) { // policy/v1: {} selects every pod
 			continue
 		}
 		if pdb.Status.DisruptionsAllowed < 1 {

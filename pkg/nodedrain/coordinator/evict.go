@@ -309,7 +309,7 @@ func (r *attemptRun) pdbReason(ctx context.Context, pod corev1.Pod, err error) s
 	}
 	for _, pdb := range pdbs {
 		sel, serr := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if serr != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		if serr != nil || !sel.Matches(labels.Set(pod.Labels)) { // policy/v1: {} selects every pod
 			continue
 		}
 		return fmt.Sprintf("PodDisruptionBudget %s/%s allows %d disruptions (needs %d healthy, has %d)",
