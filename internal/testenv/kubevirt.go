@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,9 +41,7 @@ type KubeVirt struct {
 	// MigrationTime is how long a migration runs before it succeeds.
 	MigrationTime time.Duration
 
-	seen     atomic.Int64 // eviction reviews the webhook answered
-	mu       sync.Mutex
-	migrated map[string]time.Time // VMIM name -> when it started
+	seen atomic.Int64 // eviction reviews the webhook answered
 }
 
 var (
@@ -57,7 +54,7 @@ var (
 // target; it returns once the API server calls its webhook.
 func StartKubeVirt(t testing.TB, c *Cluster, ns, target string, migrationTime time.Duration) *KubeVirt {
 	t.Helper()
-	k := &KubeVirt{c: c, ns: ns, Target: target, MigrationTime: migrationTime, migrated: map[string]time.Time{}}
+	k := &KubeVirt{c: c, ns: ns, Target: target, MigrationTime: migrationTime}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	k.serveWebhook(t, ctx)
@@ -269,6 +266,11 @@ func (k *KubeVirt) admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	return false, triggered
 }
 
+func str(u *unstructured.Unstructured, path ...string) string {
+	s, _, _ := unstructured.NestedString(u.Object, path...)
+	return s
+}
+
 func liveMigratable(vmi *unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(vmi.Object, "status", "conditions")
 	for _, c := range conds {
@@ -355,10 +357,8 @@ func (k *KubeVirt) migrate(ctx context.Context) error {
 				return err
 			}
 		case "Running":
-			k.mu.Lock()
-			started := k.migrated[m.GetName()]
-			k.mu.Unlock()
-			if time.Since(started) >= k.MigrationTime {
+			started, err := time.Parse(time.RFC3339Nano, str(m, "status", "migrationState", "startTimestamp"))
+			if err == nil && time.Since(started) >= k.MigrationTime {
 				if err := k.finishMigration(ctx, m, name); err != nil {
 					return err
 				}
@@ -378,9 +378,8 @@ func (k *KubeVirt) startMigration(ctx context.Context, m *unstructured.Unstructu
 		return err
 	}
 	source, _, _ := unstructured.NestedString(vmi.Object, "status", "nodeName")
-	now := time.Now().UTC()
 	state := map[string]any{"sourceNode": source, "targetNode": k.Target, "targetPod": target.Name, "mode": "PreCopy",
-		"migrationUid": string(m.GetUID()), "startTimestamp": now.Format(time.RFC3339)}
+		"migrationUid": string(m.GetUID()), "startTimestamp": time.Now().UTC().Format(time.RFC3339Nano)}
 	if err := unstructured.SetNestedField(vmi.Object, state, "status", "migrationState"); err != nil {
 		return err
 	}
@@ -388,13 +387,8 @@ func (k *KubeVirt) startMigration(ctx context.Context, m *unstructured.Unstructu
 		return err
 	}
 	m.Object["status"] = map[string]any{"phase": "Running", "migrationState": state}
-	if _, err := k.c.Dynamic.Resource(kvMigrations).Namespace(k.ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	k.mu.Lock()
-	k.migrated[m.GetName()] = now
-	k.mu.Unlock()
-	return nil
+	_, err = k.c.Dynamic.Resource(kvMigrations).Namespace(k.ns).UpdateStatus(ctx, m, metav1.UpdateOptions{})
+	return err
 }
 
 // finishMigration is the migration's success: the VMI runs on the target, its mark is cleared,

@@ -99,15 +99,8 @@ func (w *world) start(policy string, tune ...func(*settings)) {
 	s.engine.Maintenance = ev
 	e, err := coordinator.NewEngine(s.engine)
 	require.NoError(w.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	evDone, engDone := make(chan error, 1), make(chan error, 1)
-	go func() { evDone <- ev.Run(ctx) }()
-	go func() { engDone <- e.Run(ctx) }()
-	w.t.Cleanup(func() {
-		cancel()
-		require.NoError(w.t, <-engDone)
-		require.NoError(w.t, <-evDone)
-	})
+	testenv.RunUntilCleanup(w.t, ev.Run) // cleanups run last first: the engine stops first
+	testenv.RunUntilCleanup(w.t, e.Run)
 }
 
 // logger collects the coordinator's log, printed when the test fails.

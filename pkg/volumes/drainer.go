@@ -224,13 +224,7 @@ func (g *Gate) setDrainedLabel(ctx context.Context, pvc *corev1.PersistentVolume
 		value = DrainStatusDrained
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s},"annotations":{%q:null}}}`, DrainStatusLabel, jsonValue(value), DrainerFailuresAnnotation)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
-	defer cancel()
-	_, err := g.cfg.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(wctx, pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("label PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
-	}
-	return nil
+	return g.patchPVC(ctx, pvc.Namespace, pvc.Name, patch)
 }
 
 func jsonValue(v any) string {

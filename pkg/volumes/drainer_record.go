@@ -80,7 +80,7 @@ func (g *Gate) patchPVC(ctx context.Context, ns, name string, patch []byte) erro
 	defer cancel()
 	_, err := g.cfg.Client.CoreV1().PersistentVolumeClaims(ns).Patch(wctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return fmt.Errorf("annotate PVC %s/%s: %w", ns, name, err)
+		return fmt.Errorf("patch PVC %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

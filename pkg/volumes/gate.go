@@ -147,7 +147,7 @@ func (g *Gate) Start(ctx context.Context) error {
 		synced = append(synced, inf.HasSynced)
 	}
 	for inf, concerns := range map[cache.SharedIndexInformer]func(any) bool{
-		nodes.Informer(): always, pvs.Informer(): always, pvcs.Informer(): always, jobs.Informer(): always,
+		pvs.Informer(): g.anyWatched, pvcs.Informer(): g.anyWatched, jobs.Informer(): g.anyWatched,
 		pods.Informer(): g.podConcerns, vas.Informer(): g.attachmentConcerns,
 	} {
 		if _, err := inf.AddEventHandler(g.reactTo(concerns)); err != nil {

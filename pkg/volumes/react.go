@@ -1,8 +1,6 @@
 package volumes
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,17 +12,13 @@ import (
 // The gate tells the coordinator when something a blocked check depends on changed
 // (coordinator.GateWatcher), so that the check is asked again at once rather than on its timer.
 // Only changes that may concern a blocked node count: its pods and VolumeAttachments, the
-// Longhorn objects of the volumes that block it or sit on it, and the rarer cluster-wide objects
-// (Nodes, PVs, PVCs, drainer Jobs, Longhorn Nodes and Settings). Churn elsewhere in the cluster
-// wakes nobody.
+// Longhorn objects of the volumes that block it, and the rarer cluster-wide objects (PVs, PVCs,
+// drainer Jobs, Longhorn Nodes and Settings). Node changes reach the coordinator through its own
+// node informer. Churn elsewhere in the cluster wakes nobody.
 
-// watchFor is how long a node stays watched after its last blocked check (the coordinator asks
-// at least every --volume-recheck while it blocks).
-const watchFor = time.Minute
-
-// watchedNode is what a blocked node's last check named.
+// watchedNode is what a blocked node's last check named. A node stays watched until a check of
+// it is not blocked, or its drain is released.
 type watchedNode struct {
-	until   time.Time
 	volumes map[string]bool
 }
 
@@ -48,7 +42,7 @@ func (g *Gate) watch(node string, blocked bool, blockers []nodedrain.Blocker) {
 		delete(g.watched, node)
 		return
 	}
-	w := watchedNode{until: g.cfg.Now().Add(watchFor), volumes: map[string]bool{}}
+	w := watchedNode{volumes: map[string]bool{}}
 	for _, b := range blockers {
 		if b.Kind == nodedrain.BlockerVolume {
 			w.volumes[b.Name] = true
@@ -62,12 +56,7 @@ func (g *Gate) watch(node string, blocked bool, blockers []nodedrain.Blocker) {
 func (g *Gate) concerns(node, volume string) bool {
 	g.watchMu.Lock()
 	defer g.watchMu.Unlock()
-	now := g.cfg.Now()
 	for name, w := range g.watched {
-		if now.After(w.until) {
-			delete(g.watched, name)
-			continue
-		}
 		if (node != "" && name == node) || (volume != "" && w.volumes[volume]) {
 			return true
 		}
@@ -75,7 +64,13 @@ func (g *Gate) concerns(node, volume string) bool {
 	return false
 }
 
-func always(any) bool { return true }
+// anyWatched reports whether some node's check is blocked: a change of a rarer cluster-wide
+// object (PV, PVC, drainer Job, Longhorn Node or Setting) may then concern it.
+func (g *Gate) anyWatched(any) bool {
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	return len(g.watched) > 0
+}
 
 func (g *Gate) podConcerns(obj any) bool {
 	p, ok := obj.(*corev1.Pod)
@@ -123,7 +118,9 @@ func (g *Gate) longhornChanged(resource string, u *unstructured.Unstructured) {
 	case longhornVolumes.Resource:
 		node, volume = nestedString(u.Object, "status", "currentNodeID"), u.GetName()
 	default:
-		g.changed()
+		if g.anyWatched(nil) {
+			g.changed()
+		}
 		return
 	}
 	if g.concerns(node, volume) {

@@ -34,9 +34,9 @@ func (g *Gate) ReturnCheck(_ context.Context, node string) ([]nodedrain.Blocker,
 	if len(out) > nodedrain.MaxBlockers {
 		out = out[:nodedrain.MaxBlockers]
 	}
-	// The return gate also waits for the node and its pods (the coordinator's part): watch the
-	// node while it is asked about, whatever its volumes say.
-	g.watch(node, true, out)
+	// While its volumes are not healthy again, their changes and the node's pods wake the
+	// coordinator (the node's own readiness reaches it through its node informer).
+	g.watch(node, len(out) > 0, out)
 	return out, nil
 }
 

@@ -221,12 +221,13 @@ func (w *View) placement(v *Volume) (have, room int, why string) {
 	}
 	var refused []string
 	open := map[string]bool{} // nodes that hold one or could take one
+	anyPlaceable := false
 	for name := range w.Nodes {
 		if name == w.Node {
 			continue
 		}
 		if ok, no := w.placeable(name); ok {
-			open[name] = true
+			open[name], anyPlaceable = true, true
 		} else if homes[name] {
 			open[name] = true
 		} else if w.Nodes[name].Exists {
@@ -253,20 +254,10 @@ func (w *View) placement(v *Volume) (have, room int, why string) {
 		return len(haveZones), len(zones), why + "; one replica a zone"
 	case v.SoftNodeAntiAffinity:
 		// Several replicas a node: any node that takes one takes them all.
-		if placeableAny(w, open) {
+		if anyPlaceable {
 			return have, math.MaxInt, why
 		}
 		return have, have, why
 	}
 	return len(homes), len(open), why
-}
-
-// placeableAny reports whether one of nodes takes new replicas.
-func placeableAny(w *View, nodes map[string]bool) bool {
-	for name := range nodes {
-		if ok, _ := w.placeable(name); ok {
-			return true
-		}
-	}
-	return false
 }

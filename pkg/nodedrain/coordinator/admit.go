@@ -30,6 +30,11 @@ func (e *Engine) afterEvents(ctx context.Context) {
 		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
 	}
 	e.act(ctx, actions)
+	e.resetTimer()
+}
+
+// resetTimer sets the loop's timer to the earliest retry or deadline of any drain.
+func (e *Engine) resetTimer() {
 	if next := e.core.NextTimer(); !next.IsZero() {
 		e.timer.Reset(max(next.Sub(e.cfg.Now()), 0))
 	}

@@ -253,9 +253,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-e.maintenanceChanged():
 			e.changed(ctx)
 		case <-e.gateChanged():
-			if !e.changed(ctx) {
-				continue // a change no drain waits on: admission has nothing new to decide
+			// EvChanged only brings rechecks forward: admission has nothing new to decide.
+			if e.changed(ctx) {
+				e.resetTimer()
 			}
+			continue
 		case <-tick.C:
 			e.republish(ctx)
 			e.recheckKeys(ctx)
