@@ -138,7 +138,8 @@ func (k *KubeVirt) createLauncher(ctx context.Context, vmi *unstructured.Unstruc
 			Annotations: map[string]string{"kubevirt.io/domain": vmi.GetName(), "kubectl.kubernetes.io/default-container": "compute"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachineInstance", Name: vmi.GetName(),
 				UID: vmi.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+		// A short grace period keeps the tests quick (KubeVirt takes the VMI's, 30 s by default).
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To(int64(1)),
 			Containers: []corev1.Container{{Name: "compute", Image: "quay.io/kubevirt/virt-launcher"}}},
 	}
 	return k.c.Client.CoreV1().Pods(k.ns).Create(ctx, pod, metav1.CreateOptions{})
