@@ -291,13 +291,6 @@ func (s *Sim) apply(f Fault) {
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
 		a.cmdRequest = ""
-		// Under a declared whole-cluster shutdown a node that is down holds no slot, whatever
-		// took it down (admission's rule): as for one its command took down, the slot stays
-		// free until it withdraws, even if the declaration ends meanwhile (seed 119738).
-		if r, ok := s.bus.value(bucketRequests, a.node.name).(nodedrain.NodeDrainRequest); ok && a.node.up &&
-			nodedrain.DeclaresClusterShutdown(r) && s.wholeClusterDeclared() {
-			s.downDeclared[r.RequestID] = true
-		}
 		s.powerCycle(a, f.For)
 	}
 }

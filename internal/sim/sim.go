@@ -252,6 +252,14 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 	if !n.up {
 		return
 	}
+	// Under a declared whole-cluster shutdown a node that is down holds no slot, whatever took
+	// it down (admission's rule): as for one its command took down, the slot stays free until
+	// it withdraws, even if the declaration ends meanwhile (seed 119738: a power cut; seed
+	// 600445: a reinstall).
+	if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok &&
+		nodedrain.DeclaresClusterShutdown(r) && s.wholeClusterDeclared() {
+		s.downDeclared[r.RequestID] = true
+	}
 	a.crash("machine down")
 	if a.twin != nil {
 		a.twin.crash("machine down")
