@@ -240,6 +240,20 @@ func DeclaresClusterShutdown(r NodeDrainRequest) bool {
 		(r.Context == ClusterShutdownContext || strings.HasPrefix(r.Context, ClusterShutdownContext+" "))
 }
 
+// DecommissionContext is the request context that asks for the node to be decommissioned:
+// drained for good ("decommission", optionally followed by a reason). The coordinator evicts
+// its Longhorn replicas whatever the volume policy, handles its node-local volumes by their
+// DecommissionAnnotation, deletes its Node object, then publishes COMPLETE; once the request is
+// withdrawn (or DecommissionLinger after COMPLETE) it removes the node's keys from the bus.
+const DecommissionContext = "decommission"
+
+// DeclaresDecommission reports whether r asks for a decommission: a DEVICEOP request whose
+// context is DecommissionContext or starts with it and a space.
+func DeclaresDecommission(r NodeDrainRequest) bool {
+	return r.RequestedBy == RequesterDeviceOp &&
+		(r.Context == DecommissionContext || strings.HasPrefix(r.Context, DecommissionContext+" "))
+}
+
 // otherKnown reports whether edgedrain knows a node other than name (it has a request or a
 // published status, or the coordinator has seen its Node object): such a node belongs to the cluster even while its Node object is missing
 // (deleted and registering again), so the cluster is not a single-node one. A cluster that

@@ -83,6 +83,7 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"ReturningSince", timeField(&s.ReturningSince)},
 		{"SlotReleased", boolField(&s.SlotReleased)},
 		{"DeclaredShutdown", boolField(&s.DeclaredShutdown)},
+		{"Decommission", boolField(&s.Decommission)},
 		{"CompleteSent", boolField(&s.CompleteSent)},
 	})
 	if err == nil && !present[0] {

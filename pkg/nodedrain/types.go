@@ -115,6 +115,9 @@ type NodeDrainStatus struct {
 	// DeclaredShutdown says the request declared a planned whole-cluster shutdown (its node
 	// has no return gate), so that a coordinator resuming after the request is gone knows.
 	DeclaredShutdown bool `json:"DeclaredShutdown,omitempty"`
+	// Decommission says the request asked for a decommission (DeclaresDecommission): on
+	// COMPLETE the node's Node object has been deleted and the node holds no admission slot.
+	Decommission bool `json:"Decommission,omitempty"`
 	// CompleteSent says a COMPLETE of this request was sent whose publication failed: it may
 	// have landed all the same (a lost reply) and the node gone down on it, so a withdrawal
 	// starts the return gate as after a COMPLETE (also for a coordinator resuming later).
@@ -129,8 +132,11 @@ func RequestOf(st NodeDrainStatus, context string) *NodeDrainRequest {
 	if at.IsZero() {
 		at = st.UpdatedAt
 	}
-	if st.DeclaredShutdown {
+	switch {
+	case st.DeclaredShutdown:
 		context = ClusterShutdownContext + " " + context
+	case st.Decommission:
+		context = DecommissionContext + " " + context
 	}
 	return &NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedAt: at, RequestedBy: st.RequestedBy, Context: context}
 }
