@@ -184,6 +184,12 @@ func AdmitWith(in AdmitInput) Admission {
 		}
 		switch {
 		case other:
+		case DeclaresDecommission(*drains[name].Request):
+			// Never NOTSUPPORTED: that lets the agent proceed undrained, and a decommissioned
+			// node's data does not come back.
+			a.Queued[name] = "waiting: no other Ready, schedulable node can take the workloads now; a decommission waits for one"
+			ahead = append(ahead, name)
+			continue
 		case len(nodes) == 1 && !otherKnown(drains, seen, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
 			continue

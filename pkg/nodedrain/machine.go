@@ -30,9 +30,12 @@ const (
 	OpCheckCordon    // confirm the node is still cordoned before COMPLETE
 	OpUncordon       // uncordon the node (only ever one edgedrain cordoned)
 	OpReturnGate     // check a node back from its operation is healthy again (the return gate)
+	OpDeleteNode     // decommission: delete the drained node's Node object (if still cordoned)
+	OpForget         // decommission: remove the node's status (and its request, if still this one) from the bus
 )
 
-var opNames = [...]string{"none", "cordon", "volume gate", "eviction", "final volume gate", "cordon check", "uncordon", "return gate"}
+var opNames = [...]string{"none", "cordon", "volume gate", "eviction", "final volume gate", "cordon check", "uncordon", "return gate",
+	"node deletion", "forget"}
 
 func (o Op) String() string {
 	if o >= 0 && int(o) < len(opNames) {
@@ -67,6 +70,10 @@ type Policy struct {
 	// slot until it is healthy again (Ready, its replicas rebuilt, its pods Ready), at most this
 	// long, then releases it anyway. Zero: no return gate (the slot is released at withdrawal).
 	ReturnTimeout time.Duration
+	// DecommissionLinger is how long a decommissioned node's COMPLETE stays on the bus when its
+	// agent does not withdraw the request (the machine was powered off): then the coordinator
+	// removes the node's request and status itself. Zero: only the withdrawal removes them.
+	DecommissionLinger time.Duration
 }
 
 // DefaultPolicy returns DESIGN §3's defaults: 10 cordon attempts backing off 1 s doubling to
@@ -77,7 +84,7 @@ func DefaultPolicy() Policy {
 		DrainAttempts: 5, DrainAttemptTimeout: 5 * time.Minute,
 		DrainBackoff: 5 * time.Second, DrainBackoffMax: time.Minute,
 		GateRecheck: 2 * time.Second, GateReact: 50 * time.Millisecond, UncordonRetry: 2 * time.Second,
-		ReturnTimeout: 15 * time.Minute,
+		ReturnTimeout: 15 * time.Minute, DecommissionLinger: 10 * time.Minute,
 	}
 }
 
@@ -100,6 +107,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("return timeout must not be negative, got %s", p.ReturnTimeout)
 	case p.GateReact < 0:
 		return fmt.Errorf("gate reaction delay must not be negative, got %s", p.GateReact)
+	case p.DecommissionLinger < 0:
+		return fmt.Errorf("decommission linger must not be negative, got %s", p.DecommissionLinger)
 	}
 	return nil
 }
@@ -155,6 +164,12 @@ type Drain struct {
 	// ChangedDuring says EvChanged came while a gate check was in flight: that check may have
 	// read the world before the change, so a blocked answer is asked again after GateReact.
 	ChangedDuring bool
+}
+
+// Decommissioned reports whether the drain decommissioned its node: COMPLETE for a
+// decommission, published once the Node object was deleted.
+func (d Drain) Decommissioned() bool {
+	return d.Status.Decommission && d.Status.Status == StatusComplete
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.
@@ -235,8 +250,9 @@ type EvResult struct {
 	Err         error
 	Unreachable bool
 	// Safe and Blockers answer OpGate and OpFinalGate; Blockers also name the pods an OpEvict
-	// could not evict. Cordoned answers OpCheckCordon; ByUs answers OpCordon (false when the
-	// node was already cordoned by someone else).
+	// could not evict. Cordoned answers OpCheckCordon and OpDeleteNode (false: the node was
+	// found uncordoned and not deleted); ByUs answers OpCordon (false when the node was already
+	// cordoned by someone else).
 	Safe, Cordoned, ByUs bool
 	Blockers             []Blocker
 	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
@@ -310,6 +326,8 @@ type Start struct {
 	Op Op
 	// Attempt numbers eviction attempts from 1.
 	Attempt int
+	// Decommission says the request asks for a decommission (the gates check for it).
+	Decommission bool
 }
 
 // Cancel asks for every operation under way for the node to stop at once.

@@ -105,6 +105,10 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 		// under way ("eviction attempt N"): take the next, but never past the limit (an
 		// interrupted last attempt is redone as itself).
 		s.retry(OpEvict, min(st.Attempt+1, p.DrainAttempts), 0)
+	case StatusComplete:
+		if d.Decommissioned() {
+			s.linger(max(st.UpdatedAt.Add(p.DecommissionLinger).Sub(now), 0))
+		}
 	}
 	return s.d, s.actions
 }
@@ -138,7 +142,7 @@ func (s *stepper) start(op Op, attempt int) {
 	if attempt > 0 {
 		s.d.Status.Attempt = attempt
 	}
-	s.actions = append(s.actions, Start{Op: op, Attempt: s.d.Status.Attempt})
+	s.actions = append(s.actions, Start{Op: op, Attempt: s.d.Status.Attempt, Decommission: s.d.Status.Decommission})
 }
 
 // retry starts op as attempt after the delay (the next EvTimer at or past that time).
@@ -217,6 +221,10 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
+	if r == nil && s.d.Decommissioned() {
+		s.forget()
+		return
+	}
 	// The return gate: a node back from the operation its COMPLETE allowed (withdrawn, or
 	// replaced by a new request) holds its slot until it is healthy again — unless its slot was
 	// already released (it never came back in time), the gate is off, or the request declared
@@ -224,7 +232,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	// the limit). A gate under way carries on, whatever the request does: a new request waits
 	// in REQUESTED, still holding the slot, until the node is healthy.
 	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.Status.CompleteSent) &&
-		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request))
+		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request) && !s.d.Status.Decommission)
 	cordonInFlight := s.d.Waiting == OpCordon
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
 	uncordon := func() {
@@ -265,6 +273,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		return
 	}
 	st.RequestID, st.RequestedBy, st.DeclaredShutdown = r.RequestID, r.RequestedBy, DeclaresClusterShutdown(*r)
+	st.Decommission = DeclaresDecommission(*r)
 	if mayBeCordoned {
 		// A new request replaces one whose drain had (or may have) cordoned the node: undo
 		// that cordon, as for a withdrawal; the new drain cordons again once admitted. Kept,
@@ -309,6 +318,13 @@ func (s *stepper) result(e EvResult) {
 		}
 		return
 	}
+	if e.Op == OpForget {
+		if e.RequestID == s.d.Status.RequestID {
+			s.d.Waiting = OpNone
+			s.forgotten(e)
+		}
+		return
+	}
 	if e.Op != OpUncordon && (s.d.Request == nil || e.RequestID != s.d.Request.RequestID) {
 		return
 	}
@@ -349,14 +365,17 @@ func (s *stepper) result(e EvResult) {
 		case e.Err != nil:
 			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; checking volumes and the cordon again", e.Err), nil)
 			s.retry(OpFinalGate, 0, s.p.GateRecheck)
+		case e.Cordoned && s.d.Status.Decommission:
+			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
+			s.start(OpDeleteNode, 0)
 		case e.Cordoned:
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
 		default:
-			s.d.Status.CordonedByUs, s.d.CordonKnown = false, false
-			s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
-			s.start(OpCordon, 1)
+			s.cordonAgain()
 		}
+	case OpDeleteNode:
+		s.nodeDeleted(e)
 	case OpUncordon:
 		if e.Err != nil {
 			s.note(fmt.Sprintf("uncordon failed: %v; retrying in %s", e.Err, s.p.UncordonRetry), nil)
@@ -447,6 +466,13 @@ func (s *stepper) timer() {
 
 func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 	if s.d.Request == nil || !s.d.Active() {
+		return
+	}
+	if s.d.Status.Decommission {
+		// The exception is for an operation that may cure the node; a decommission deletes the
+		// Node object, which needs the API.
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; a decommission waits for it (it deletes the Node object)",
+			e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
 	if e.Safe {

@@ -152,6 +152,10 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 	d, actions := nodedrain.Step(d, ev, now, c.policy)
 	c.drains[node] = d
 	out := appendNode(nil, node, d.Status.RequestID, actions)
+	if slices.Contains(actions, nodedrain.Action(nodedrain.Forgotten{})) {
+		delete(c.drains, node)
+		delete(c.announced, node)
+	}
 	if prev != nil && (d.Request == nil || d.Request.RequestID != prev.RequestID) {
 		out = append(out, NodeAction{Node: node, Release: true})
 	}

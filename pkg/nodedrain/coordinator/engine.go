@@ -441,6 +441,9 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 			e.metrics.CompletionTime.WithLabelValues(a.RequestedBy.String(), res).Observe(e.cfg.Now().Sub(a.Since).Seconds())
 		case nodedrain.ReturnEnded:
 			e.returnEnded(na.Node, a)
+		case nodedrain.Forgotten:
+			delete(e.unpublished, na.Node)
+			e.log.WithField("node", na.Node).Info("decommissioned node forgotten: its request and status are removed from the bus")
 		case nodedrain.SlotReleased:
 			e.metrics.StaleReleases.Inc()
 			e.log.WithField("node", na.Node).Warn(a.Reason)

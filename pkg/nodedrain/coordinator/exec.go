@@ -150,10 +150,20 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 	case nodedrain.OpUncordon:
 		return nodedrain.EvResult{Err: x.nodeOps.uncordon(ctx, node)}
 	case nodedrain.OpCheckCordon:
-		cordoned, err := x.nodeOps.cordoned(ctx, node)
+		cordoned, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
 		return nodedrain.EvResult{Err: err, Cordoned: cordoned, At: x.e.cfg.Now()}
+	case nodedrain.OpDeleteNode:
+		deleted, err := x.nodeOps.deleteNode(ctx, node)
+		if deleted {
+			x.e.log.WithField("node", node).Info("decommission: Node object deleted")
+			x.e.nodeEvent(node, corev1.EventTypeNormal, "NodeDecommissioned", "edgedrain deleted the Node object: the node is drained and its volumes are safe elsewhere")
+		}
+		return nodedrain.EvResult{Err: err, Cordoned: deleted}
+	case nodedrain.OpForget:
+		return nodedrain.EvResult{Err: x.e.forget(ctx, node, requestID)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
-		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate})
+		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
+			Decommission: s.Decommission})
 		if err == nil && r.Safe && s.Op == nodedrain.OpFinalGate {
 			// The maintenance policy's blockers hold COMPLETE too (checked again: an alert may
 			// have started firing since admission).

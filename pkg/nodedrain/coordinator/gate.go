@@ -24,6 +24,10 @@ type GateOptions struct {
 	// for the one before eviction. Work that must wait for the pods to be gone (a drainer Job on
 	// a node-local volume) starts on the second.
 	AfterEviction bool
+	// Decommission is true for a drain that decommissions the node (nodedrain.DeclaresDecommission):
+	// its replicas are evicted whatever the volume policy, and its node-local volumes are handled
+	// by their decommission annotation.
+	Decommission bool
 }
 
 // GateReleaser is implemented by gates that start work for a drain (asking the storage system

@@ -1,0 +1,84 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// deleteNode deletes a decommissioned node's Node object, if it is still cordoned: deleted
+// reports that the node is gone (deleted now, or already missing); false with no error means it
+// was found uncordoned (someone made it schedulable again) and was left as it is. The deletion
+// names the UID read, so a node that registered again meanwhile is not deleted in its place.
+func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted bool, err error) {
+	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get node %s: %w", name, err)
+	}
+	if !node.Spec.Unschedulable {
+		return false, nil
+	}
+	if !stillLeading(ctx) {
+		return false, fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
+	}
+	uid := node.UID
+	err = o.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("delete node %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// cordonedOrGone is cordoned for a decommission's check before its Node object is deleted: a
+// node already missing counts as cordoned (a coordinator stopped after deleting it and before
+// publishing COMPLETE finds it so when it resumes).
+func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission bool) (bool, error) {
+	cordoned, err := o.cordoned(ctx, name)
+	if decommission && apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return cordoned, err
+}
+
+// forget removes a decommissioned node's keys from the bus: its request, if the key still
+// holds requestID (the agent did not withdraw it: the machine is off), then its status, if it
+// still answers requestID. Each removal names the revision it read, so a new request for the
+// name (a new machine) and its status are never removed in their place.
+func (e *Engine) forget(ctx context.Context, node, requestID string) error {
+	if !stillLeading(ctx) {
+		return fmt.Errorf("forget node %s: %w", node, ErrLeaseLapsed)
+	}
+	req, rev, err := e.requests.Get(ctx, node)
+	switch {
+	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
+		// (no request, or garbage there: not this request)
+	case err != nil:
+		return fmt.Errorf("read the request of %s: %w", node, err)
+	case req.RequestID == requestID:
+		if err := e.requests.UnpublishRevision(ctx, node, rev); err != nil && !errors.Is(err, pubsub.ErrConflict) {
+			return fmt.Errorf("remove the request of %s: %w", node, err)
+		}
+	}
+	st, rev, err := e.statuses.Get(ctx, node)
+	switch {
+	case errors.Is(err, pubsub.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the status of %s: %w", node, err)
+	case st.RequestID != requestID || st.Status != nodedrain.StatusComplete:
+		return nil // a newer request's status: not ours to remove
+	}
+	if err := e.statuses.UnpublishRevision(ctx, node, rev); err != nil {
+		return fmt.Errorf("remove the status of %s: %w", node, err)
+	}
+	return nil
+}

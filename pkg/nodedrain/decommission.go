@@ -1,0 +1,69 @@
+package nodedrain
+
+import (
+	"fmt"
+	"time"
+)
+
+// A decommission (DeclaresDecommission) drains the node for good: after the checks before
+// COMPLETE (volumes safe elsewhere, node still cordoned) the node's Node object is deleted
+// (OpDeleteNode), then COMPLETE is published with the admission slot released (the node is no
+// longer in the cluster), and the agent runs its decommission command. Once the request is
+// withdrawn, or DecommissionLinger after COMPLETE, the node's keys are removed from the bus
+// (OpForget) and the drain is forgotten.
+
+// nodeDeleted handles OpDeleteNode's answer.
+func (s *stepper) nodeDeleted(e EvResult) {
+	switch {
+	case e.Err != nil:
+		// Time passes before the next try: everything before COMPLETE is checked again.
+		s.note(fmt.Sprintf("cannot delete the Node object: %v; checking volumes and the cordon again in %s", e.Err, s.p.GateRecheck), nil)
+		s.retry(OpFinalGate, 0, s.p.GateRecheck)
+	case !e.Cordoned:
+		s.cordonAgain()
+	default:
+		s.d.Status.SlotReleased, s.d.Status.CordonedByUs = true, false
+		s.set(StatusComplete, "node decommissioned: drained, its volumes safe elsewhere and its Node object deleted; "+
+			"the operation may run", nil)
+		s.outcome(StatusComplete, false)
+		s.linger(s.p.DecommissionLinger)
+	}
+}
+
+// cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE.
+func (s *stepper) cordonAgain() {
+	s.d.Status.CordonedByUs, s.d.CordonKnown = false, false
+	s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
+	s.start(OpCordon, 1)
+}
+
+// linger removes a decommissioned node's keys after d, if its agent has not withdrawn the
+// request by then (no limit when DecommissionLinger is zero).
+func (s *stepper) linger(d time.Duration) {
+	if s.p.DecommissionLinger > 0 {
+		s.retry(OpForget, 0, d)
+	}
+}
+
+// forget removes a decommissioned node's keys: its request was withdrawn.
+func (s *stepper) forget() {
+	s.d.Request = nil
+	s.start(OpForget, 0)
+}
+
+// forgotten handles OpForget's answer: once the keys are gone, so is the drain (it publishes
+// nothing more); a failure is retried.
+func (s *stepper) forgotten(e EvResult) {
+	if e.Err != nil {
+		s.retry(OpForget, 0, s.p.UncordonRetry)
+		return
+	}
+	s.d = Drain{Status: NodeDrainStatus{Node: s.d.Status.Node, Status: StatusNotRequested}}
+	s.actions = append(s.actions, Forgotten{})
+}
+
+// Forgotten reports that a decommissioned node's keys were removed from the bus: the
+// coordinator forgets the node (nothing of it is published again).
+type Forgotten struct{}
+
+func (Forgotten) action() {}

@@ -1,0 +1,130 @@
+package nodedrain
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func decommissionReq(id string) *NodeDrainRequest {
+	r := req(id)
+	r.Context = "decommission disk worn out"
+	return r
+}
+
+// drainedForDecommission runs a decommission up to the checks before COMPLETE.
+func drainedForDecommission(t *testing.T) *run {
+	r := newRun(t).step(EvRequest{Request: decommissionReq("d1")})
+	require.True(t, r.d.Status.Decommission)
+	r.step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate)
+	return r
+}
+
+func TestDeclaresDecommission(t *testing.T) {
+	for ctx, want := range map[string]bool{"decommission": true, "decommission disk failed": true,
+		"decommissioned": false, "reboot decommission": false, "": false, " decommission": false} {
+		r := NodeDrainRequest{RequestedBy: RequesterDeviceOp, Context: ctx}
+		assert.Equal(t, want, DeclaresDecommission(r), "context %q", ctx)
+	}
+	assert.False(t, DeclaresDecommission(NodeDrainRequest{RequestedBy: RequesterUpdate, Context: "decommission"}),
+		"only DEVICEOP decommissions")
+}
+
+func TestDecommissionDeletesTheNodeBeforeComplete(t *testing.T) {
+	r := drainedForDecommission(t)
+	r.expect(StatusCordoned, OpCheckCordon)
+	for _, a := range r.actions {
+		if s, ok := a.(Start); ok {
+			assert.True(t, s.Decommission, "the gates and checks are told it is a decommission")
+		}
+	}
+	r.ok(OpCheckCordon).expect(StatusCordoned, OpDeleteNode)
+	assert.Contains(t, r.d.Status.Message, "deleting its Node object")
+	r.ok(OpDeleteNode).expect(StatusComplete)
+	assert.True(t, r.d.Status.SlotReleased, "a node out of the cluster holds no slot")
+	assert.True(t, r.d.Decommissioned())
+	assert.False(t, r.d.Status.CordonedByUs, "the Node is gone: nothing to uncordon")
+	assert.Equal(t, OpForget, r.d.RetryOp, "keys removed after the linger if nobody withdraws")
+	assert.Equal(t, r.now.Add(r.p.DecommissionLinger), r.d.RetryAt)
+
+	// The agent withdraws once its command ran: the keys go, no NOTREQUESTED is published,
+	// nothing is uncordoned, no return gate holds a slot.
+	r.step(EvRequest{}).expect(StatusComplete, OpForget)
+	assert.Empty(t, r.published())
+	assert.False(t, r.d.Returning())
+	r.ok(OpForget)
+	assert.Contains(t, r.actions, Action(Forgotten{}))
+	assert.Equal(t, StatusNotRequested, r.d.Status.Status)
+	assert.Empty(t, r.d.Status.RequestID)
+}
+
+func TestDecommissionForgetsAfterTheLinger(t *testing.T) {
+	r := drainedForDecommission(t).ok(OpCheckCordon).ok(OpDeleteNode)
+	r.fire().expect(StatusComplete, OpForget)
+	r.step(EvResult{Op: OpForget, RequestID: "d1", Err: errors.New("bus down")})
+	assert.Equal(t, OpForget, r.d.RetryOp, "a failed removal is retried")
+	assert.NotContains(t, r.actions, Action(Forgotten{}))
+	r.fire().ok(OpForget)
+	assert.Contains(t, r.actions, Action(Forgotten{}))
+}
+
+func TestDecommissionNodeDeletionFailures(t *testing.T) {
+	r := drainedForDecommission(t).ok(OpCheckCordon)
+	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1", Err: errors.New("forbidden")})
+	assert.Equal(t, StatusCordoned, r.d.Status.Status)
+	assert.Equal(t, OpFinalGate, r.d.RetryOp, "time passes before the next try: the checks before COMPLETE run again")
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon).expect(StatusCordoned, OpDeleteNode)
+	// Found uncordoned at the deletion: cordoned again, never deleted schedulable.
+	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1"}).expect(StatusStarting, OpCordon)
+}
+
+func TestDecommissionWaitsForTheAPI(t *testing.T) {
+	r := drainedForDecommission(t)
+	r.step(EvAPIUnreachable{For: time.Hour, Safe: true})
+	assert.Equal(t, StatusCordoned, r.d.Status.Status, "the API-unreachable exception does not decommission")
+	assert.Contains(t, r.d.Status.Message, "a decommission waits")
+}
+
+func TestDecommissionResume(t *testing.T) {
+	r := drainedForDecommission(t).ok(OpCheckCordon).ok(OpDeleteNode)
+	st := r.d.Status
+	p := testPolicy()
+	// Request withdrawn while no coordinator ran: the keys go.
+	d, actions := Resume(st, nil, t0.Add(time.Hour), p)
+	assert.Equal(t, []Op{OpForget}, startedOps(actions))
+	assert.Equal(t, StatusComplete, d.Status.Status)
+	// Request still there: the linger goes on from the COMPLETE.
+	d, actions = Resume(st, decommissionReq("d1"), st.UpdatedAt.Add(time.Minute), p)
+	assert.Empty(t, actions)
+	assert.Equal(t, OpForget, d.RetryOp)
+	assert.Equal(t, st.UpdatedAt.Add(p.DecommissionLinger), d.RetryAt)
+	// A new machine with the name asks for a reboot: a new drain, no return gate.
+	r.step(EvRequest{Request: req("r2")})
+	assert.Equal(t, StatusRequested, r.d.Status.Status)
+	assert.False(t, r.d.Returning())
+	assert.False(t, r.d.Status.Decommission)
+	assert.NotContains(t, startedOps(r.actions), OpForget)
+}
+
+func startedOps(actions []Action) []Op {
+	var out []Op
+	for _, a := range actions {
+		if s, ok := a.(Start); ok {
+			out = append(out, s.Op)
+		}
+	}
+	return out
+}
+
+func TestAdmissionNeverLetsADecommissionProceedUndrained(t *testing.T) {
+	d := Drain{Status: NodeDrainStatus{Node: "a", Status: StatusRequested, RequestID: "d1"}, Request: decommissionReq("d1")}
+	d.Request.Node = "a"
+	adm := Admit(map[string]Drain{"a": d}, []NodeInfo{{Name: "a", Ready: true, Schedulable: true}}, 1)
+	assert.Empty(t, adm.NotSupported, "a single node cannot be decommissioned undrained")
+	assert.Contains(t, adm.Queued["a"], "a decommission waits")
+	assert.False(t, slices.Contains(adm.Admit, "a"))
+}
