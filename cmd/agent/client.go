@@ -15,13 +15,20 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
-const requestIntro = `Usage: agent request reboot|shutdown|update [--context TEXT] [--socket PATH]
+const requestIntro = `Usage: agent request reboot|shutdown|update|decommission [--context TEXT] [--socket PATH]
 
 Asks the agent running on this node (over its unix socket) for an operation. The agent publishes a
 drain request and runs the operation's command once the drain is COMPLETE; the context text is
 published with the request and given to the command as EDGEDRAIN_CONTEXT (e.g. "update v1.2.3").
+
+decommission retires the node for good: its request's context is "decommission" followed by the
+--context text ("decommission disk failed"), which asks the coordinator to evict the node's volume
+replicas and delete its Node object before COMPLETE; then --decommission-command runs. Another
+operation whose context is "decommission" or starts with "decommission " is refused.
+
 Exit status 0: accepted (or the same operation is already pending); 1: refused (another operation
-is pending, no command configured) or the agent cannot be reached; 2: usage error.`
+is pending, no command configured, a context declaring a decommission for another operation) or
+the agent cannot be reached; 2: usage error.`
 
 const statusIntro = `Usage: agent status [--json] [--socket PATH]
 
@@ -49,7 +56,7 @@ func requestMain(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err != nil:
 	case len(pos) != 1:
-		err = fmt.Errorf("want exactly one operation (reboot, shutdown or update), got %q", pos)
+		err = fmt.Errorf("want exactly one operation (reboot, shutdown, update or decommission), got %q", pos)
 	default:
 		op, err = agent.ParseOperation(pos[0])
 	}

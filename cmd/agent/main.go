@@ -1,6 +1,6 @@
 // Command agent runs on every node: it asks the coordinator, over the NATS bus, to drain its node
-// before a reboot, shutdown or OS update, holds the operation back until the drain is COMPLETE, then
-// runs it. It holds no Kubernetes credentials.
+// before a reboot, shutdown, OS update or decommission, holds the operation back until the drain is
+// COMPLETE, then runs it. It holds no Kubernetes credentials.
 package main
 
 import (
@@ -18,23 +18,24 @@ import (
 )
 
 const intro = `Usage: agent [run] [flags]
-       agent request reboot|shutdown|update [--context TEXT] [--socket PATH]
+       agent request reboot|shutdown|update|decommission [--context TEXT] [--socket PATH]
        agent status [--json] [--socket PATH]
 
-The edgedrain agent (a DaemonSet, one per node) notices that its node wants a reboot, shutdown or
-OS update, publishes a drain request for the node on the NATS bus (bucket nodedrain-requests, key =
-node name), holds the operation back while the coordinator drains the node, and runs the
-operation's command only once the node's status (bucket nodedrain-status) is COMPLETE for that very
-request. It speaks only NATS, never to Kubernetes, and holds no Kubernetes credentials.
+The edgedrain agent (a DaemonSet, one per node) notices that its node wants a reboot, shutdown, OS
+update or decommission, publishes a drain request for the node on the NATS bus (bucket
+nodedrain-requests, key = node name), holds the operation back while the coordinator drains the
+node, and runs the operation's command only once the node's status (bucket nodedrain-status) is
+COMPLETE for that very request. It speaks only NATS, never to Kubernetes, and holds no Kubernetes credentials.
 
 Commands:
   run (the default)  run the agent.
-  request OP         ask the running agent (over --socket) for a reboot, shutdown or update; the
-                     --context text is published with the request and given to the command.
+  request OP         ask the running agent (over --socket) for a reboot, shutdown, update or
+                     decommission; the --context text is published with the request and given to
+                     the command.
   status             print this node's drain status as the running agent sees it.
 
-Triggers: a sentinel file per operation (--reboot-sentinel, --shutdown-sentinel,
---update-sentinel), checked every --sentinel-interval plus random jitter; and "agent request".
+Triggers: a sentinel file per operation (--reboot-sentinel, --shutdown-sentinel, --update-sentinel,
+--decommission-sentinel), checked every --sentinel-interval plus random jitter; and "agent request".
 One operation at a time: a request for another operation while one is pending is refused.
 
 What the agent does for each status of its node:
@@ -54,6 +55,13 @@ withdrawn at once. A reboot or shutdown is over when the node is back with a new
 node is still up --reboot-timeout after the command returned, the command counts as failed and runs
 again; the node stays drained meanwhile. A sentinel whose operation is done does not ask again until
 it is rewritten.
+
+A decommission retires the node for good (off unless --decommission-command is set). Its request's
+context is "decommission [TEXT]"; the coordinator drains the node, evicts its volume replicas and
+deletes its Node object before COMPLETE. The agent then runs --decommission-command (e.g. stop the
+kubelet and power off) and, once it returns success, withdraws its request: the coordinator removes
+the node's keys from the bus (by itself after a linger time if the machine went off first). A
+reboot, shutdown or update whose context is "decommission" or starts with "decommission " is refused.
 
 The deferred operation lives in a state file under --state-dir and survives agent restarts; an
 unreadable state file is moved aside (the agent starts idle and withdraws any request).

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
 var (
@@ -72,6 +73,12 @@ func TestFlags(t *testing.T) {
 		{name: "request without operation", args: []string{"request"}, wantCode: 2, wantErr: []string{"want exactly one operation"}},
 		{name: "request unknown operation", args: []string{"request", "poweroff"}, wantCode: 2, wantErr: []string{`unknown operation "poweroff"`}},
 		{name: "request two operations", args: []string{"request", "reboot", "update"}, wantCode: 2, wantErr: []string{"want exactly one"}},
+		{name: "request decommission parses and goes to the agent", args: []string{"request", "decommission", "--context", "disk failed",
+			"--socket", filepath.Join(dir, "none.sock")}, wantCode: 1, wantErr: []string{"agent not reachable"}},
+		{name: "help documents decommission", args: []string{"--help"}, wantCode: 0, wantErr: []string{"--decommission-command",
+			"systemctl poweroff", "empty: decommission refused", "--decommission-sentinel", "agent request reboot|shutdown|update|decommission"}},
+		{name: "decommission sentinel without its command", args: []string{"--node-name", "edge-1", "--decommission-sentinel", "/x"},
+			wantCode: 2, wantErr: []string{"decommission sentinel /x is set but no decommission command is"}},
 		{name: "request with no agent running", args: []string{"request", "reboot", "--context", "x", "--socket", filepath.Join(dir, "none.sock")},
 			wantCode: 1, wantErr: []string{"agent not reachable", "is it running?"}},
 		{name: "status with no agent running", args: []string{"status", "--socket", filepath.Join(dir, "none.sock")},
@@ -99,6 +106,22 @@ func TestNodeNameFromDownwardAPI(t *testing.T) {
 	o := registerRunFlags(newFlagSet(&stderr))
 	require.NoError(t, o.validate())
 	assert.Equal(t, "edge-7.shop", o.cfg.Node)
+}
+
+func TestDecommissionCommandIsOffByDefault(t *testing.T) {
+	var stderr bytes.Buffer
+	fs := newFlagSet(&stderr)
+	o := registerRunFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--node-name", "edge-1"}))
+	require.NoError(t, o.validate())
+	assert.NotContains(t, o.cfg.Commands, agent.OpDecommission)
+	assert.Equal(t, agent.DefaultRebootCommand, o.cfg.Commands[agent.OpReboot])
+
+	fs = newFlagSet(&stderr)
+	o = registerRunFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--node-name", "edge-1", "--decommission-command", "systemctl poweroff"}))
+	require.NoError(t, o.validate())
+	assert.Equal(t, "systemctl poweroff", o.cfg.Commands[agent.OpDecommission])
 }
 
 func TestParseInterleaved(t *testing.T) {

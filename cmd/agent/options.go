@@ -28,9 +28,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&c.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (required; on Kubernetes from the downward API, spec.nodeName; NODE_NAME is read too)")
 	o.nats.Register(fs)
 	for _, op := range agent.Operations {
-		o.commands[op] = fs.String(string(op)+"-command", c.Commands[op], fmt.Sprintf(
-			"shell command (/bin/sh -c) that performs the %s once the drain is COMPLETE; empty: %s not offered.\n"+
-				"It gets EDGEDRAIN_OPERATION, EDGEDRAIN_CONTEXT, EDGEDRAIN_REQUEST_ID, EDGEDRAIN_NODE and EDGEDRAIN_ATTEMPT", op, op))
+		o.commands[op] = fs.String(string(op)+"-command", c.Commands[op], commandHelp(op))
 		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(
 			"file whose presence asks for the %s (its first line is added to the context); empty: none", op))
 	}
@@ -53,6 +51,20 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
 	return o
+}
+
+// commandHelp is the help text of op's --OP-command flag.
+func commandHelp(op agent.Operation) string {
+	const env = "It gets EDGEDRAIN_OPERATION, EDGEDRAIN_CONTEXT, EDGEDRAIN_REQUEST_ID, EDGEDRAIN_NODE and EDGEDRAIN_ATTEMPT"
+	if op == agent.OpDecommission {
+		return "shell command (/bin/sh -c) that retires this node for good, e.g. \"systemctl stop kubelet && systemctl poweroff\"\n" +
+			"(stop the kubelet, or it registers the Node again); empty: decommission refused. It runs once the drain is\n" +
+			"COMPLETE: the coordinator has evicted the pods and Longhorn replicas, handled node-local volumes and deleted\n" +
+			"the Node object (a NOTSUPPORTED answer or a forced COMPLETE runs it without that). When it returns success\n" +
+			"the agent withdraws its request and the coordinator removes the node's keys from the bus; if it powers the\n" +
+			"machine off first, the coordinator removes them after its linger time.\n" + env
+	}
+	return fmt.Sprintf("shell command (/bin/sh -c) that performs the %s once the drain is COMPLETE; empty: %s not offered.\n%s", op, op, env)
 }
 
 // validate checks what the flags alone can tell and completes the agent's Config.

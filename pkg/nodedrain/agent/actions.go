@@ -2,7 +2,7 @@ package agent
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -82,8 +82,7 @@ func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
 	command := a.cfg.Commands[act.Operation]
 	entry := a.entry().WithField("attempt", act.Attempt)
 	if command == "" {
-		a.queue = append(a.queue, EvCommandDone{RequestID: act.RequestID,
-			Err: fmt.Errorf("no %s command configured (--%s-command)", act.Operation, act.Operation)})
+		a.queue = append(a.queue, EvCommandDone{RequestID: act.RequestID, Err: errors.New(noCommand(act.Operation))})
 		return
 	}
 	entry.WithField("command", command).Infof("running the %s command", act.Operation)

@@ -227,17 +227,29 @@ func (a *Agent) checkSentinels(ctx context.Context) {
 		}
 		hit, found, err := checkSentinel(op, path)
 		if err != nil {
-			if a.sentinelErr[op] != err.Error() {
-				a.sentinelErr[op] = err.Error()
-				a.entry().WithError(err).Warn("cannot check a sentinel file")
-			}
+			a.sentinelError(op, err)
+			continue
+		}
+		if !found || a.m.State.Phase != PhaseIdle {
+			delete(a.sentinelErr, op)
+			continue
+		}
+		opContext, err := requestContext(op, hit.context) // a decommission's declares it
+		if err != nil {
+			a.sentinelError(op, fmt.Errorf("%s sentinel %s: %w", op, path, err))
 			continue
 		}
 		delete(a.sentinelErr, op)
-		if found && a.m.State.Phase == PhaseIdle {
-			a.step(ctx, EvTrigger{Operation: op, Context: hit.context, RequestID: a.newRequestID(),
-				Sentinel: path, SentinelModTime: hit.modTime})
-		}
+		a.step(ctx, EvTrigger{Operation: op, Context: opContext, RequestID: a.newRequestID(),
+			Sentinel: path, SentinelModTime: hit.modTime})
+	}
+}
+
+// sentinelError logs err about op's sentinel file, once until it changes.
+func (a *Agent) sentinelError(op Operation, err error) {
+	if a.sentinelErr[op] != err.Error() {
+		a.sentinelErr[op] = err.Error()
+		a.entry().WithError(err).Warn("cannot act on a sentinel file")
 	}
 }
 
@@ -249,13 +261,18 @@ func (a *Agent) local(ctx context.Context, c localCall) {
 		return
 	}
 	op := c.req.Operation
+	refuse := func(msg string) {
+		a.entry().WithField("operation", op).Warnf("local request refused: %s", msg)
+		c.reply <- SocketReply{Error: msg}
+	}
 	if a.cfg.Commands[op] == "" {
-		c.reply <- SocketReply{Error: fmt.Sprintf("this agent has no %s command configured (--%s-command)", op, op)}
+		refuse(noCommand(op))
 		return
 	}
-	opContext := strings.TrimSpace(c.req.Context)
-	if opContext == "" {
-		opContext = string(op)
+	opContext, err := requestContext(op, c.req.Context)
+	if err != nil {
+		refuse(err.Error())
+		return
 	}
 	a.call = &c
 	a.step(ctx, EvTrigger{Operation: op, Context: opContext, RequestID: a.newRequestID()})

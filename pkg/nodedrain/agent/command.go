@@ -15,9 +15,9 @@ import (
 // Environment variables the operation commands get, besides the agent's own environment
 // (without its EDGEDRAIN_* settings, which may hold credentials).
 const (
-	// EnvOperation holds the operation: reboot, shutdown or update.
+	// EnvOperation holds the operation: reboot, shutdown, update or decommission.
 	EnvOperation = "EDGEDRAIN_OPERATION"
-	// EnvContext holds the request's context ("update v1.2.3").
+	// EnvContext holds the request's context ("update v1.2.3", "decommission disk failed").
 	EnvContext = "EDGEDRAIN_CONTEXT"
 	// EnvRequestID holds the ID of the request the drain answered.
 	EnvRequestID = "EDGEDRAIN_REQUEST_ID"

@@ -1,8 +1,12 @@
 // Package agent is edgedrain's per-node agent (DESIGN §4): it notices that its node wants a
-// reboot, shutdown or OS update (a sentinel file, or a local request over a unix socket),
-// publishes a NodeDrainRequest on the bus, holds the operation back until the coordinator has
-// drained the node (COMPLETE for that very request), runs the operation's command, and withdraws
-// the request once the node is back (a new boot ID) so the coordinator uncordons it.
+// reboot, shutdown, OS update or decommission (a sentinel file, or a local request over a unix
+// socket), publishes a NodeDrainRequest on the bus, holds the operation back until the
+// coordinator has drained the node (COMPLETE for that very request), runs the operation's
+// command, and withdraws the request once the node is back (a new boot ID) so the coordinator
+// uncordons it. An update that does not reboot, and a decommission (for which the coordinator
+// deletes the Node object before COMPLETE), end when their command returns: the agent withdraws
+// the request then, and the coordinator uncordons the node or, for a decommission, removes its
+// keys from the bus.
 //
 // Its decisions are a pure state machine (Step), tested with tables of events; Agent is the
 // runtime around it: one loop that feeds it bus events, file polls, command results and timers,
@@ -49,7 +53,7 @@ type Config struct {
 	// JetStream is the bus. Required.
 	JetStream jetstream.JetStream
 	// Commands holds the shell command (run with /bin/sh -c) of each operation; an operation
-	// without one is refused.
+	// without one is refused (by default OpUpdate and OpDecommission have none).
 	Commands map[Operation]string
 	// Sentinels holds the sentinel file of each operation whose presence asks for it; "" or
 	// absent: none.
@@ -83,9 +87,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DefaultConfig returns the defaults: systemd reboot and shutdown commands, no update command,
-// the reboot sentinel /var/run/reboot-required checked every minute (plus up to 30 s of jitter),
-// the override file of DESIGN §4 polled every 250 ms, and DefaultPolicy.
+// DefaultConfig returns the defaults: systemd reboot and shutdown commands, no update or
+// decommission command, the reboot sentinel /var/run/reboot-required checked every minute (plus
+// up to 30 s of jitter), the override file of DESIGN §4 polled every 250 ms, and DefaultPolicy.
 func DefaultConfig() Config {
 	return Config{
 		Commands:         map[Operation]string{OpReboot: DefaultRebootCommand, OpShutdown: DefaultShutdownCommand},

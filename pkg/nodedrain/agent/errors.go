@@ -6,8 +6,8 @@ import "errors"
 // unknown version or phase, or fields that break the wire contract.
 var ErrCorruptState = errors.New("corrupt agent state file")
 
-// ErrUnknownOperation is matched by errors for an operation name other than reboot, shutdown
-// and update.
+// ErrUnknownOperation is matched by errors for an operation name other than reboot, shutdown,
+// update and decommission.
 var ErrUnknownOperation = errors.New("unknown operation")
 
 // ErrInvalidConfig is matched by the errors of Config.Validate.
@@ -24,3 +24,7 @@ var ErrRefused = errors.New("request refused")
 // ErrForeignRequest means the node's request key holds a request another agent made (one
 // started with the same node name): this agent does not publish over it.
 var ErrForeignRequest = errors.New("the node's request key holds another agent's request")
+
+// ErrDecommissionContext is matched by the refusal of a request for an operation other than a
+// decommission whose context would declare one (nodedrain.DeclaresDecommission).
+var ErrDecommissionContext = errors.New("context declares a decommission")

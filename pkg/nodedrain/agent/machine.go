@@ -15,7 +15,7 @@ import (
 //
 //	idle --trigger--> pending --NOTREQUESTED: publish--> deferred --COMPLETE (ours)--> cleared --> running
 //	                     \--NOTSUPPORTED--> cleared          |  \--FAILED*: withdraw--> backoff --timer--> pending
-//	running --ok, update--> idle (withdraw)      running --ok, reboot/shutdown--> waiting-boot
+//	running --ok, update/decommission--> idle (withdraw)      running --ok, reboot/shutdown--> waiting-boot
 //	running --error--> cleared (retry after backoff)     new boot ID at start--> idle (withdraw)
 
 // Policy holds the agent's delays. DefaultPolicy gives the defaults.

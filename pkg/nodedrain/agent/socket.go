@@ -157,7 +157,7 @@ func answer(ctx context.Context, c net.Conn, calls chan<- localCall) SocketReply
 	case CmdStatus:
 	case CmdRequest:
 		if !req.Operation.Valid() {
-			return fail("%v %q (want reboot, shutdown or update)", ErrUnknownOperation, req.Operation)
+			return fail("%v %q (want %s)", ErrUnknownOperation, req.Operation, operationNames)
 		}
 		if len(req.Context) > nodedrain.MaxContextLen {
 			return fail("context is %d bytes, longer than the limit of %d", len(req.Context), nodedrain.MaxContextLen)
@@ -214,7 +214,8 @@ func call(ctx context.Context, socket string, req SocketRequest) (SocketReply, e
 }
 
 // Request asks the agent listening on socket for op with the given context, and returns its
-// answer. A refusal (another operation pending, no command configured) matches ErrRefused.
+// answer. A refusal (another operation pending, no command configured, a context that does not
+// fit the operation) matches ErrRefused.
 func Request(ctx context.Context, socket string, op Operation, opContext string) (string, error) {
 	reply, err := call(ctx, socket, SocketRequest{Command: CmdRequest, Operation: op, Context: opContext})
 	if err != nil {

@@ -116,6 +116,9 @@ func (st State) validate() error {
 	if err := req.Validate(); err != nil {
 		return err
 	}
+	if err := checkContext(st.Operation, st.Context); err != nil {
+		return err // a reboot published as a decommission would have its Node deleted
+	}
 	if st.DrainFailures < 0 || st.CommandFailures < 0 {
 		return errors.New("negative failure count")
 	}

@@ -108,11 +108,12 @@ func (s *stepper) start(boot string) {
 	switch {
 	case st.Phase != PhaseIdle && st.BootID != "" && st.BootID != boot:
 		// Done only if the node went down for the command: it returned and the agent waited
-		// for the node to go down, or it was still running a command that takes the node down.
-		// An update whose command failed is not done by an unrelated reboot.
-		if st.Phase == PhaseWaitingBoot || (st.Phase == PhaseRunning && st.Operation.goesDown(s.p)) {
-			s.finish(fmt.Sprintf("the node is back after the %s (boot ID changed): withdrawing request %s so the coordinator uncordons the node",
-				st.Operation, st.RequestID))
+		// for the node to go down, or it was still running a command that may take the node
+		// down (a decommission powering the machine off). An update whose command failed is
+		// not done by an unrelated reboot.
+		if st.Phase == PhaseWaitingBoot || (st.Phase == PhaseRunning && st.Operation.mayGoDown(s.p)) {
+			s.finish(fmt.Sprintf("the node is back after the %s (boot ID changed): withdrawing request %s so the coordinator %s",
+				st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 		} else {
 			s.report(LevelWarn, "the node rebooted while the %s was still %s (not by edgedrain): withdrawing request %s; its trigger asks again if it is still needed",
 				st.Operation, st.Phase, st.RequestID)
@@ -127,34 +128,6 @@ func (s *stepper) start(boot string) {
 	}
 	if !s.synced {
 		s.sync() // re-publish a deferred request, or withdraw any leftover one
-	}
-}
-
-func (s *stepper) trigger(e EvTrigger) {
-	st := &s.m.State
-	reply := func(ok bool, format string, args ...any) {
-		s.actions = append(s.actions, TriggerResult{Accepted: ok, Message: fmt.Sprintf(format, args...)})
-	}
-	switch {
-	case !e.Operation.Valid():
-		reply(false, "unknown operation %q", e.Operation)
-	case st.Phase == PhaseIdle && e.Sentinel != "" && st.Handled[e.Operation] == e.SentinelModTime:
-		reply(false, "the %s asked for by %s is already done", e.Operation, e.Sentinel)
-	case st.Phase == PhaseIdle:
-		*st = State{Phase: PhasePending, Operation: e.Operation, Context: e.Context, RequestID: e.RequestID,
-			RequestedAt: s.now, BootID: s.m.Boot, Sentinel: e.Sentinel, SentinelModTime: e.SentinelModTime, Handled: st.Handled,
-			Mine: st.Mine}
-		s.remember(e.RequestID)
-		by := "a local request"
-		if e.Sentinel != "" {
-			by = "sentinel " + e.Sentinel
-		}
-		s.report(LevelInfo, "%s asked for by %s (context %q): held back until the node is drained", e.Operation, by, e.Context)
-		reply(true, "%s deferred until the node is drained (request %s)", e.Operation, e.RequestID)
-	case st.Operation == e.Operation:
-		reply(true, "%s already %s (request %s)", e.Operation, st.Phase, st.RequestID)
-	default:
-		reply(false, "%s is already %s (request %s); ask again once it is done", st.Operation.withArticle(), st.Phase, st.RequestID)
 	}
 }
 
@@ -197,7 +170,8 @@ func (s *stepper) commandDone(e EvCommandDone) {
 		s.report(LevelInfo, "%s command returned: waiting for the node to go down (a new boot ID); if it is still up after %s the command runs again",
 			st.Operation, s.p.RebootTimeout)
 	default:
-		s.finish(fmt.Sprintf("%s command succeeded: withdrawing request %s so the coordinator uncordons the node", st.Operation, st.RequestID))
+		s.finish(fmt.Sprintf("%s command succeeded: withdrawing request %s so the coordinator %s",
+			st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 	}
 }
 
