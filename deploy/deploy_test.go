@@ -66,6 +66,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"base+orphan-deletion":          func() []byte { return withComponent(t, c, "base", orphanDeletion) },
 		"external-nats+orphan-deletion": func() []byte { return withComponent(t, c, "overlays/external-nats", orphanDeletion) },
 		"base+operator-access":          func() []byte { return withComponent(t, c, "base", "operator-access") },
+		"base+decommission":             func() []byte { return withComponent(t, c, "base", "decommission") },
 	}
 	for name, render := range renders {
 		t.Run(name, func(t *testing.T) {
@@ -81,6 +82,11 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 				assert.Contains(t, string(rendered), "EDGEDRAIN_DELETE_DRAINED_ORPHANS")
 			} else {
 				assert.NotContains(t, string(rendered), "orphan-deletion")
+			}
+			if strings.Contains(name, "decommission") {
+				assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-decommission")
+			} else {
+				assert.NotContains(t, string(rendered), "decommission")
 			}
 			// Bus identity (DESIGN §10): agents carry a pod-bound token of edgedrain's audience
 			// and no credentials; the coordinator may review tokens.

@@ -2,9 +2,11 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +111,39 @@ func TestOrphanDeletionRBACIsSeparate(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "with the component the coordinator may delete PVCs: %v", err)
 	// Only delete: the component adds no other verb (creating PVCs stays forbidden).
 	_, err = client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the component grants more than delete: %v", err)
+}
+
+// The base grants no Node delete; the decommission component grants delete on Nodes, PVCs and
+// pods, and nothing more.
+func TestDecommissionRBACIsSeparate(t *testing.T) {
+	c, _, client := asCoordinator(t)
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "retired-" + strings.ToLower(rand.Text()[:6])}}
+	_, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}) })
+
+	err = client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the base lets the coordinator delete Nodes: %v", err)
+
+	applyRBAC(t, c, withComponent(t, c, "base", "decommission"))
+	t.Cleanup(func() {
+		_ = c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "edgedrain-coordinator-decommission", metav1.DeleteOptions{})
+		_ = c.Client.RbacV1().ClusterRoles().Delete(ctx, "edgedrain-coordinator-decommission", metav1.DeleteOptions{})
+	})
+	require.Eventually(t, func() bool {
+		err = client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+		return err == nil || apierrors.IsNotFound(err)
+	}, 10*time.Second, 50*time.Millisecond, "with the component the coordinator may delete Nodes: %v", err)
+	ns := c.Namespace(t)
+	_, err = c.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("local"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.NoError(t, client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "local", metav1.DeleteOptions{}))
+	err = client.CoreV1().Pods(ns).Delete(ctx, "none", metav1.DeleteOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "with the component the coordinator may delete pods: %v", err)
+	// Only delete: creating a Node stays forbidden.
+	_, err = client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the component grants more than delete: %v", err)
 }
 

@@ -222,7 +222,7 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 			blocked = blocked || f.Decision.Verdict == Block
 			log.WithFields(logrus.Fields{"volume": f.Volume.Name, "rule": f.Rule, "verdict": f.Decision.Verdict.String()}).Debug(f.Decision.Reason)
 		}
-		if ev, ok := s.(Evictor); ok && g.cfg.Policy == PolicyEvict && !opts.WholeCluster && sf.volumes > 0 && ctx.Err() == nil {
+		if ev, ok := s.(Evictor); ok && g.policyFor(opts) == PolicyEvict && !opts.WholeCluster && sf.volumes > 0 && ctx.Err() == nil {
 			wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 			changed, err := ev.RequestEviction(wctx, node)
 			cancel()
@@ -234,7 +234,11 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 			}
 		}
 	}
-	local, localBlocked := g.checkLocal(ctx, node, opts)
+	checkLocal := g.checkLocal
+	if opts.Decommission {
+		checkLocal = g.decommissionLocal
+	}
+	local, localBlocked := checkLocal(ctx, node, opts)
 	blockers = append(blockers, local...)
 	blocked = blocked || localBlocked
 	if opts.AfterEviction {
@@ -245,7 +249,7 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 		g.forgetDetach(node) // a new eviction round: its volumes get their own detach wait
 	}
 	g.watch(node, blocked, blockers)
-	if g.cfg.Policy == PolicyAllow {
+	if g.policyFor(opts) == PolicyAllow {
 		blocked = false
 	}
 	return coordinator.GateResult{Safe: !blocked, Blockers: blockers}, nil

@@ -110,13 +110,18 @@ func (f *gateFixture) check(t *testing.T, node string, opts coordinator.GateOpti
 // eventually asks the gate until ok accepts the answer, and returns that answer.
 func (f *gateFixture) eventually(t *testing.T, node string, opts coordinator.GateOptions, what string, ok func(coordinator.GateResult) bool) coordinator.GateResult {
 	t.Helper()
-	var last coordinator.GateResult
-	require.Eventually(t, func() bool {
-		var err error
-		last, err = f.Check(context.Background(), node, opts)
-		return err == nil && ok(last)
-	}, 30*time.Second, 50*time.Millisecond, "%s; last answer: %+v\nevents:\n%s", what, last, f.events)
-	return last
+	// (A loop, not require.Eventually: its message would be built before the first answer.)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		last, err := f.Check(context.Background(), node, opts)
+		if err == nil && ok(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			require.FailNowf(t, "condition never satisfied", "%s; last answer: %+v (error %v)\nevents:\n%s", what, last, err, f.events)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // recorder is a record.EventRecorder that keeps every event in events.

@@ -98,7 +98,7 @@ func (g *Gate) replicated(node string, opts coordinator.GateOptions) ([]sourceFi
 			if err != nil {
 				return nil, fmt.Errorf("%s volumes on node %s: %w", s.Name(), node, err)
 			}
-			view := &View{Node: node, WholeCluster: opts.WholeCluster, Policy: g.cfg.Policy, Nodes: withStorage(states, s.StorageNodes())}
+			view := &View{Node: node, WholeCluster: opts.WholeCluster, Policy: g.policyFor(opts), Nodes: withStorage(states, s.StorageNodes())}
 			sf.volumes, sf.findings = len(vols), Evaluate(vols, view, g.rules)
 		}
 		out = append(out, sf)
