@@ -213,8 +213,12 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 	if byBus {
 		s.checkS1(a, x.RequestID)
 	}
-	goesDown := x.Operation != agent.OpUpdate || s.cfg.AgentPolicy.UpdateReboots
 	fails := s.w.chance(s.cfg.CommandFailure)
+	if x.Operation == agent.OpDecommission {
+		a.decommission(x, fails)
+		return
+	}
+	goesDown := x.Operation != agent.OpUpdate || s.cfg.AgentPolicy.UpdateReboots
 	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
 		var err error
 		if fails {
@@ -231,4 +235,34 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 			})
 		}
 	})
+}
+
+// decommission runs a decommission command: it fails, or it powers the machine off for good,
+// either before it returns (the agent never withdraws its request: the coordinator's linger
+// removes it) or after (the agent withdraws it first).
+func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
+	s := a.s
+	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
+		switch {
+		case fails:
+			a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: fmt.Errorf("decommission command exited 1 (simulated)")})
+		case s.w.chance(0.5):
+			a.retire()
+		default:
+			a.step(agent.EvCommandDone{RequestID: x.RequestID})
+			a.later(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", a.retire)
+		}
+	})
+}
+
+// retire powers the machine off for good.
+func (a *agentProc) retire() {
+	n := a.node
+	a.s.w.logf("%s is powered off for good (decommissioned)", n.name)
+	n.retired = true
+	a.crash("machine retired")
+	if a.twin != nil {
+		a.twin.crash("machine retired")
+	}
+	a.s.cluster.machineDown(n)
 }

@@ -42,6 +42,9 @@ type node struct {
 	// evictionRequested is the Longhorn node's eviction request made by the gate (work the gate
 	// holds for the node's drain).
 	evictionRequested bool
+	// retired: the machine was powered off for good by a decommission command; deleted: a
+	// coordinator deleted the Node object for a decommission (it never registers again).
+	retired, deleted bool
 }
 
 type pod struct {

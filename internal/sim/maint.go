@@ -191,7 +191,15 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			return
 		}
 	}
-	if st.Status == nodedrain.StatusComplete && !st.SlotReleased && s.hist.on("blocked/"+st.Node, at, freshness) && s.cluster.apiUp {
+	first := st.Status == nodedrain.StatusComplete && (!st.SlotReleased || (st.Decommission && prev.Status != nodedrain.StatusComplete))
+	if first && st.Decommission {
+		// A decommission's COMPLETE comes after its Node deletion (which was checked as a
+		// COMPLETE is: S2).
+		if n := s.cluster.nodes[st.Node]; !n.deleted {
+			s.violate("D1", "COMPLETE of the decommission of %s while its Node object was never deleted", st.Node)
+		}
+	}
+	if first && s.hist.on("blocked/"+st.Node, at, freshness) && s.cluster.apiUp {
 		s.violate("P3", "COMPLETE for %s while a blocker was on it", st.Node)
 		return
 	}
@@ -208,7 +216,7 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			s.completeAt[st.RequestID] = at
 		}
 	}
-	if st.SlotReleased && !prev.SlotReleased && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness {
+	if st.SlotReleased && !prev.SlotReleased && !st.Decommission && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness {
 		need := s.cfg.StaleHolderTimeout
 		if n := s.cluster.nodes[st.Node]; !n.exists {
 			need = min(need, coordinator.DeletedGrace)

@@ -106,16 +106,25 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		cl.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
+				if st.Decommission { // as nodeOps.cordonedOrGone
+					cordoned = true
+					return nil
+				}
 				return errNotFound
 			}
 			cordoned = n.unschedulable
 			return nil
 		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned, At: s.w.now}) })
+	case nodedrain.OpDeleteNode:
+		c.deleteNode(node, rid, inc, post)
+	case nodedrain.OpForget:
+		c.forget(node, rid, post)
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		whole := c.core.WholeCluster()
+		opts := coordinator.GateOptions{WholeCluster: whole, Decommission: st.Decommission}
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
-			r := s.gate(node, whole)
-			if s.cfg.VolumePolicy == volumes.PolicyEvict && !whole && cl.apiUp {
+			r := s.gateFor(node, opts)
+			if s.volumePolicy(opts) == volumes.PolicyEvict && !whole && cl.apiUp {
 				if n := cl.nodes[node]; n != nil && !n.evictionRequested && s.hasReplicas(node) {
 					n.evictionRequested = true
 					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
@@ -185,4 +194,65 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		}
 		s.w.after(s.w.between(time.Millisecond, 20*time.Millisecond), "eviction round", round)
 	}
+}
+
+// deleteNode deletes a decommissioned node's Node object, as nodeOps.deleteNode: read it, leave
+// it if uncordoned, delete it as of the resourceVersion read. The deletion is checked as a
+// COMPLETE is (S2): its pods gone, its data safe elsewhere.
+func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResult)) {
+	s, cl := c.s, c.s.cluster
+	var rv int
+	var gone, cordoned bool
+	cl.apiOp("get node", false, func() error {
+		n, ok := cl.nodes[node]
+		gone = !ok || !n.exists
+		if !gone {
+			rv, cordoned = n.rv, n.unschedulable
+		}
+		return nil
+	}, c.onReply(inc, func(err error) {
+		switch {
+		case err != nil || gone || !cordoned:
+			post(nodedrain.EvResult{Err: err, Cordoned: gone})
+			return
+		case !c.stillLeading():
+			post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
+			return
+		}
+		cl.apiOp("delete node", true, func() error {
+			n, ok := cl.nodes[node]
+			switch {
+			case !ok || !n.exists:
+				return nil
+			case n.rv != rv:
+				return errConflict
+			}
+			s.checkS2(nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
+			n.exists, n.deleted, n.ready = false, true, false
+			n.rv++
+			cl.lastUnsafe = s.w.now
+			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
+			return nil
+		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: err == nil}) })
+	}))
+}
+
+// forget removes a decommissioned node's request (if still rid) and status (if still its
+// COMPLETE) from the bus, each as of the revision read, as Engine.forget does.
+func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
+	s := c.s
+	s.bus.op(c.conn, func() error {
+		if !c.stillLeading() {
+			return coordinator.ErrLeaseLapsed
+		}
+		if r, ok := s.bus.value(bucketRequests, node).(nodedrain.NodeDrainRequest); ok && r.RequestID == rid {
+			s.bus.write(bucketRequests, node, nil, c.name)
+		}
+		if st, ok := s.bus.value(bucketStatus, node).(nodedrain.NodeDrainStatus); ok && st.RequestID == rid &&
+			st.Status == nodedrain.StatusComplete {
+			s.bus.write(bucketStatus, node, nil, c.name)
+			s.w.logf("%s removes the keys of decommissioned %s", c.name, node)
+		}
+		return nil
+	}, func(err error) { post(nodedrain.EvResult{Err: err}) })
 }

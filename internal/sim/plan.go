@@ -36,6 +36,7 @@ const (
 	AgentDuplicated Kind = "duplicate-agent"                        // a second agent runs with the node's name
 	ForgedStatus    Kind = "status-without-request"                 // a NOTSUPPORTED naming no request appears
 	ClusterShutdown Kind = "cluster-shutdown"                       // an operator declares a whole-cluster shutdown
+	Decommission    Kind = "decommission"                           // an operator asks for the node's decommission (agent request decommission)
 	PDBBlocks       Kind = "pdb-allows-nothing"                     // a PodDisruptionBudget allows no disruption for a while
 	StateLost       Kind = "agent-state-lost"                       // the node is reinstalled: it reboots without the agent's state file
 	ForgedOverLive  Kind = "status-without-request-over-a-live-one" // regressions only (see ForgedStatus)
@@ -104,6 +105,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 		}
 		p = append(p, Fault{At: at(), Kind: k, Target: rng.IntN(max(cfg.Nodes, cfg.Coordinators)), For: d})
 	}
+	if cfg.Decommission { // drawn last: the plans of runs without one stay what they were
+		p = append(p, Fault{At: at(), Kind: Decommission, Target: rng.IntN(cfg.Nodes)})
+	}
 	return p
 }
 
@@ -122,6 +126,10 @@ func (s *Sim) apply(f Fault) {
 		}
 		w.logf("%s: /var/run/%s-required appears", a.node.name, op)
 		a.sentinel[op] = w.now.UnixNano()
+	case Decommission:
+		a := ag(f.Target)
+		w.logf("%s: an operator asks for its decommission (agent request decommission)", a.node.name)
+		a.sentinel[agent.OpDecommission] = w.now.UnixNano()
 	case KernelDay:
 		w.logf("every node gets /var/run/reboot-required")
 		for _, a := range s.agents {

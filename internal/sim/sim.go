@@ -26,6 +26,8 @@ type Config struct {
 	// coordinator (nodedrain.EvChanged, Engine's gate watch); zero: none, the gates are asked again
 	// only on their timers. They come at random times: safety must not rest on when they come.
 	InformerChanges time.Duration
+	// Decommission adds one node decommission to random plans (agent request decommission).
+	Decommission bool
 	// APIUnreachableTimeout as the coordinator's flag (shortened so runs reach it).
 	APIUnreachableTimeout time.Duration
 	// Volumes is how many Longhorn volumes there are, each with Replicas replicas.
@@ -198,15 +200,29 @@ func (s *Sim) violate(inv, format string, args ...any) {
 
 // gate asks the real volume rules about node, on the facts the gate's caches hold.
 func (s *Sim) gate(node string, whole bool) coordinator.GateResult {
+	return s.gateFor(node, coordinator.GateOptions{WholeCluster: whole})
+}
+
+// gateFor is gate for a drain with opts: a decommission evicts whatever the policy.
+func (s *Sim) gateFor(node string, opts coordinator.GateOptions) coordinator.GateResult {
+	whole, policy := opts.WholeCluster, s.volumePolicy(opts)
 	vols, states := s.cluster.facts()
-	view := &volumes.View{Node: node, WholeCluster: whole, Policy: s.cfg.VolumePolicy, Nodes: states}
+	view := &volumes.View{Node: node, WholeCluster: whole, Policy: policy, Nodes: states}
 	var r coordinator.GateResult
 	findings := volumes.Evaluate(vols, view, volumes.DefaultRules())
 	for _, f := range findings {
 		r.Blockers = append(r.Blockers, f.Blocker())
 	}
-	r.Safe = !volumes.Blocks(findings) || s.cfg.VolumePolicy == volumes.PolicyAllow
+	r.Safe = !volumes.Blocks(findings) || policy == volumes.PolicyAllow
 	return r
+}
+
+// volumePolicy is the gate's policy for a drain with opts (volumes.Gate's policyFor).
+func (s *Sim) volumePolicy(opts coordinator.GateOptions) volumes.Policy {
+	if opts.Decommission {
+		return volumes.PolicyEvict
+	}
+	return s.cfg.VolumePolicy
 }
 
 func (s *Sim) hasReplicas(node string) bool {
@@ -268,6 +284,9 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 	delete(a.sentinel, agent.OpReboot) // /var/run is a tmpfs
 	delete(a.sentinel, agent.OpShutdown)
 	s.w.after(d, "machine up", func() {
+		if n.retired {
+			return
+		}
 		a.cmdRequest, a.cmdDeclared = "", false
 		s.cluster.machineUp(n)
 		s.w.logf("%s is up again (boot %d)", n.name, n.bootID)

@@ -223,6 +223,12 @@ func TestRegressions(t *testing.T) {
 		{"two agents with one node name do not withdraw each other's requests (L1)", 13, three(1, volumes.PolicyWait),
 			Plan{{At: sec(0.1), Kind: Reboot, Target: 0}, {At: sec(0.2), Kind: AgentDuplicated, Target: 0}},
 			[][]string{{"a second agent starts"}, {"which this agent did not make"}, {"node-0.edge goes down"}}},
+		{"a decommission evicts the node's replicas whatever the policy, deletes the Node, then COMPLETE; the keys go (issue 12)", 15, three(1, volumes.PolicyWait),
+			Plan{{At: sec(5), Kind: Decommission, Target: 0}, {At: sec(90), Kind: Reboot, Target: 1}},
+			[][]string{{"asks for its decommission"}, {"the volume gate asks Longhorn to evict the replicas of node-0.edge"},
+				{"deletes the Node object of node-0.edge"}, {"node-0.edge COMPLETE", "Node object deleted"},
+				{"agent of node-0.edge runs the decommission command"}, {"removes the keys of decommissioned node-0.edge"},
+				{"node-1.edge COMPLETE"}}},
 		{"a declared whole-cluster shutdown ends without deadlock", 14, three(2, volumes.PolicyWait),
 			Plan{{At: sec(5), Kind: ClusterShutdown}},
 			[][]string{{"declares a whole-cluster shutdown"}, {"NOTSUPPORTED", "declared whole-cluster shutdown"}}},
@@ -264,7 +270,7 @@ func lossyPlan(seed uint64, mod func(*Config)) Plan {
 // noChanges is cfg without the gate's change signals (issue 12): the regressions found before
 // them keep the schedules they were found with.
 func noChanges(cfg Config) Config {
-	cfg.InformerChanges = 0
+	cfg.InformerChanges, cfg.Decommission = 0, false
 	return cfg
 }
 
@@ -272,7 +278,7 @@ func noChanges(cfg Config) Config {
 // holders, domains): the regressions found before it keep the schedules they were found with.
 func beforePolicy(cfg Config) Config {
 	cfg.Maintenance, cfg.Domains, cfg.StaleHolderTimeout, cfg.Policy.ReturnTimeout = false, 0, 0, 0
-	cfg.InformerChanges = 0
+	cfg.InformerChanges, cfg.Decommission = 0, false
 	return cfg
 }
 

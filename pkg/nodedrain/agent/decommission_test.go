@@ -113,6 +113,15 @@ func TestStepDecommission(t *testing.T) {
 		assert.Equal(t, []WithdrawRequest{{RequestID: "r1", Own: []string{"r1"}}}, withdrawals(acts))
 		assert.Equal(t, PhaseIdle, m.State.Phase)
 		assert.True(t, m.NextWake().IsZero(), "nothing left to wait for")
+
+		// Retired: no other request on this boot (a reboot sentinel left from a kernel update
+		// would ask for a Node object that no longer exists), but after a new boot, yes.
+		_, acts = Step(m, EvTrigger{Operation: OpReboot, Context: "reboot", RequestID: "r2", Sentinel: "/var/run/reboot-required", SentinelModTime: 7}, t0, p)
+		assert.Equal(t, []string{"refused"}, summaries(acts))
+		assert.Contains(t, acts[0].(TriggerResult).Message, "this node was decommissioned")
+		m, _ = Step(m, EvStart{BootID: "b2"}, t0, p)
+		_, acts = Step(m, EvTrigger{Operation: OpReboot, Context: "reboot", RequestID: "r3"}, t0, p)
+		assert.Contains(t, summaries(acts), "accepted", "a machine booted again takes requests")
 	})
 	t.Run("the command fails: it runs again after its backoff, the request stays", func(t *testing.T) {
 		m, clock, acts := playFrom(t, m, t0, p, []step{now(EvCommandDone{RequestID: "r1", Err: errors.New("exit status 1")}),

@@ -135,6 +135,10 @@ type State struct {
 	// Handled maps each operation to the modification time (Unix nanoseconds) of the sentinel
 	// file whose operation is done, so that a sentinel nobody removed does not ask again.
 	Handled map[Operation]int64 `json:"handled,omitempty"`
+	// Retired is the boot ID during which a decommission's command succeeded: the node is
+	// retired, so the agent takes no other request until the machine boots again (it would be
+	// for a Node object that no longer exists, and nothing would ever answer it).
+	Retired string `json:"retired,omitempty"`
 }
 
 // Machine is the agent's whole view: the durable State and what it knows of the world.

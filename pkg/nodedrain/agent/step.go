@@ -105,6 +105,9 @@ func (s *stepper) remember(id string) {
 func (s *stepper) start(boot string) {
 	s.m.Boot = boot
 	st := &s.m.State
+	if st.Retired != "" && st.Retired != boot {
+		st.Retired = "" // the machine booted again after its decommission: a node like any other
+	}
 	switch {
 	case st.Phase != PhaseIdle && st.BootID != "" && st.BootID != boot:
 		// Done only if the node went down for the command: it returned and the agent waited
@@ -170,8 +173,12 @@ func (s *stepper) commandDone(e EvCommandDone) {
 		s.report(LevelInfo, "%s command returned: waiting for the node to go down (a new boot ID); if it is still up after %s the command runs again",
 			st.Operation, s.p.RebootTimeout)
 	default:
+		retired := st.Operation == OpDecommission
 		s.finish(fmt.Sprintf("%s command succeeded: withdrawing request %s so the coordinator %s",
 			st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
+		if retired {
+			s.m.State.Retired = s.m.Boot
+		}
 	}
 }
 

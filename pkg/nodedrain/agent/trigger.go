@@ -76,6 +76,8 @@ func (s *stepper) trigger(e EvTrigger) {
 		reply(false, "unknown operation %q", e.Operation)
 	case badContext != nil:
 		reply(false, "%v", badContext)
+	case st.Phase == PhaseIdle && st.Retired != "" && st.Retired == s.m.Boot:
+		reply(false, "this node was decommissioned (its Node object is deleted): no %s until the machine boots again", e.Operation)
 	case st.Phase == PhaseIdle && e.Sentinel != "" && st.Handled[e.Operation] == e.SentinelModTime:
 		reply(false, "the %s asked for by %s is already done", e.Operation, e.Sentinel)
 	case st.Phase == PhaseIdle:
