@@ -39,9 +39,10 @@ func (g *Gate) policyFor(opts coordinator.GateOptions) Policy {
 	return g.cfg.Policy
 }
 
-// decommissionLocal is checkLocal for a decommission: every node-local volume blocks until its
-// PVC is gone, deleted after its drainer succeeded (graceful) or at once (force), never before
-// the node's pods are gone (the check after eviction). One without the annotation blocks.
+// decommissionLocal is checkLocal for a decommission. Before eviction a node-local volume blocks
+// only if its fate is undecided (no annotation, an invalid one, a graceful one without a usable
+// drainer): nothing is evicted or deleted until every one is decided. After eviction each one
+// blocks until its PVC is gone: deleted after its drainer succeeded (graceful) or at once (force).
 func (g *Gate) decommissionLocal(ctx context.Context, node string, opts coordinator.GateOptions) ([]nodedrain.Blocker, bool) {
 	var out []nodedrain.Blocker
 	for _, lv := range g.localVolumes(node) {
@@ -52,8 +53,9 @@ func (g *Gate) decommissionLocal(ctx context.Context, node string, opts coordina
 	return out, len(out) > 0
 }
 
-// decommissionPVC moves one node-local volume's claim toward deletion and says what it waits
-// for ("" never: a claim still bound here always blocks; once deleted it is no longer listed).
+// decommissionPVC moves one node-local volume's claim toward deletion and says what it waits for
+// ("": nothing before eviction; after it, a claim still bound here always blocks, and once
+// deleted it is no longer listed).
 func (g *Gate) decommissionPVC(ctx context.Context, lv localVolume, node string, opts coordinator.GateOptions) string {
 	pvc := lv.pvc
 	mode, annotated := pvc.Annotations[DecommissionAnnotation]
@@ -78,13 +80,13 @@ func (g *Gate) decommissionPVC(ctx context.Context, lv localVolume, node string,
 			return fmt.Sprintf("drainer template on %s: %v", src.where, err)
 		}
 		if !opts.AfterEviction {
-			return "decommission graceful: its drainer runs once the node's pods are gone, then the PVC is deleted"
+			return ""
 		}
 		if done, reason := g.drainPVC(ctx, pvc, tmpl, node, TriggerNodeDrain); !done {
 			return reason
 		}
 	} else if !opts.AfterEviction {
-		return "decommission force: the PVC is deleted once the node's pods are gone"
+		return ""
 	}
 	return g.deletePVC(ctx, pvc, mode)
 }
