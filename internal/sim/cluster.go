@@ -250,6 +250,13 @@ func (c *cluster) machineDown(n *node) {
 // machineUp brings a node back with a new boot ID; its intact replicas run again.
 func (c *cluster) machineUp(n *node) {
 	n.up, n.bootID, n.bootAt = true, n.bootID+1, c.w.now
+	if n.deleted {
+		// Its Node object was deleted for a decommission whose command did not retire the
+		// machine: the kubelet registers it again as it starts (seed 700308), a new object.
+		c.w.logf("%s's kubelet registers its Node object again", n.name)
+		n.exists, n.deleted, n.unschedulable, n.annotation, n.operatorCordon = true, false, false, "", false
+		n.rv++
+	}
 	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "kubelet ready", func() {
 		if n.up && n.exists {
 			n.ready = true
