@@ -51,18 +51,10 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				return
 			}
 			s.countCordon(rid) // an attempt that reaches the API (an unanswered one is no attempt)
-			cl.apiOp("cordon", true, func() error {
-				n, ok := cl.nodes[node]
-				switch {
-				case !ok || !n.exists:
-					return errNotFound
-				case n.rv != rv:
-					return errConflict
-				}
+			c.writeNode(node, "cordon", rv, errNotFound, func() {
+				n := cl.nodes[node]
 				n.unschedulable, n.annotation, n.operatorCordon = true, rid, false
-				n.rv++
 				s.w.logf("%s cordons %s for request %s", c.name, node, rid)
-				return nil
 			}, func(err error) { post(nodedrain.EvResult{Err: err, ByUs: err == nil}) })
 		}))
 	case nodedrain.OpUncordon:
@@ -79,26 +71,14 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				post(nodedrain.EvResult{Err: err})
 				return
 			}
-			if !c.stillLeading() { // as nodeOps.uncordon
-				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
-				return
-			}
-			cl.apiOp("uncordon", true, func() error {
-				n, ok := cl.nodes[node]
-				switch {
-				case !ok || !n.exists:
-					return nil
-				case n.rv != rv:
-					return errConflict
-				}
+			c.writeNode(node, "uncordon", rv, nil, func() {
+				n := cl.nodes[node]
 				if n.operatorCordon {
 					s.violate("S4", "%s removed a cordon of %s that an operator made (edgedrain's annotation was left from before)", c.name, node)
 				}
 				n.unschedulable, n.annotation = false, ""
-				n.rv++
 				s.w.logf("%s uncordons %s", c.name, node)
 				cl.reschedule()
-				return nil
 			}, func(err error) { post(nodedrain.EvResult{Err: err}) })
 		}))
 	case nodedrain.OpCheckCordon:
@@ -211,28 +191,16 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 		}
 		return nil
 	}, c.onReply(inc, func(err error) {
-		switch {
-		case err != nil || gone || !cordoned:
+		if err != nil || gone || !cordoned {
 			post(nodedrain.EvResult{Err: err, Cordoned: gone})
 			return
-		case !c.stillLeading():
-			post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
-			return
 		}
-		cl.apiOp("delete node", true, func() error {
-			n, ok := cl.nodes[node]
-			switch {
-			case !ok || !n.exists:
-				return nil
-			case n.rv != rv:
-				return errConflict
-			}
+		c.writeNode(node, "delete node", rv, nil, func() {
+			n := cl.nodes[node]
 			s.checkS2(nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
 			n.exists, n.deleted, n.ready = false, true, false
-			n.rv++
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
-			return nil
 		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: err == nil}) })
 	}))
 }
@@ -255,4 +223,27 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 		}
 		return nil
 	}, func(err error) { post(nodedrain.EvResult{Err: err}) })
+}
+
+// writeNode is a write to node made, as nodeOps makes it, as a compare-and-swap on the revision
+// rv read before it, and refused once the Lease lapsed: a missing Node answers missing (nil:
+// nothing to do), a changed one a conflict; apply changes the node as the write lands.
+func (c *coord) writeNode(name, what string, rv int, missing error, apply func(), done func(error)) {
+	if !c.stillLeading() {
+		done(coordinator.ErrLeaseLapsed)
+		return
+	}
+	cl := c.s.cluster
+	cl.apiOp(what, true, func() error {
+		n, ok := cl.nodes[name]
+		switch {
+		case !ok || !n.exists:
+			return missing
+		case n.rv != rv:
+			return errConflict
+		}
+		apply()
+		n.rv++
+		return nil
+	}, done)
 }
