@@ -82,8 +82,10 @@ func startPolicy(ctx context.Context, o *options, client kubernetes.Interface, g
 		ecfg.Source = src
 	}
 	pcfg := preflight.Config{Client: client, Volumes: gate, VMs: vmsReader, EvictUnmanagedPods: o.cfg.EvictUnmanagedPods}
-	ecfg.Predict = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
-		p, err := preflight.Predict(ctx, pcfg, node)
+	ecfg.Predict = func(ctx context.Context, node string, req nodedrain.NodeDrainRequest) ([]nodedrain.Blocker, error) {
+		pc := pcfg
+		pc.Decommission = nodedrain.DeclaresDecommission(req)
+		p, err := preflight.Predict(ctx, pc, node)
 		return p.Blockers, err
 	}
 	ev, err := policy.NewEvaluator(ecfg)

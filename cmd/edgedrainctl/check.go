@@ -33,7 +33,7 @@ const (
 
 const checkIntro = `Usage: edgedrainctl check NODE [-o text|json] [--kubeconfig FILE] [--context NAME]
                           [--evict-unmanaged-pods=BOOL] [--volume-policy P] [--longhorn-namespace NS]
-                          [--non-migratable-vms block|restart]
+                          [--non-migratable-vms block|restart] [--decommission]
 
 Predicts what would block a drain of NODE if it started now, before anything is cordoned, and
 changes nothing: pods whose PodDisruptionBudget allows no disruption now, pods no controller
@@ -59,6 +59,7 @@ type checkOptions struct {
 	volumes        volumes.Config
 	policy         string
 	nonMigratable  string
+	decommission   bool
 }
 
 func (o *checkOptions) register(fs *flag.FlagSet) {
@@ -71,6 +72,8 @@ func (o *checkOptions) register(fs *flag.FlagSet) {
 	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
 	fs.StringVar(&o.nonMigratable, "non-migratable-vms", "block", "as the coordinator's flag: block or restart")
+	fs.BoolVar(&o.decommission, "decommission", false, "predict a decommission (agent request decommission): replicas evicted whatever --volume-policy says, "+
+		"node-local PVCs judged by their edgedrain.io/decommission annotation (none: blocks, the data would be lost)")
 	fs.StringVar(&o.policy, "policy-configmap", policy.DefaultNamespace+"/"+policy.DefaultName,
 		"as the coordinator's flag: namespace/name of the maintenance policy ConfigMap, whose blockers (pods matching its selector, Prometheus alerts and queries) are predicted too; empty: none")
 }
@@ -172,7 +175,8 @@ func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Pred
 	if err != nil {
 		return preflight.Prediction{}, fmt.Errorf("--non-migratable-vms: %w", err)
 	}
-	pc := preflight.Config{Client: client, Volumes: gate, VMs: vms.New(dyn, mode, nil), EvictUnmanagedPods: o.evictUnmanaged}
+	pc := preflight.Config{Client: client, Volumes: gate, VMs: vms.New(dyn, mode, nil), EvictUnmanagedPods: o.evictUnmanaged,
+		Decommission: o.decommission}
 	if o.policy != "" {
 		ns, name, _ := strings.Cut(o.policy, "/")
 		pc.Extra = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {

@@ -166,7 +166,7 @@ func TestPreflightHoldPredictsPDB(t *testing.T) {
 	w.start("", func(s *settings) {
 		pcfg := preflight.Config{Client: w.c.Client, EvictUnmanagedPods: s.engine.EvictUnmanagedPods}
 		s.eval.Preflight = coordinator.PreflightHold
-		s.eval.Predict = func(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
+		s.eval.Predict = func(ctx context.Context, node string, _ nodedrain.NodeDrainRequest) ([]nodedrain.Blocker, error) {
 			p, err := preflight.Predict(ctx, pcfg, node)
 			return p.Blockers, err
 		}

@@ -25,7 +25,7 @@ type EvaluatorConfig struct {
 	// Preflight says what a prediction that something would block does; Predict makes it
 	// (pkg/preflight); nil Predict: nothing is predicted.
 	Preflight coordinator.Preflight
-	Predict   func(ctx context.Context, node string) ([]nodedrain.Blocker, error)
+	Predict   func(ctx context.Context, node string, req nodedrain.NodeDrainRequest) ([]nodedrain.Blocker, error)
 	// Every is how often the blockers of waiting drains are checked again (default 5 s); a
 	// drain is admitted on a check at most 3 × Every old.
 	Every  time.Duration
@@ -203,7 +203,7 @@ func (e *Evaluator) checkAll(ctx context.Context) {
 			v.Blockers = append(pods, cluster...)
 		}
 		if e.cfg.Preflight != coordinator.PreflightOff && e.cfg.Predict != nil && v.Err == nil {
-			predicted, perr := e.cfg.Predict(cctx, node)
+			predicted, perr := e.cfg.Predict(cctx, node, w.Request)
 			switch {
 			case perr != nil && e.cfg.Preflight == coordinator.PreflightHold:
 				v.Err = fmt.Errorf("pre-flight: %w", perr)

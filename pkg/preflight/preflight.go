@@ -17,13 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // VolumePredictor predicts what a node's volumes would make a drain wait for, without changing
 // anything; *volumes.Gate is one (started first).
 type VolumePredictor interface {
-	Predict(ctx context.Context, node string) (volumes.Prediction, error)
+	PredictFor(ctx context.Context, node string, opts coordinator.GateOptions) (volumes.Prediction, error)
 }
 
 var _ VolumePredictor = (*volumes.Gate)(nil)
@@ -53,6 +54,9 @@ type Config struct {
 	Extra ExtraFunc
 	// Now is the clock of Prediction.At; nil: time.Now.
 	Now func() time.Time
+	// Decommission predicts a decommission (agent request decommission): the node's replicas
+	// evicted whatever the volume policy, its node-local PVCs judged by their annotation.
+	Decommission bool
 }
 
 // Validate reports a configuration Predict cannot work with, as an error matching
@@ -111,7 +115,7 @@ func Predict(ctx context.Context, cfg Config, node string) (Prediction, error) {
 	if cfg.Volumes == nil {
 		p.Notes = append(p.Notes, "volumes were not checked")
 	} else {
-		v, err := cfg.Volumes.Predict(ctx, node)
+		v, err := cfg.Volumes.PredictFor(ctx, node, coordinator.GateOptions{Decommission: cfg.Decommission})
 		if err != nil {
 			return Prediction{}, fmt.Errorf("predict the volumes of node %s: %w", node, err)
 		}

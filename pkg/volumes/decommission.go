@@ -60,20 +60,15 @@ func (g *Gate) decommissionPVC(ctx context.Context, lv localVolume, node string,
 	pvc := lv.pvc
 	mode, annotated := pvc.Annotations[DecommissionAnnotation]
 	switch {
-	case !annotated:
-		return fmt.Sprintf("node-local volume: its data would be lost with the decommissioned node; annotate the PVC %s=%s "+
-			"(run its drainer, then delete it) or %s=%s (delete it, losing the data)", DecommissionAnnotation, DecommissionGraceful,
-			DecommissionAnnotation, DecommissionForce)
-	case mode != DecommissionGraceful && mode != DecommissionForce:
-		return fmt.Sprintf("annotation %s=%q: want %s or %s", DecommissionAnnotation, mode, DecommissionGraceful, DecommissionForce)
+	case !annotated || (mode != DecommissionGraceful && mode != DecommissionForce):
+		return undecided(mode, annotated)
 	case pvc.DeletionTimestamp != nil:
 		return fmt.Sprintf("PVC deleted (decommission %s); waiting for it to go (a pod still using it holds it)", mode)
 	}
 	if mode == DecommissionGraceful {
 		src, ok := g.templateFor(pvc)
 		if !ok {
-			return fmt.Sprintf("decommission %s needs a drainer: annotate the PVC or its StatefulSet with %s, or use %s=%s",
-				mode, DrainerTemplateAnnotation, DecommissionAnnotation, DecommissionForce)
+			return noDrainer()
 		}
 		tmpl, err := g.admitTemplate(src, pvc)
 		if err != nil {
@@ -134,4 +129,46 @@ func (g *Gate) restartWaitingPods(ctx context.Context, pvc *corev1.PersistentVol
 		}
 		g.log.WithField("pod", pod.Namespace+"/"+pod.Name).Info("decommission: deleted a pod waiting for a deleted PVC, so that its StatefulSet makes it again elsewhere")
 	}
+}
+
+// predictDecommission is predictLocal for a decommission: what decommissionPVC would do with
+// one node-local volume, without doing it (no Job, no deletion, no Event).
+func (g *Gate) predictDecommission(lv localVolume, node string) (*nodedrain.Blocker, string) {
+	pvc := lv.pvc
+	blocker := func(reason string) (*nodedrain.Blocker, string) {
+		b := volumeBlocker("local", lv.pv.Name, pvc.Namespace, pvc.Name, reason, 0)
+		return &b, ""
+	}
+	where := fmt.Sprintf("PVC %s/%s (local volume %s)", pvc.Namespace, pvc.Name, lv.pv.Name)
+	switch mode, annotated := pvc.Annotations[DecommissionAnnotation]; {
+	case !annotated || (mode != DecommissionGraceful && mode != DecommissionForce):
+		return blocker(undecided(mode, annotated))
+	case mode == DecommissionForce:
+		return nil, where + ": would be deleted once the node's pods are gone (decommission force: its data is discarded)"
+	}
+	src, ok := g.templateFor(pvc)
+	if !ok {
+		return blocker(noDrainer())
+	}
+	if err := g.templateProblem(src, pvc); err != nil {
+		return blocker(fmt.Sprintf("drainer template on %s: %v", src.where, err))
+	}
+	return nil, fmt.Sprintf("%s: drainer Job %s would run on %s once its pods are gone, then the PVC would be deleted (decommission graceful)",
+		where, drainerJobName(pvc), node)
+}
+
+// undecided is why a node-local volume without a valid DecommissionAnnotation blocks.
+func undecided(mode string, annotated bool) string {
+	if annotated {
+		return fmt.Sprintf("annotation %s=%q: want %s or %s", DecommissionAnnotation, mode, DecommissionGraceful, DecommissionForce)
+	}
+	return fmt.Sprintf("node-local volume: its data would be lost with the decommissioned node; annotate the PVC %s=%s "+
+		"(run its drainer, then delete it) or %s=%s (delete it, losing the data)", DecommissionAnnotation, DecommissionGraceful,
+		DecommissionAnnotation, DecommissionForce)
+}
+
+// noDrainer is why a graceful decommission of a PVC without a drainer template blocks.
+func noDrainer() string {
+	return fmt.Sprintf("decommission %s needs a drainer: annotate the PVC or its StatefulSet with %s, or use %s=%s",
+		DecommissionGraceful, DrainerTemplateAnnotation, DecommissionAnnotation, DecommissionForce)
 }

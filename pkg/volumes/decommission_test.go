@@ -156,3 +156,44 @@ func TestDecommissionEvictsReplicasWhateverThePolicy(t *testing.T) {
 	applyLonghorn(t, c.Dynamic, vol.objects()...)
 	g.eventually(t, nodes[0], decommissionAfter, "safe once replaced", func(r coordinator.GateResult) bool { return r.Safe })
 }
+
+// The pre-flight of a decommission says what its drain would do with each node-local PVC, and
+// blocks on those whose data would be lost; a reboot's pre-flight says nothing of them.
+func TestPredictDecommission(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	nodes := c.AddNodes(t, "predict-retire", 2)
+	ns := c.Namespace(t)
+	g := startGate(t, c, nil)
+	claims := []*corev1.PersistentVolumeClaim{
+		createLocalVolume(t, c, ns, "graceful", nodes[0], map[string]string{
+			DecommissionAnnotation: DecommissionGraceful, DrainerTemplateAnnotation: jobSpecTemplate}),
+		createLocalVolume(t, c, ns, "force", nodes[0], map[string]string{DecommissionAnnotation: DecommissionForce}),
+		createLocalVolume(t, c, ns, "kept", nodes[0], nil),
+		createLocalVolume(t, c, ns, "nodrainer", nodes[0], map[string]string{DecommissionAnnotation: DecommissionGraceful}),
+	}
+
+	var p Prediction
+	require.Eventually(t, func() bool {
+		var err error
+		p, err = g.PredictFor(context.Background(), nodes[0], decommissionBefore)
+		return err == nil && len(p.Blockers) == 2
+	}, 30*time.Second, 50*time.Millisecond, "the two undecided PVCs predicted")
+	reasons := map[string]string{}
+	for _, b := range p.Blockers {
+		reasons[b.Name] = b.Reason
+	}
+	assert.Contains(t, reasons["pv-"+ns+"-kept"], "would be lost")
+	assert.Contains(t, reasons["pv-"+ns+"-nodrainer"], "needs a drainer")
+	notes := strings.Join(p.Notes, "\n")
+	assert.Contains(t, notes, "PVC "+ns+"/force (local volume pv-"+ns+"-force): would be deleted once the node's pods are gone")
+	assert.Contains(t, notes, "PVC "+ns+"/graceful (local volume pv-"+ns+"-graceful): drainer Job")
+	assert.Contains(t, notes, "then the PVC would be deleted")
+
+	reboot, err := g.Predict(context.Background(), nodes[0])
+	require.NoError(t, err)
+	assert.Empty(t, reboot.Blockers, "a reboot leaves node-local data where it is")
+	for _, pvc := range claims {
+		assert.False(t, pvcGone(c, ns, pvc.Name, pvc.UID), "a prediction deletes nothing")
+	}
+	assert.Empty(t, drainerPods(t, c, ns), "a prediction runs no drainer")
+}

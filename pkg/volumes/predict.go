@@ -34,16 +34,25 @@ type sourceFindings struct {
 // cached facts, but no storage system is asked to evict, no drainer Job is created, no Event
 // is recorded and no problem is remembered as reported. The drainer Jobs a drain would run on
 // the node's local volumes are listed in the notes. Before Start it returns ErrNotStarted.
-func (g *Gate) Predict(_ context.Context, node string) (Prediction, error) {
+func (g *Gate) Predict(ctx context.Context, node string) (Prediction, error) {
+	return g.PredictFor(ctx, node, coordinator.GateOptions{})
+}
+
+// PredictFor is Predict for a drain with opts: for a decommission (opts.Decommission) the
+// replicas are judged as its drain will (evicted whatever the policy) and the node-local PVCs
+// by their decommission annotation.
+func (g *Gate) PredictFor(_ context.Context, node string, opts coordinator.GateOptions) (Prediction, error) {
 	if !g.ready.Load() {
 		return Prediction{}, fmt.Errorf("predict node %s: %w", node, ErrNotStarted)
 	}
+	opts.AfterEviction, opts.WholeCluster = false, false
 	p := Prediction{Blockers: []nodedrain.Blocker{}, Notes: []string{}}
-	found, err := g.replicated(node, coordinator.GateOptions{})
+	found, err := g.replicated(node, opts)
 	if err != nil {
 		return Prediction{}, err
 	}
-	allow := g.cfg.Policy == PolicyAllow
+	policy := g.policyFor(opts)
+	allow := policy == PolicyAllow
 	for _, sf := range found {
 		if !sf.source.Available() {
 			p.Notes = append(p.Notes, fmt.Sprintf("%s is not installed: its volumes are not checked", sf.source.Name()))
@@ -62,13 +71,17 @@ func (g *Gate) Predict(_ context.Context, node string) (Prediction, error) {
 				p.Blockers = append(p.Blockers, b)
 			}
 		}
-		if _, ok := sf.source.(Evictor); ok && g.cfg.Policy == PolicyEvict && sf.volumes > 0 {
+		if _, ok := sf.source.(Evictor); ok && policy == PolicyEvict && sf.volumes > 0 {
 			p.Notes = append(p.Notes, fmt.Sprintf("volume policy evict: the drain would ask %s to move this node's replicas of %d volume(s) to other nodes, then wait for them",
 				sf.source.Name(), sf.volumes))
 		}
 	}
+	predictLocal := g.predictLocal
+	if opts.Decommission {
+		predictLocal = g.predictDecommission
+	}
 	for _, lv := range g.localVolumes(node) {
-		b, note := g.predictLocal(lv, node)
+		b, note := predictLocal(lv, node)
 		switch {
 		case b != nil && !allow:
 			p.Blockers = append(p.Blockers, *b)

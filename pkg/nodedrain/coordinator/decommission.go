@@ -15,7 +15,8 @@ import (
 // deleteNode deletes a decommissioned node's Node object, if it is still cordoned: deleted
 // reports that the node is gone (deleted now, or already missing); false with no error means it
 // was found uncordoned (someone made it schedulable again) and was left as it is. The deletion
-// names the UID read, so a node that registered again meanwhile is not deleted in its place.
+// names the UID and resourceVersion read: a node that registered again, or was uncordoned,
+// meanwhile is not deleted (a conflict: the drain checks everything again and retries).
 func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted bool, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -30,8 +31,8 @@ func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted bool, err
 	if !stillLeading(ctx) {
 		return false, fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
 	}
-	uid := node.UID
-	err = o.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	uid, rv := node.UID, node.ResourceVersion
+	err = o.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("delete node %s: %w", name, err)
 	}
