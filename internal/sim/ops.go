@@ -205,19 +205,21 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 	}))
 }
 
-// forget removes a decommissioned node's request (if still rid) and status (if still its
-// COMPLETE) from the bus, each as of the revision read, as Engine.forget does.
+// forget removes a decommissioned node's request (if still rid) and status (unless another
+// request is on the bus) from the bus, as Engine.forget does.
 func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 	s := c.s
 	s.bus.op(c.conn, func() error {
 		if !c.stillLeading() {
 			return coordinator.ErrLeaseLapsed
 		}
-		if r, ok := s.bus.value(bucketRequests, node).(nodedrain.NodeDrainRequest); ok && r.RequestID == rid {
+		if r, ok := s.bus.value(bucketRequests, node).(nodedrain.NodeDrainRequest); ok {
+			if r.RequestID != rid {
+				return nil
+			}
 			s.bus.write(bucketRequests, node, nil, c.name)
 		}
-		if st, ok := s.bus.value(bucketStatus, node).(nodedrain.NodeDrainStatus); ok && st.RequestID == rid &&
-			st.Status == nodedrain.StatusComplete {
+		if s.bus.value(bucketStatus, node) != nil {
 			s.bus.write(bucketStatus, node, nil, c.name)
 			s.w.logf("%s removes the keys of decommissioned %s", c.name, node)
 		}

@@ -131,11 +131,12 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
 		c.drains[node] = d
 		out = appendNode(out, node, d.Status.RequestID, actions)
-		if !d.Active() && d.Status.Status != nodedrain.StatusComplete {
+		if (!d.Active() && d.Status.Status != nodedrain.StatusComplete) || (d.Decommissioned() && d.Request == nil) {
 			// Only a drain under way (or COMPLETE) holds work of the volume gate (an eviction
 			// asked of the storage, drainer Jobs). Anything else was left by a drain that ended
 			// while no coordinator ran, or whose release failed when the last one stopped:
-			// Release is idempotent.
+			// Release is idempotent. A decommission whose request went meanwhile is over too
+			// (seed 804142).
 			out = append(out, NodeAction{Node: node, Release: true})
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -51,9 +50,11 @@ func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission b
 }
 
 // forget removes a decommissioned node's keys from the bus: its request, if the key still
-// holds requestID (the agent did not withdraw it: the machine is off), then its status, if it
-// still answers requestID. Each removal names the revision it read, so a new request for the
-// name (a new machine) and its status are never removed in their place.
+// holds requestID (the agent did not withdraw it: the machine is off), then its status, unless
+// another request is on the bus (a new machine with the name: the status may be its). The
+// status may be any of this request's, or older, not only its COMPLETE: publications lost in a
+// bus outage (seed 706050). Each removal names the revision it read, so a value written
+// meanwhile is never removed in its place.
 func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	if !stillLeading(ctx) {
 		return fmt.Errorf("forget node %s: %w", node, ErrLeaseLapsed)
@@ -61,22 +62,22 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	req, rev, err := e.requests.Get(ctx, node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
-		// (no request, or garbage there: not this request)
+		// (no request, or garbage there: not a request to serve)
 	case err != nil:
 		return fmt.Errorf("read the request of %s: %w", node, err)
-	case req.RequestID == requestID:
-		if err := e.requests.UnpublishRevision(ctx, node, rev); err != nil && !errors.Is(err, pubsub.ErrConflict) {
+	case req.RequestID != requestID:
+		return nil // a new request for the name: its status is not ours to remove
+	default:
+		if err := e.requests.UnpublishRevision(ctx, node, rev); err != nil {
 			return fmt.Errorf("remove the request of %s: %w", node, err)
 		}
 	}
-	st, rev, err := e.statuses.Get(ctx, node)
+	_, rev, err = e.statuses.Get(ctx, node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound):
 		return nil
-	case err != nil:
+	case err != nil && !errors.Is(err, pubsub.ErrDecode):
 		return fmt.Errorf("read the status of %s: %w", node, err)
-	case st.RequestID != requestID || st.Status != nodedrain.StatusComplete:
-		return nil // a newer request's status: not ours to remove
 	}
 	if err := e.statuses.UnpublishRevision(ctx, node, rev); err != nil {
 		return fmt.Errorf("remove the status of %s: %w", node, err)
