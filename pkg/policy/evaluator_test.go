@@ -51,7 +51,9 @@ func TestFailedPredictionWarnsOrHolds(t *testing.T) {
 	for mode, held := range map[coordinator.Preflight]bool{coordinator.PreflightWarn: false, coordinator.PreflightHold: true} {
 		t.Run(mode.String(), func(t *testing.T) {
 			ev, err := NewEvaluator(EvaluatorConfig{Client: fake.NewClientset(), Every: time.Minute, Preflight: mode,
-				Predict: func(context.Context, string, nodedrain.NodeDrainRequest) ([]nodedrain.Blocker, error) { return nil, assert.AnError }})
+				Predict: func(context.Context, string, nodedrain.NodeDrainRequest) ([]nodedrain.Blocker, error) {
+					return nil, assert.AnError
+				}})
 			require.NoError(t, err)
 			w := waitingOn("n1")
 			ev.Admission(w, time.Now())
