@@ -98,6 +98,8 @@ type Sim struct {
 	cycles          map[string]int
 	// downDeclared lists the requests whose node went down under a declared shutdown.
 	downDeclared map[string]bool
+	// decommissioned maps a node whose Node object a coordinator deleted to the request it was for.
+	decommissioned map[string]string
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
 	resumes int
 	// term is the last term record written; outages and fenced count outage modes entered and
@@ -143,7 +145,8 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		published: map[string][]nodedrain.DrainStatus{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{},
 		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{}, moved: map[string]bool{},
-		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{}}
+		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{},
+		decommissioned: map[string]string{}}
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
 	cl := s.cluster

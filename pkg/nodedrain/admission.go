@@ -126,7 +126,8 @@ func AdmitWith(in AdmitInput) Admission {
 	// Every request must declare it, including those of nodes whose Node object is missing right
 	// now (deleted and registering again while down for an ordinary reboot).
 	for _, d := range drains {
-		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) {
+		// (A decommissioned node's request, left until withdrawn, is of no node of the cluster.)
+		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) && !d.Decommissioned() {
 			a.WholeCluster = false
 		}
 	}

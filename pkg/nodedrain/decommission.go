@@ -16,9 +16,11 @@ import (
 func (s *stepper) nodeDeleted(e EvResult) {
 	switch {
 	case e.Err != nil:
-		// Time passes before the next try: everything before COMPLETE is checked again.
-		s.note(fmt.Sprintf("cannot delete the Node object: %v; checking volumes and the cordon again in %s", e.Err, s.p.GateRecheck), nil)
-		s.retry(OpFinalGate, 0, s.p.GateRecheck)
+		// Time passes before the next try: everything before COMPLETE is checked again. (Not
+		// every GateRecheck: a deletion that is forbidden stays so until an operator acts.)
+		wait := max(s.p.GateRecheck, s.p.DrainBackoffMax)
+		s.note(fmt.Sprintf("cannot delete the Node object: %v; checking volumes and the cordon again in %s", e.Err, wait), nil)
+		s.retry(OpFinalGate, 0, wait)
 	case !e.Cordoned:
 		s.cordonAgain()
 	default:

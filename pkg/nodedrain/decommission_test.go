@@ -128,3 +128,32 @@ func TestAdmissionNeverLetsADecommissionProceedUndrained(t *testing.T) {
 	assert.Contains(t, adm.Queued["a"], "a decommission waits")
 	assert.False(t, slices.Contains(adm.Admit, "a"))
 }
+
+// A withdrawal while the Node deletion is in flight waits for it: deleted, the node's keys go
+// (no uncordon of a Node that is gone); not deleted, the node is uncordoned as after any drain.
+func TestDecommissionWithdrawnWhileTheNodeIsDeleted(t *testing.T) {
+	r := drainedForDecommission(t).ok(OpCheckCordon).expect(StatusCordoned, OpDeleteNode)
+	r.step(EvRequest{})
+	assert.Equal(t, OpDeleteNode, r.d.Waiting, "the deletion already sent is waited for")
+	assert.NotContains(t, startedOps(r.actions), OpUncordon)
+	deleted := *r
+	deleted.ok(OpDeleteNode).expect(StatusNotRequested, OpForget)
+	deleted.ok(OpForget)
+	assert.Contains(t, deleted.actions, Action(Forgotten{}))
+
+	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1", Err: errors.New("context canceled")}).expect(StatusNotRequested, OpUncordon)
+}
+
+// A decommission's COMPLETE does not keep a planned whole-cluster shutdown from being declared:
+// its node is out of the cluster.
+func TestDecommissionedNodeDoesNotHoldBackAClusterShutdown(t *testing.T) {
+	gone := drainedForDecommission(t).ok(OpCheckCordon).ok(OpDeleteNode).d
+	require.True(t, gone.Decommissioned())
+	shutdown := func(node string) Drain {
+		r := &NodeDrainRequest{Node: node, RequestID: node + "-s", RequestedAt: t0, RequestedBy: RequesterDeviceOp, Context: ClusterShutdownContext}
+		return Drain{Status: NodeDrainStatus{Node: node, Status: StatusRequested, RequestID: r.RequestID}, Request: r}
+	}
+	drains := map[string]Drain{"edge-1.shop": gone, "b": shutdown("b"), "c": shutdown("c")}
+	nodes := []NodeInfo{{Name: "b", Ready: true, Schedulable: true}, {Name: "c", Ready: true, Schedulable: true}}
+	assert.True(t, Admit(drains, nodes, 1).WholeCluster)
+}

@@ -218,6 +218,8 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	case StatusStarting, StatusCordoned, StatusDrainRetrying, StatusFailedCordon, StatusFailedDrain, StatusComplete:
 		mayBeCordoned = mayBeCordoned || !s.d.CordonKnown
 	}
+	// (A decommissioned node's Node object is gone: a Node of that name now is a new one.)
+	mayBeCordoned = mayBeCordoned && !s.d.Decommissioned()
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
@@ -233,12 +235,13 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	// in REQUESTED, still holding the slot, until the node is healthy.
 	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.Status.CompleteSent) &&
 		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request) && !s.d.Status.Decommission)
-	cordonInFlight := s.d.Waiting == OpCordon
+	// A cordon or a Node deletion already sent may still land: the uncordon waits for its result.
+	inFlight := s.d.Waiting
+	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
 	uncordon := func() {
-		if cordonInFlight {
-			// The cordon already sent may still land: uncordon once its result is in.
-			s.d.Waiting, s.d.UncordonAfter = OpCordon, true
+		if writeInFlight {
+			s.d.Waiting, s.d.UncordonAfter = inFlight, true
 			return
 		}
 		s.start(OpUncordon, 0)
@@ -303,8 +306,20 @@ func (s *stepper) result(e EvResult) {
 	if e.Op != s.d.Waiting || e.Op == OpNone {
 		return // stale: the drain moved on
 	}
-	if s.d.UncordonAfter && e.Op == OpCordon {
-		// The cordon of a withdrawn or replaced drain has answered: now it can be undone.
+	if s.d.UncordonAfter && e.Op == OpDeleteNode && e.Err == nil && e.Cordoned {
+		// The Node deletion of a decommission withdrawn (or replaced) meanwhile landed: nothing
+		// to uncordon; withdrawn, the node's keys go as after a decommission.
+		s.d.UncordonAfter, s.d.Waiting, s.d.Status.CordonedByUs = false, OpNone, false
+		if s.d.Request == nil {
+			s.start(OpForget, 0)
+			return
+		}
+		s.note("the Node object was deleted (a decommission's deletion was under way when this request came); "+
+			"waiting for the node to register again", nil)
+		return
+	}
+	if s.d.UncordonAfter && (e.Op == OpCordon || e.Op == OpDeleteNode) {
+		// The cordon (or deletion) of a withdrawn or replaced drain has answered: now it can be undone.
 		s.d.UncordonAfter = false
 		s.start(OpUncordon, 0)
 		return

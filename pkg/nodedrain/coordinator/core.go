@@ -147,6 +147,12 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction {
 	d, ok := c.drains[node]
 	if !ok {
+		if r, isReq := ev.(nodedrain.EvRequest); !isReq || r.Request == nil {
+			// Nothing to do for a node without a drain but take up its request: not the
+			// withdrawal or a late result of a forgotten (decommissioned) node, which would
+			// bring it back as a node of the cluster.
+			return nil
+		}
 		d = nodedrain.Drain{Status: nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested}}
 	}
 	prev := d.Request

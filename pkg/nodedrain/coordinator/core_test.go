@@ -37,3 +37,36 @@ func TestResumeReleasesWhatNoDrainHolds(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{"queued": true, "failed": true, "idle": true, "unknown": true}, released)
 }
+
+// A decommissioned node, forgotten once its keys are gone, does not come back as a node of the
+// cluster with the echo of its request's removal or a late result (review: it held the last
+// node of a shrunk cluster back for good); a resumed coordinator releases its gate's work.
+func TestForgottenNodeStaysForgotten(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	r := &nodedrain.NodeDrainRequest{Node: "old", RequestID: "d1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp,
+		Context: nodedrain.DecommissionContext}
+	st := nodedrain.NodeDrainStatus{Node: "old", RequestID: "d1", Status: nodedrain.StatusComplete, Decommission: true,
+		SlotReleased: true, UpdatedAt: now}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	var released, forgot bool
+	for _, a := range c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{"old": st}}, now) {
+		released = released || a.Release
+		if s, ok := a.Action.(nodedrain.Start); ok && s.Op == nodedrain.OpForget {
+			forgot = true
+		}
+	}
+	assert.True(t, released, "its request went while no coordinator ran: the gate's work is released")
+	assert.True(t, forgot, "its keys are removed")
+	c.Step("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now)
+	_, known := c.Drain("old")
+	assert.False(t, known, "forgotten")
+
+	assert.Empty(t, c.Step("old", nodedrain.EvRequest{}, now), "the echo of the request's removal")
+	assert.Empty(t, c.Step("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now), "a late result")
+	_, known = c.Drain("old")
+	assert.False(t, known, "still forgotten")
+	c.Step("old", nodedrain.EvRequest{Request: r}, now)
+	d, known := c.Drain("old")
+	assert.True(t, known, "a new request for the name is taken up")
+	assert.Equal(t, nodedrain.StatusRequested, d.Status.Status)
+}
