@@ -85,6 +85,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 			}
 			if strings.Contains(name, "decommission") {
 				assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-decommission")
+				assert.Contains(t, string(rendered), "EDGEDRAIN_ALLOW_DECOMMISSION")
 			} else {
 				assert.NotContains(t, string(rendered), "decommission")
 			}

@@ -43,6 +43,9 @@ func registerPolicyFlags(fs *flag.FlagSet, o *policyOptions, cfg *coordinator.Co
 	fs.DurationVar(&cfg.Policy.ReturnTimeout, "return-gate-timeout", cfg.Policy.ReturnTimeout,
 		"after a node's operation, hold its admission slot until it is Ready, its Longhorn replicas are healthy and its pods are Ready, at most this long "+
 			"(then release it with a warning Event and edgedrain_return_gate_seconds{result=\"timeout\"}); 0: release at once")
+	fs.BoolVar(&cfg.AllowDecommission, "allow-decommission", cfg.AllowDecommission,
+		"admit decommission requests (agent request decommission): drain the node for good, evict its Longhorn replicas, delete its node-local PVCs "+
+			"annotated edgedrain.io/decommission and its Node object (needs the RBAC of deploy/components/decommission); false: they wait in REQUESTED, saying so")
 	fs.DurationVar(&cfg.Policy.DecommissionLinger, "decommission-linger", cfg.Policy.DecommissionLinger,
 		"after a decommission's COMPLETE (the Node object deleted), remove the node's request and status from the bus this long later if its agent "+
 			"has not withdrawn the request by then (its machine powered off); its withdrawal removes them at once; 0: only the withdrawal")

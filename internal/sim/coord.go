@@ -209,6 +209,7 @@ func (c *coord) resume() {
 	}
 	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)
 	c.core.SetStaleHolderTimeout(s.cfg.StaleHolderTimeout)
+	c.core.SetAllowDecommission(true)
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}

@@ -86,14 +86,16 @@ func (g *Gate) decommissionPVC(ctx context.Context, lv localVolume, node string,
 	return g.deletePVC(ctx, pvc, mode)
 }
 
-// deletePVC deletes a decommissioned node's claim (by its UID: a claim made again meanwhile is
-// not deleted in its place) and says what the drain waits for now.
+// deletePVC deletes a decommissioned node's claim as the gate read it (UID and resourceVersion:
+// a claim made again, or whose annotation changed, meanwhile is not deleted; the next check
+// reads it again) and says what the drain waits for now. A drain cancelled meanwhile (the
+// request withdrawn) cancels the deletion not yet sent.
 func (g *Gate) deletePVC(ctx context.Context, pvc *corev1.PersistentVolumeClaim, mode string) string {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
+	wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 	defer cancel()
-	uid := pvc.UID
+	uid, rv := pvc.UID, pvc.ResourceVersion
 	err := g.cfg.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Delete(wctx, pvc.Name,
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Sprintf("cannot delete the PVC (decommission %s): %v; trying again", mode, err)
 	}

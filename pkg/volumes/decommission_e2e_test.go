@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -39,10 +40,17 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 		DecommissionAnnotation: DecommissionGraceful, DrainerTemplateAnnotation: jobSpecTemplate})
 	force := createLocalVolume(t, c, ns, "force", nodes[0], map[string]string{DecommissionAnnotation: DecommissionForce})
 	kept := createLocalVolume(t, c, ns, "kept", nodes[0], nil)
-	w := startDrainWorld(t, c, "e2e-retire", g)
+	off := startDrainWorld(t, c, "e2e-retire", g)
+	off.RequestWithContext(t, nodes[0], "d-0", time.Now(), "decommission the old box")
+	st := off.waitFor(nodes[0], "held while decommission is off", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusRequested && strings.Contains(s.Message, "--allow-decommission")
+	})
+	assert.Equal(t, coordinator.DecommissionOff, st.Message)
+	// Another coordinator, on a bus of its own, allows them (the first holds its request still).
+	w := startDrainWorld(t, c, "e2e-retire", g, func(cfg *coordinator.Config) { cfg.AllowDecommission = true })
 
 	w.RequestWithContext(t, nodes[0], "d-1", time.Now(), "decommission the old box")
-	st := w.waitFor(nodes[0], "blocked by the unannotated PVC and the volume's replacement", func(s nodedrain.NodeDrainStatus) bool {
+	st = w.waitFor(nodes[0], "blocked by the unannotated PVC and the volume's replacement", func(s nodedrain.NodeDrainStatus) bool {
 		return s.Status == nodedrain.StatusCordoned && strings.Contains(s.Message, "waiting") &&
 			blockerNamed(s, "kept") != "" && blockerNamed(s, vol.name) != ""
 	})

@@ -60,6 +60,9 @@ type Config struct {
 	// StaleHolderTimeout is how long a COMPLETE node may be NotReady before its admission slot
 	// is released (see Core.SetStaleHolderTimeout); zero: never.
 	StaleHolderTimeout time.Duration
+	// AllowDecommission lets decommission requests (nodedrain.DeclaresDecommission) be admitted;
+	// false: they wait in REQUESTED, saying so. Off by default, like the deletes it needs.
+	AllowDecommission bool
 	// Recorder records a Kubernetes Event on the Node for each transition; nil: none.
 	Recorder record.EventRecorder
 	// Logger receives structured logs (fields node, status, attempt, request).

@@ -16,15 +16,16 @@ import (
 // performs the actions it returns against Kubernetes and the bus; the whole-protocol
 // simulation (internal/sim) drives the same Core against a model cluster and bus.
 type Core struct {
-	policy        nodedrain.Policy
-	maxConcurrent int
-	drains        map[string]nodedrain.Drain
-	wholeCluster  bool
-	announced     map[string]nodedrain.DrainStatus // the status of each node's last Event
-	seen          map[string]time.Time             // when admission last saw each node
-	absent        map[string]time.Time             // since when a COMPLETE node's Node object is missing
-	domains       map[string]string                // each node's last known failure domain
-	staleAfter    time.Duration                    // see SetStaleHolderTimeout
+	policy            nodedrain.Policy
+	maxConcurrent     int
+	drains            map[string]nodedrain.Drain
+	wholeCluster      bool
+	announced         map[string]nodedrain.DrainStatus // the status of each node's last Event
+	seen              map[string]time.Time             // when admission last saw each node
+	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	domains           map[string]string                // each node's last known failure domain
+	staleAfter        time.Duration                    // see SetStaleHolderTimeout
+	allowDecommission bool                             // see SetAllowDecommission
 }
 
 // AdmitPolicy is what the maintenance policy says about the waiting drains (see
@@ -37,6 +38,30 @@ type AdmitPolicy struct {
 // is released (a node that never comes back must not hold the slot forever); a node whose Node
 // object is gone releases it after min(d, DeletedGrace). Zero: never.
 func (c *Core) SetStaleHolderTimeout(d time.Duration) { c.staleAfter = d }
+
+// SetAllowDecommission says whether decommission requests may be admitted (Config.AllowDecommission).
+func (c *Core) SetAllowDecommission(allow bool) { c.allowDecommission = allow }
+
+// DecommissionOff is the hold of a decommission request on a coordinator that does not allow them.
+const DecommissionOff = "waiting: decommission is off on this coordinator (--allow-decommission, with the RBAC of " +
+	"deploy/components/decommission); withdraw the request, or turn it on"
+
+// holdDecommissions adds to holds the decommissions waiting on a coordinator that does not allow them.
+func (c *Core) holdDecommissions(holds map[string]nodedrain.Hold) map[string]nodedrain.Hold {
+	if c.allowDecommission {
+		return holds
+	}
+	for n, d := range c.drains {
+		if d.AwaitsAdmission() && nodedrain.DeclaresDecommission(*d.Request) {
+			holds = maps.Clone(holds)
+			if holds == nil {
+				holds = map[string]nodedrain.Hold{}
+			}
+			holds[n] = nodedrain.Hold{Reason: "decommission-off", Message: DecommissionOff}
+		}
+	}
+	return holds
+}
 
 // DeletedGrace is how long a COMPLETE node's Node object may be missing before it counts as
 // deleted for good (a node re-registering after its reboot is back within seconds).
@@ -189,6 +214,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 			recent[n] = true
 		}
 	}
+	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: nodes, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}

@@ -182,6 +182,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
+	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {
