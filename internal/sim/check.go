@@ -281,7 +281,7 @@ func (s *Sim) checkEnd() {
 		case a.alive && a.m.State.Phase != agent.PhaseIdle:
 			s.violate("L1", "the agent of %s is still %s for its %s after the quiet period (status %s)", name,
 				a.m.State.Phase, a.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
-		case n.deleted && s.decommissionStatusLeft(name):
+		case s.decommissionStatusLeft(name):
 			s.violate("L1", "the status of decommissioned %s is still on the bus after the quiet period: %s", name, describe(s.bus.value(bucketStatus, name)))
 		case n.retired:
 			// Powered off for good: what else was asked of it is moot.
@@ -307,9 +307,10 @@ func returning(v any) bool {
 	return ok && !st.ReturningSince.IsZero()
 }
 
-// decommissionStatusLeft reports whether the status of a node deleted for a decommission, for
-// that very request, is still on the bus: a coordinator's. (A status forged afterwards, seed
-// 800470, or a coordinator's answer to it, names no such request.)
+// decommissionStatusLeft reports whether a status of a decommission that reached COMPLETE is
+// still on the bus. (A status forged afterwards, seed 800470, or a coordinator's answer to it,
+// names no such request; a decommission withdrawn before its COMPLETE, seed 710195, ends as any
+// withdrawn drain, though its Node deletion landed.)
 func (s *Sim) decommissionStatusLeft(node string) bool {
 	st, ok := s.bus.value(bucketStatus, node).(nodedrain.NodeDrainStatus)
 	return ok && st.RequestID == s.decommissioned[node]

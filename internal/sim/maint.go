@@ -198,6 +198,7 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		if n := s.cluster.nodes[st.Node]; !n.deleted {
 			s.violate("D1", "COMPLETE of the decommission of %s while its Node object was never deleted", st.Node)
 		}
+		s.decommissioned[st.Node] = st.RequestID
 	}
 	if first && s.hist.on("blocked/"+st.Node, at, freshness) && s.cluster.apiUp {
 		s.violate("P3", "COMPLETE for %s while a blocker was on it", st.Node)

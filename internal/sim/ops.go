@@ -199,7 +199,6 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 			n := cl.nodes[node]
 			s.checkS2(nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
 			n.exists, n.deleted, n.ready = false, true, false
-			s.decommissioned[node] = rid
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
 		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: err == nil}) })

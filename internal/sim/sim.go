@@ -98,7 +98,7 @@ type Sim struct {
 	cycles          map[string]int
 	// downDeclared lists the requests whose node went down under a declared shutdown.
 	downDeclared map[string]bool
-	// decommissioned maps a node whose Node object a coordinator deleted to the request it was for.
+	// decommissioned maps a node whose decommission's COMPLETE was published to its request.
 	decommissioned map[string]string
 	// resumes counts engine runs that resumed drains (each may redo one attempt under way).
 	resumes int
