@@ -59,10 +59,12 @@ func commandHelp(op agent.Operation) string {
 	if op == agent.OpDecommission {
 		return "shell command (/bin/sh -c) that retires this node for good, e.g. \"systemctl stop kubelet && systemctl poweroff\"\n" +
 			"(stop the kubelet, or it registers the Node again); empty: decommission refused. It runs once the drain is\n" +
-			"COMPLETE: the coordinator has evicted the pods and Longhorn replicas, handled node-local volumes and deleted\n" +
-			"the Node object (a NOTSUPPORTED answer or a forced COMPLETE runs it without that). When it returns success\n" +
-			"the agent withdraws its request and the coordinator removes the node's keys from the bus; if it powers the\n" +
-			"machine off first, the coordinator removes them after its linger time.\n" + env
+			"COMPLETE saying so: the coordinator has evicted the pods and Longhorn replicas, handled node-local volumes and\n" +
+			"deleted the Node object (NOTSUPPORTED, or a COMPLETE that does not say so, does not run it; the override file\n" +
+			"forces it). Kubernetes removes the agent's pod about 40 s after its Node is deleted: the command must finish,\n" +
+			"or hand the work off (e.g. systemd-run --no-block ...), by then. When it returns success the agent withdraws\n" +
+			"its request and the coordinator removes the node's keys from the bus; if it powers the machine off first, the\n" +
+			"coordinator removes them after its linger time.\n" + env
 	}
 	return fmt.Sprintf("shell command (/bin/sh -c) that performs the %s once the drain is COMPLETE; empty: %s not offered.\n%s", op, op, env)
 }

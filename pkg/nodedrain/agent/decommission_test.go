@@ -94,7 +94,7 @@ func TestStepDecommission(t *testing.T) {
 	p.UpdateReboots = true // says nothing about a decommission
 	ev := EvTrigger{Operation: OpDecommission, Context: "decommission disk failed", RequestID: "r1"}
 	m, _, acts := playFrom(t, fresh(), t0, p, seq(up, []step{now(ev), now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1")),
-		now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1"))}))
+		now(status(nodedrain.StatusComplete, "r1")), now(readDecommissioned("r1"))}))
 	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "read", "run decommission r1 #1"}, summaries(acts))
 	require.Equal(t, PhaseRunning, m.State.Phase)
 	var published nodedrain.NodeDrainRequest
@@ -125,7 +125,7 @@ func TestStepDecommission(t *testing.T) {
 	})
 	t.Run("the command fails: it runs again after its backoff, the request stays", func(t *testing.T) {
 		m, clock, acts := playFrom(t, m, t0, p, []step{now(EvCommandDone{RequestID: "r1", Err: errors.New("exit status 1")}),
-			at(p.CommandRetryBackoff, EvTimer{}), now(read(nodedrain.StatusComplete, "r1"))})
+			at(p.CommandRetryBackoff, EvTimer{}), now(readDecommissioned("r1"))})
 		assert.Equal(t, []string{"command-failed #1", "read", "run decommission r1 #2"}, summaries(acts))
 		assert.Equal(t, PhaseRunning, m.State.Phase)
 		assert.True(t, m.State.OnBus)
@@ -135,7 +135,7 @@ func TestStepDecommission(t *testing.T) {
 
 func TestStepDecommissionRestart(t *testing.T) {
 	running := seq(up, []step{now(sentinel(OpDecommission, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
-		now(read(nodedrain.StatusComplete, "r1"))})
+		now(readDecommissioned("r1"))})
 	t.Run("the machine went down under the command and came back: withdraw, sentinel handled", func(t *testing.T) {
 		m, got := restart(t, running, "b2", now(wdOK), now(EvBusSnapshot{}), now(sentinel(OpDecommission, "r2", 42)))
 		assert.Equal(t, []string{"withdraw", "refused"}, got)
@@ -144,7 +144,7 @@ func TestStepDecommissionRestart(t *testing.T) {
 	})
 	t.Run("the agent restarted while the command ran, same boot: it counts as failed and runs again", func(t *testing.T) {
 		m, got := restart(t, running, "b1", now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}),
-			at(testPolicy().CommandRetryBackoff, EvTimer{}), now(read(nodedrain.StatusComplete, "r1")))
+			at(testPolicy().CommandRetryBackoff, EvTimer{}), now(readDecommissioned("r1")))
 		assert.Equal(t, []string{"command-failed #1", "publish r1", "read", "run decommission r1 #2"}, got)
 		assert.Equal(t, PhaseRunning, m.State.Phase)
 	})
@@ -161,4 +161,30 @@ func TestStateRefusesAContextNotFittingTheOperation(t *testing.T) {
 			assert.True(t, errors.Is(err, ErrCorruptState), "%v", err)
 		})
 	}
+}
+
+// A decommission runs only on a COMPLETE that says the node was decommissioned: a NOTSUPPORTED,
+// or an older coordinator's COMPLETE without the flag, does not wipe the machine undrained.
+func TestStepDecommissionNeedsTheCoordinatorsWord(t *testing.T) {
+	p := testPolicy()
+	ev := EvTrigger{Operation: OpDecommission, Context: "decommission", RequestID: "r1"}
+	for _, plain := range []nodedrain.DrainStatus{nodedrain.StatusComplete, nodedrain.StatusNotSupported} {
+		t.Run(plain.String(), func(t *testing.T) {
+			m, _, acts := playFrom(t, fresh(), t0, p, seq(up, []step{now(ev), now(pubOK("r1")), now(status(plain, "r1")), now(read(plain, "r1"))}))
+			assert.NotContains(t, summaries(acts), "run decommission r1 #1")
+			var warned bool
+			for _, a := range acts {
+				if r, ok := a.(Report); ok && strings.Contains(r.Message, "does not say the node was decommissioned") {
+					warned = true
+				}
+			}
+			assert.True(t, warned, "the agent says why: %v", summaries(acts))
+			assert.NotEqual(t, PhaseRunning, m.State.Phase)
+		})
+	}
+}
+
+// readDecommissioned is the answer to a ReadStatus: a COMPLETE saying the node was decommissioned.
+func readDecommissioned(id string) Event {
+	return EvStatusRead{Status: &nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusComplete, RequestID: id, Decommission: true}}
 }

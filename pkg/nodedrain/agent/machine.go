@@ -175,6 +175,9 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// NotDecommissioned is the request whose confirmation was refused, and said so, because the
+	// coordinator's answer does not say the node was decommissioned (said once per request).
+	NotDecommissioned string
 	// CleanupBefore is set when the agent started without a usable state file: it cannot tell
 	// its own old request from another agent's, so its start-up withdrawal also removes a request
 	// made before the node booted (stale: no live agent of this boot made it), rather than leave

@@ -371,8 +371,19 @@ func (s *stepper) statusRead(e EvStatusRead) {
 		s.takeBus(e.Status, e.Revision)
 	}
 	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() {
-		s.m.Confirmed = c.RequestID
-		return
+		if s.m.State.Operation != OpDecommission || (c.Status == nodedrain.StatusComplete && c.Decommission) {
+			s.m.Confirmed = c.RequestID
+			return
+		}
+		if s.m.NotDecommissioned != c.RequestID {
+			// A decommission wipes or powers off the machine for good: only a coordinator that
+			// says it deleted the Node (not NOTSUPPORTED, nor an older coordinator's COMPLETE)
+			// lets it run; an operator's override file still can.
+			s.m.NotDecommissioned = c.RequestID
+			s.report(LevelWarn, "%s for request %s does not say the node was decommissioned (its Node object deleted): "+
+				"the decommission does not run (an older coordinator, or decommissions off?); withdraw the request, or force it with the override file",
+				c.Status, c.RequestID)
+		}
 	}
 	// Not confirmed: unless the answer moves the operation on, ask again only after a while
 	// (no loop of reads while something else, e.g. an override, keeps it cleared).
