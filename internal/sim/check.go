@@ -312,6 +312,7 @@ func returning(v any) bool {
 // names no such request; a decommission withdrawn before its COMPLETE, seed 710195, ends as any
 // withdrawn drain, though its Node deletion landed.)
 func (s *Sim) decommissionStatusLeft(node string) bool {
+	rid, done := s.decommissioned[node]
 	st, ok := s.bus.value(bucketStatus, node).(nodedrain.NodeDrainStatus)
-	return ok && st.RequestID == s.decommissioned[node]
+	return done && ok && st.RequestID == rid
 }
