@@ -250,7 +250,12 @@ func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
 			a.retire()
 		default:
 			a.step(agent.EvCommandDone{RequestID: x.RequestID})
-			a.later(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", a.retire)
+			// The command's own doing, whatever becomes of the agent meanwhile (seed 721206).
+			s.w.after(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", func() {
+				if a.node.up {
+					a.retire()
+				}
+			})
 		}
 	})
 }

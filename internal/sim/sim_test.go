@@ -223,18 +223,26 @@ func TestRegressions(t *testing.T) {
 		{"two agents with one node name do not withdraw each other's requests (L1)", 13, three(1, volumes.PolicyWait),
 			Plan{{At: sec(0.1), Kind: Reboot, Target: 0}, {At: sec(0.2), Kind: AgentDuplicated, Target: 0}},
 			[][]string{{"a second agent starts"}, {"which this agent did not make"}, {"node-0.edge goes down"}}},
-		{"a decommission evicts the node's replicas whatever the policy, deletes the Node, then COMPLETE; the keys go (issue 12)", 15, three(1, volumes.PolicyWait),
+		{"a decommission evicts the node's replicas whatever the policy, deletes the Node, then COMPLETE; the keys go (issue 12)", 15, func() Config {
+			c := three(1, volumes.PolicyWait)
+			c.Policy.DecommissionLinger = time.Minute
+			return c
+		}(),
 			Plan{{At: sec(5), Kind: Decommission, Target: 0}, {At: sec(90), Kind: Reboot, Target: 1}},
 			[][]string{{"asks for its decommission"}, {"the volume gate asks Longhorn to evict the replicas of node-0.edge"},
 				{"deletes the Node object of node-0.edge"}, {"node-0.edge COMPLETE", "Node object deleted"},
-				{"agent of node-0.edge runs the decommission command"}, {"removes the keys of decommissioned node-0.edge"},
-				{"node-1.edge COMPLETE"}}},
+				{"agent of node-0.edge runs the decommission command"}, {"node-0.edge NOTREQUESTED", "decommissioned"},
+				{"removes the keys of decommissioned node-0.edge"}, {"node-1.edge COMPLETE"}}},
 		{"a decommissioned machine that boots again registers a new Node, which the decommission asked again drains and deletes (L1, seed 700308)", 700308, ConfigFor(700308),
 			Plan{{At: sec(173.5), Kind: PowerCycle, Target: 2, For: time.Second}, {At: sec(163.8), Kind: Decommission, Target: 2}},
 			[][]string{{"deletes the Node object of node-2.edge"}, {"decommission command failed"}, {"node-2.edge loses power"},
 				{"node-2.edge's kubelet registers its Node object again"}, {"deletes the Node object of node-2.edge"},
 				{"agent of node-2.edge runs the decommission command"}}},
-		{"a status forged over a decommissioned node's removed key is not the coordinator's to remove (L1 check, simulator, seed 800470)", 800470, ConfigFor(800470),
+		{"a status forged over a decommissioned node's removed key is not the coordinator's to remove (L1 check, simulator, seed 800470)", 800470, func() Config {
+			c := ConfigFor(800470)
+			c.Policy.DecommissionLinger = 30 * time.Second // (the keys are gone when the status is forged)
+			return c
+		}(),
 			Plan{{At: sec(69), Kind: ForgedStatus, Target: 1, For: 23 * time.Second}, {At: sec(22.8), Kind: Decommission, Target: 1}},
 			[][]string{{"removes the keys of decommissioned node-1.edge"}, {"NOTSUPPORTED naming no request appears for node-1.edge"}}},
 		{"a decommission's statuses lost in a bus outage are removed with its keys, whatever they say (L1, seed 706050)", 706050, ConfigFor(706050),
@@ -246,6 +254,15 @@ func TestRegressions(t *testing.T) {
 			Plan{{At: sec(62.3), Kind: KernelDay}, {At: sec(20.1), Kind: Reboot, Target: 1}, {At: sec(187.4), Kind: APIOutage, Target: 2, For: 34 * time.Second},
 				{At: sec(200.3), Kind: Withdraw, Target: 0, For: 24 * time.Second}, {At: sec(46.8), Kind: Decommission, Target: 0}},
 			[][]string{{"deletes the Node object of node-0.edge"}, {"edgedrainctl withdraw node-0.edge"}, {"removes the keys of decommissioned node-0.edge"}}},
+		{"an agent restarted after an operator withdrew its decommission learns it was withdrawn: NOTREQUESTED names it before the keys go (L1, seed 731412)", 731412, ConfigFor(731412),
+			Plan{{At: sec(26.1), Kind: AgentCrash, Target: 1, For: 35 * time.Second}, {At: sec(41.4), Kind: Withdraw, Target: 1, For: 25 * time.Second},
+				{At: sec(22.1), Kind: Decommission, Target: 1}},
+			[][]string{{"deletes the Node object of node-1.edge"}, {"edgedrainctl withdraw node-1.edge"}, {"node-1.edge NOTREQUESTED", "decommissioned"},
+				{"agent of node-1.edge restarts"}, {"agent of node-1.edge", "was withdrawn by someone else"}, {"removes the keys of decommissioned node-1.edge"}}},
+		{"a decommission command powers the machine off though the agent crashed meanwhile (simulator, seed 721206)", 721206, ConfigFor(721206),
+			Plan{{At: sec(103.3), Kind: Reboot, Target: 3}, {At: sec(150), Kind: AgentCrash, Target: 2, For: 30 * time.Second},
+				{At: sec(105.8), Kind: Decommission, Target: 2}},
+			[][]string{{"decommission command succeeded"}, {"agent of node-2.edge stops (crash)"}, {"node-2.edge is powered off for good"}}},
 		{"a declared whole-cluster shutdown ends without deadlock", 14, three(2, volumes.PolicyWait),
 			Plan{{At: sec(5), Kind: ClusterShutdown}},
 			[][]string{{"declares a whole-cluster shutdown"}, {"NOTSUPPORTED", "declared whole-cluster shutdown"}}},

@@ -8,9 +8,9 @@ import (
 // A decommission (DeclaresDecommission) drains the node for good: after the checks before
 // COMPLETE (volumes safe elsewhere, node still cordoned) the node's Node object is deleted
 // (OpDeleteNode), then COMPLETE is published with the admission slot released (the node is no
-// longer in the cluster), and the agent runs its decommission command. Once the request is
-// withdrawn, or DecommissionLinger after COMPLETE, the node's keys are removed from the bus
-// (OpForget) and the drain is forgotten.
+// longer in the cluster), and the agent runs its decommission command. DecommissionLinger after
+// the request's withdrawal (NOTREQUESTED, naming it, meanwhile), or after COMPLETE if nobody
+// withdraws it, the node's keys are removed from the bus (OpForget) and the drain is forgotten.
 
 // nodeDeleted handles OpDeleteNode's answer.
 func (s *stepper) nodeDeleted(e EvResult) {
@@ -47,9 +47,27 @@ func (s *stepper) linger(d time.Duration) {
 	}
 }
 
-// forget removes a decommissioned node's keys: its request was withdrawn.
-func (s *stepper) forget() {
+// decommissionWithdrawn handles the withdrawal of a decommissioned node's request: NOTREQUESTED
+// naming it, so that an agent that did not withdraw it itself learns it was (edgedrainctl
+// withdraw cancels its decommission; seed 731412: removed at once, the status left a restarted
+// agent publishing its request again, for a Node gone for good); nothing to uncordon (the Node
+// is gone); the keys go DecommissionLinger later.
+func (s *stepper) decommissionWithdrawn() {
 	s.d.Request = nil
+	if s.d.Status.Status != StatusNotRequested {
+		s.set(StatusNotRequested, fmt.Sprintf("request withdrawn; the node was decommissioned (its Node object deleted): "+
+			"this status leaves the bus in %s", s.p.DecommissionLinger), nil)
+	}
+	s.forgetAfter(s.now)
+}
+
+// forgetAfter removes a withdrawn decommission's keys DecommissionLinger after since (at once
+// when the linger is zero or over).
+func (s *stepper) forgetAfter(since time.Time) {
+	if wait := since.Add(s.p.DecommissionLinger).Sub(s.now); wait > 0 {
+		s.retry(OpForget, 0, wait)
+		return
+	}
 	s.start(OpForget, 0)
 }
 

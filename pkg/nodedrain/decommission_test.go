@@ -51,11 +51,17 @@ func TestDecommissionDeletesTheNodeBeforeComplete(t *testing.T) {
 	assert.Equal(t, OpForget, r.d.RetryOp, "keys removed after the linger if nobody withdraws")
 	assert.Equal(t, r.now.Add(r.p.DecommissionLinger), r.d.RetryAt)
 
-	// The agent withdraws once its command ran: the keys go, no NOTREQUESTED is published,
-	// nothing is uncordoned, no return gate holds a slot.
-	r.step(EvRequest{}).expect(StatusComplete, OpForget)
-	assert.Empty(t, r.published())
+	// The agent withdraws once its command ran: NOTREQUESTED names the request (an agent that
+	// did not withdraw it learns it was), nothing is uncordoned, no return gate holds a slot,
+	// and the keys go after the linger.
+	r.step(EvRequest{}).expect(StatusNotRequested)
+	assert.Equal(t, []DrainStatus{StatusNotRequested}, r.published())
+	assert.Equal(t, "d1", r.d.Status.RequestID)
 	assert.False(t, r.d.Returning())
+	assert.NotContains(t, startedOps(r.actions), OpUncordon)
+	assert.Equal(t, OpForget, r.d.RetryOp)
+	assert.Equal(t, r.now.Add(r.p.DecommissionLinger), r.d.RetryAt)
+	r.fire().expect(StatusNotRequested, OpForget)
 	r.ok(OpForget)
 	assert.Contains(t, r.actions, Action(Forgotten{}))
 	assert.Equal(t, StatusNotRequested, r.d.Status.Status)
@@ -93,10 +99,15 @@ func TestDecommissionResume(t *testing.T) {
 	r := drainedForDecommission(t).ok(OpCheckCordon).ok(OpDeleteNode)
 	st := r.d.Status
 	p := testPolicy()
-	// Request withdrawn while no coordinator ran: the keys go.
+	// Request withdrawn while no coordinator ran: NOTREQUESTED names it, the keys go later.
 	d, actions := Resume(st, nil, t0.Add(time.Hour), p)
+	assert.Empty(t, startedOps(actions))
+	assert.Equal(t, StatusNotRequested, d.Status.Status)
+	assert.Equal(t, OpForget, d.RetryOp)
+	// Resumed again after that withdrawal, past the linger: the keys go now.
+	d, actions = Resume(d.Status, nil, d.Status.UpdatedAt.Add(p.DecommissionLinger), p)
 	assert.Equal(t, []Op{OpForget}, startedOps(actions))
-	assert.Equal(t, StatusComplete, d.Status.Status)
+	assert.True(t, d.Decommissioned())
 	// Request still there: the linger goes on from the COMPLETE.
 	d, actions = Resume(st, decommissionReq("d1"), st.UpdatedAt.Add(time.Minute), p)
 	assert.Empty(t, actions)
@@ -137,8 +148,9 @@ func TestDecommissionWithdrawnWhileTheNodeIsDeleted(t *testing.T) {
 	assert.Equal(t, OpDeleteNode, r.d.Waiting, "the deletion already sent is waited for")
 	assert.NotContains(t, startedOps(r.actions), OpUncordon)
 	deleted := *r
-	deleted.ok(OpDeleteNode).expect(StatusNotRequested, OpForget)
-	deleted.ok(OpForget)
+	deleted.ok(OpDeleteNode).expect(StatusNotRequested)
+	assert.Equal(t, OpForget, deleted.d.RetryOp, "deleted: its keys go after the linger")
+	deleted.fire().ok(OpForget)
 	assert.Contains(t, deleted.actions, Action(Forgotten{}))
 
 	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1", Err: errors.New("context canceled")}).expect(StatusNotRequested, OpUncordon)

@@ -166,10 +166,10 @@ type Drain struct {
 	ChangedDuring bool
 }
 
-// Decommissioned reports whether the drain decommissioned its node: COMPLETE for a
-// decommission, published once the Node object was deleted.
+// Decommissioned reports whether the drain decommissioned its node: its Node object was
+// deleted (then its COMPLETE, or the NOTREQUESTED of its withdrawal, has SlotReleased set).
 func (d Drain) Decommissioned() bool {
-	return d.Status.Decommission && d.Status.Status == StatusComplete
+	return d.Status.Decommission && d.Status.SlotReleased
 }
 
 // Active reports whether the drain holds an admission slot: started and not yet finished.

@@ -70,6 +70,8 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 			// Idle: only a cordon of ours may be left to undo, and a return gate to carry on.
 			s := stepper{d: d, now: now, p: p}
 			switch {
+			case d.Decommissioned():
+				s.forgetAfter(st.UpdatedAt)
 			case st.CordonedByUs:
 				s.start(OpUncordon, 0)
 			case d.Returning():
@@ -224,7 +226,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		s.actions = append(s.actions, Cancel{})
 	}
 	if r == nil && s.d.Decommissioned() {
-		s.forget()
+		s.decommissionWithdrawn()
 		return
 	}
 	// The return gate: a node back from the operation its COMPLETE allowed (withdrawn, or
@@ -311,7 +313,10 @@ func (s *stepper) result(e EvResult) {
 		// to uncordon; withdrawn, the node's keys go as after a decommission.
 		s.d.UncordonAfter, s.d.Waiting, s.d.Status.CordonedByUs = false, OpNone, false
 		if s.d.Request == nil {
-			s.start(OpForget, 0)
+			s.d.Status.SlotReleased = true // decommissioned
+			s.note(fmt.Sprintf("request withdrawn; its Node object was deleted meanwhile (decommission): "+
+				"this status leaves the bus in %s", s.p.DecommissionLinger), nil)
+			s.forgetAfter(s.now)
 			return
 		}
 		s.note("the Node object was deleted (a decommission's deletion was under way when this request came); "+

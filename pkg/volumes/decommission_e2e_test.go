@@ -47,7 +47,9 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 	})
 	assert.Equal(t, coordinator.DecommissionOff, st.Message)
 	// Another coordinator, on a bus of its own, allows them (the first holds its request still).
-	w := startDrainWorld(t, c, "e2e-retire", g, func(cfg *coordinator.Config) { cfg.AllowDecommission = true })
+	w := startDrainWorld(t, c, "e2e-retire", g, func(cfg *coordinator.Config) {
+		cfg.AllowDecommission, cfg.Policy.DecommissionLinger = true, time.Second
+	})
 
 	w.RequestWithContext(t, nodes[0], "d-1", time.Now(), "decommission the old box")
 	st = w.waitFor(nodes[0], "blocked by the unannotated PVC and the volume's replacement", func(s nodedrain.NodeDrainStatus) bool {
@@ -94,8 +96,11 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 	assert.Equal(t, []nodedrain.DrainStatus{nodedrain.StatusRequested, nodedrain.StatusStarting, nodedrain.StatusCordoned,
 		nodedrain.StatusComplete}, w.History(nodes[0]))
 
-	// The agent ran its command and withdraws: the node's status goes from the bus.
+	// The agent ran its command and withdraws: NOTREQUESTED names the request, then the node's
+	// status goes from the bus.
 	w.withdraw(nodes[0])
+	st = w.waitFor(nodes[0], "the withdrawal answered", func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusNotRequested })
+	assert.Equal(t, "d-1", st.RequestID)
 	require.Eventually(t, func() bool {
 		_, _, err := w.Statuses.Get(context.Background(), nodes[0])
 		return errors.Is(err, pubsub.ErrNotFound)
