@@ -47,8 +47,9 @@ func registerPolicyFlags(fs *flag.FlagSet, o *policyOptions, cfg *coordinator.Co
 		"admit decommission requests (agent request decommission): drain the node for good, evict its Longhorn replicas, delete its node-local PVCs "+
 			"annotated edgedrain.io/decommission and its Node object (needs the RBAC of deploy/components/decommission); false: they wait in REQUESTED, saying so")
 	fs.DurationVar(&cfg.Policy.DecommissionLinger, "decommission-linger", cfg.Policy.DecommissionLinger,
-		"after a decommission's COMPLETE (the Node object deleted), remove the node's request and status from the bus this long later if its agent "+
-			"has not withdrawn the request by then (its machine powered off); its withdrawal removes them at once; 0: only the withdrawal")
+		"remove a decommissioned node's request and status from the bus this long after the request's withdrawal (answered NOTREQUESTED meanwhile, "+
+			"so that an agent that did not withdraw it learns it was), or after its COMPLETE if nobody withdraws it (its machine powered off); "+
+			"0: at the withdrawal, and never without one")
 	fs.DurationVar(&cfg.StaleHolderTimeout, "stale-holder-timeout", cfg.StaleHolderTimeout,
 		"a COMPLETE node NotReady this long (or whose Node object is gone for a minute) releases its admission slot, with the reason in its status and an Event; 0: never")
 }
