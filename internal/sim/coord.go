@@ -37,8 +37,11 @@ type coord struct {
 	apiDownSince time.Time
 	opGen        map[string]int
 	timerGen     int
-	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then.
+	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then; held
+	// are the events that came meanwhile, run in their order when it ends (thaw).
 	frozenUntil time.Time
+	held        []heldEvent
+	thawing     bool
 	// outage: the Lease was lost to an API outage and the run goes on in outage mode;
 	// lastSeq is the status bucket's revision of this run's last write (its term record first).
 	outage  bool
@@ -63,11 +66,39 @@ func (c *coord) run(what string, inc int, f func()) {
 	if !c.alive || (inc >= 0 && (inc != c.inc || !c.running)) {
 		return
 	}
-	if c.s.w.now.Before(c.frozenUntil) {
-		c.s.w.at(c.frozenUntil, what, func() { c.run(what, inc, f) })
+	if c.s.w.now.Before(c.frozenUntil) || len(c.held) > 0 {
+		// Held in one queue, in the order they came: a pause extended by another one must
+		// not run the events of its second part before those of its first (seed 754076: a
+		// withdrawal ran after the request that followed it, which then looked withdrawn).
+		c.held = append(c.held, heldEvent{what: what, inc: inc, f: f})
+		if !c.thawing {
+			c.thawing = true
+			c.s.w.at(c.frozenUntil, "thaw", c.thaw)
+		}
 		return
 	}
 	f()
+}
+
+// heldEvent is an event that came while the process was paused.
+type heldEvent struct {
+	what string
+	inc  int
+	f    func()
+}
+
+// thaw runs the held events, in order, once the pause is over (later if it was extended).
+func (c *coord) thaw() {
+	if c.s.w.now.Before(c.frozenUntil) {
+		c.s.w.at(c.frozenUntil, "thaw", c.thaw)
+		return
+	}
+	c.thawing = false
+	held := c.held
+	c.held = nil
+	for _, e := range held {
+		c.run(e.what, e.inc, e.f)
+	}
 }
 
 // campaign is leader election's loop: renew while leading, take the Lease when it is free or

@@ -139,6 +139,13 @@ type State struct {
 	// retired, so the agent takes no other request until the machine boots again (it would be
 	// for a Node object that no longer exists, and nothing would ever answer it).
 	Retired string `json:"retired,omitempty"`
+	// CleanupBefore is set when the agent started without a usable state file: it cannot tell
+	// its own old request from another agent's, so its start-up withdrawal also removes a request
+	// made before the node booted (stale: no live agent of this boot made it), rather than leave
+	// the node held for good. A request made since the boot may be a live agent's and stays.
+	// Kept until that withdrawal succeeds, across operations and restarts (seed 740080: an
+	// agent restarted while the bus was down no longer knew, and the node stayed held).
+	CleanupBefore time.Time `json:"cleanupBefore,omitzero"`
 }
 
 // Machine is the agent's whole view: the durable State and what it knows of the world.
@@ -178,11 +185,6 @@ type Machine struct {
 	// NotDecommissioned is the request whose confirmation was refused, and said so, because the
 	// coordinator's answer does not say the node was decommissioned (said once per request).
 	NotDecommissioned string
-	// CleanupBefore is set when the agent started without a usable state file: it cannot tell
-	// its own old request from another agent's, so its start-up withdrawal also removes a request
-	// made before the node booted (stale: no live agent of this boot made it), rather than leave
-	// the node held for good. A request made since the boot may be a live agent's and stays.
-	CleanupBefore time.Time
 	// ReadFrom is BusRevision when the ReadStatus under way was asked for: a watch delivery
 	// since then is newer than the read's answer.
 	ReadFrom uint64

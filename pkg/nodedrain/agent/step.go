@@ -17,10 +17,9 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	edge := false // a status change the agent has not reacted to yet
 	switch e := ev.(type) {
 	case EvStart:
-		s.m.CleanupBefore = time.Time{}
 		switch {
 		case e.Fresh && !e.BootTime.IsZero():
-			s.m.CleanupBefore = e.BootTime
+			s.m.State.CleanupBefore = e.BootTime
 			s.report(LevelWarn, "no usable state file: a request on the bus for this node made before the node booted is withdrawn (it may be this agent's own from before)")
 		case e.Fresh:
 			s.report(LevelWarn, "no usable state file and no boot time: a request left on the bus for this node by an earlier agent stays; withdraw it with edgedrainctl if the node is held")
@@ -77,7 +76,7 @@ func (s *stepper) sync() {
 		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own()})
 		return
 	}
-	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.CleanupBefore})
+	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.State.CleanupBefore})
 }
 
 // own lists the requests this agent made, for a withdrawal.
@@ -145,7 +144,7 @@ func (s *stepper) busDone(e EvBusDone) {
 	}
 	if e.Err == nil {
 		if !e.Publish {
-			s.m.CleanupBefore = time.Time{} // the start-up clean-up is done
+			s.m.State.CleanupBefore = time.Time{} // the start-up clean-up is done
 		}
 		if s.m.BusFailures > 0 {
 			s.report(LevelInfo, "%s of the drain request succeeded after %d failed attempt(s)", verb, s.m.BusFailures)
@@ -495,7 +494,7 @@ func (s *stepper) finish(msg string) {
 // end returns to idle and withdraws the request.
 func (s *stepper) end(handled map[Operation]int64) {
 	id, own := s.m.State.RequestID, s.own()
-	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine}
+	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
 	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own})

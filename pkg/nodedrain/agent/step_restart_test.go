@@ -207,3 +207,21 @@ func TestStepFreshStartWithdrawsAStaleRequest(t *testing.T) {
 	assert.False(t, Stale(live, boot))
 	assert.False(t, Stale(old, time.Time{}))
 }
+
+// Regression (simulation, seed 740080): the start-up clean-up of an agent without its state file
+// is kept until its withdrawal succeeds, across an operation asked meanwhile and a restart of the
+// agent (the bus was down: it failed, and the restarted agent, with a state file by then, no
+// longer withdrew the stale request that held the node).
+func TestStepCleanupSurvivesARestart(t *testing.T) {
+	boot := t0.Add(-time.Minute)
+	p := testPolicy()
+	m, _, _ := playFrom(t, fresh(), t0, p, []step{now(EvStart{BootID: "b1", Fresh: true, BootTime: boot}),
+		now(EvBusDone{Err: errors.New("nats: no servers available")}), now(trigger(OpUpdate, "r1"))})
+	restarted := Machine{Node: m.Node, State: m.State} // the state file, as the agent saved it
+	_, acts := Step(restarted, EvStart{BootID: "b1"}, t0.Add(time.Minute), p)
+	require.Equal(t, []WithdrawRequest{{RequestID: "r1", Own: []string{"r1"}, Before: boot}}, withdrawals(acts),
+		"the restarted agent withdraws the request older than the boot again")
+	m, _ = Step(restarted, EvStart{BootID: "b1"}, t0.Add(time.Minute), p)
+	m, _ = Step(m, wdOK, t0.Add(time.Minute), p)
+	assert.True(t, m.State.CleanupBefore.IsZero(), "done once the withdrawal succeeded")
+}

@@ -83,7 +83,7 @@ func (s *stepper) trigger(e EvTrigger) {
 	case st.Phase == PhaseIdle:
 		*st = State{Phase: PhasePending, Operation: e.Operation, Context: e.Context, RequestID: e.RequestID,
 			RequestedAt: s.now, BootID: s.m.Boot, Sentinel: e.Sentinel, SentinelModTime: e.SentinelModTime, Handled: st.Handled,
-			Mine: st.Mine}
+			Mine: st.Mine, CleanupBefore: st.CleanupBefore}
 		s.remember(e.RequestID)
 		by := "a local request"
 		if e.Sentinel != "" {
