@@ -35,6 +35,9 @@ type agentProc struct {
 	shutdown bool
 	// noState: the state file is missing (a new node, or lost): the next start is fresh.
 	noState bool
+	// podGone: the agent's pod was deleted with its Node (Kubernetes' pod garbage collector):
+	// no agent runs on the machine until its Node registers again.
+	podGone bool
 	// twin is a second agent started with this node's name (a misconfiguration), sharing its
 	// machine and files but not its state.
 	twin *agentProc

@@ -253,7 +253,7 @@ func (c *cluster) machineUp(n *node) {
 	if n.deleted {
 		// Its Node object was deleted for a decommission whose command did not retire the
 		// machine: the kubelet registers it again as it starts (seed 700308), a new object.
-		c.w.logf("%s's kubelet registers its Node object again", n.name)
+		c.w.logf("%s's kubelet registers its Node object again (its agent's pod is made again)", n.name)
 		n.exists, n.deleted, n.unschedulable, n.annotation, n.operatorCordon = true, false, false, "", false
 		n.rv++
 	}

@@ -201,6 +201,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 			n.exists, n.deleted, n.ready = false, true, false
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
+			s.w.after(podGCDelay, "pod garbage collection", func() { s.podGC(n) })
 		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: err == nil}) })
 	}))
 }
@@ -248,4 +249,24 @@ func (c *coord) writeNode(name, what string, rv int, missing error, apply func()
 		n.rv++
 		return nil
 	}, done)
+}
+
+// podGCDelay is how long Kubernetes' pod garbage collector leaves the pods of a deleted Node
+// (its quarantine time).
+const podGCDelay = 40 * time.Second
+
+// podGC deletes the agent's pod of a Node still deleted: the agent stops, and no DaemonSet makes
+// it again until the Node registers again (the machine boots).
+func (s *Sim) podGC(n *node) {
+	if n.exists || !n.up {
+		return
+	}
+	a := s.agentOf(n.name)
+	s.w.logf("the pods of deleted %s are garbage-collected: its agent stops", n.name)
+	a.podGone = true
+	a.crash("pod deleted")
+	if a.twin != nil {
+		a.twin.podGone = true
+		a.twin.crash("pod deleted")
+	}
 }

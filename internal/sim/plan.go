@@ -151,7 +151,7 @@ func (s *Sim) apply(f Fault) {
 		a := ag(f.Target)
 		a.crash("crash")
 		back("agent restart", func() {
-			if a.node.up && !a.alive {
+			if a.node.up && !a.alive && !a.podGone {
 				w.logf("agent of %s restarts", a.node.name)
 				a.start()
 			}
@@ -316,7 +316,7 @@ func (s *Sim) heal() {
 	}
 	for _, a := range s.agents {
 		a.conn.cut = false
-		if a.node.up && !a.alive {
+		if a.node.up && !a.alive && !a.podGone {
 			a.start()
 		}
 	}

@@ -68,10 +68,11 @@ func ConfigFor(seed uint64) Config {
 		cfg.InformerChanges = time.Duration(50+rrng.IntN(2950)) * time.Millisecond
 	}
 	// Node decommission (issue 12), from a stream of its own: in one run in four of 3 nodes or
-	// more (one decommissioned leaves at least two), with a linger from 30 s to 5 min.
+	// more (one decommissioned leaves at least two), with a linger from 1 to 5 min (longer than
+	// the agent's pod outlives its deleted Node).
 	drng := rand.New(rand.NewPCG(seed, 0xdec0))
 	cfg.Decommission = cfg.Nodes >= 3 && drng.IntN(4) == 0
-	cfg.Policy.DecommissionLinger = time.Duration(30+drng.IntN(270)) * time.Second
+	cfg.Policy.DecommissionLinger = time.Duration(60+drng.IntN(240)) * time.Second
 	return cfg
 }
 

@@ -290,7 +290,7 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 		if n.retired {
 			return
 		}
-		a.cmdRequest, a.cmdDeclared = "", false
+		a.cmdRequest, a.cmdDeclared, a.podGone = "", false, false
 		s.cluster.machineUp(n)
 		s.w.logf("%s is up again (boot %d)", n.name, n.bootID)
 		a.start()

@@ -222,6 +222,11 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	}
 	// (A decommissioned node's Node object is gone: a Node of that name now is a new one.)
 	mayBeCordoned = mayBeCordoned && !s.d.Decommissioned()
+	if r == nil && s.d.Waiting == OpForget {
+		// The echo of the removal of the request under way: the removal goes on.
+		s.d.Request = nil
+		return
+	}
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
