@@ -34,7 +34,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 
 // cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE.
 func (s *stepper) cordonAgain() {
-	s.d.Status.CordonedByUs, s.d.CordonKnown = false, false
+	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted = false, false, false
 	s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
 	s.start(OpCordon, 1)
 }

@@ -140,6 +140,9 @@ type Drain struct {
 	NextAttempt int
 	// GateSafe is whether the volume gate's latest answer for this drain said safe.
 	GateSafe bool
+	// Evicted says an eviction attempt of this drain succeeded since it was (last) cordoned: a
+	// COMPLETE without it came from the API-unreachable rule.
+	Evicted bool
 	// UncordonAfter says the drain that cordoned was withdrawn or replaced while its cordon was
 	// in flight: a write already sent may still land, so the uncordon waits for that cordon's
 	// result (Waiting stays OpCordon) and starts then, whatever it was.

@@ -51,6 +51,13 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 			// gate checks and Node reads.
 			// Its write may have landed all the same (a lost reply): the agent may act on it.
 			s.d.Status.CompleteSent = true
+			if !s.d.Evicted {
+				// A COMPLETE of the API-unreachable rule: its pods were never evicted (simulation,
+				// seed 771705: checked again from the final gate, it went COMPLETE with a pod on it).
+				s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes, the pods and the cordon again", nil)
+				s.retry(OpGate, 0, s.p.GateRecheck)
+				break
+			}
 			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
 			s.retry(OpFinalGate, 0, s.p.GateRecheck)
 		}
@@ -189,6 +196,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	inFlight := s.d.Waiting
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
+	s.d.Evicted = false
 	uncordon := func() {
 		if writeInFlight {
 			s.d.Waiting, s.d.UncordonAfter = inFlight, true
@@ -247,7 +255,7 @@ func (s *stepper) admit() {
 	if s.d.Status.Status != StatusRequested || s.d.Request == nil || s.d.uncordoning() {
 		return
 	}
-	s.d.Status.StartedAt, s.d.Status.Attempt = s.now, 1
+	s.d.Status.StartedAt, s.d.Status.Attempt, s.d.Evicted = s.now, 1, false
 	s.set(StatusStarting, "cordoning the node", nil)
 	s.start(OpCordon, 1)
 }
@@ -391,6 +399,7 @@ func (s *stepper) stale(e EvResult) bool {
 func (s *stepper) evicted(e EvResult, attempt int) {
 	switch {
 	case e.Err == nil:
+		s.d.Evicted = true
 		s.note("all pods evicted; checking volumes again", nil)
 		s.start(OpFinalGate, 0)
 	case e.Unreachable:

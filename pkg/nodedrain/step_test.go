@@ -508,3 +508,19 @@ func TestUnpublishedCompleteIsCheckedAgainAfterAPause(t *testing.T) {
 	r.fire().expect(StatusCordoned, OpFinalGate)
 	r.ok(OpFinalGate).ok(OpCheckCordon).expect(StatusComplete)
 }
+
+// A COMPLETE of the API-unreachable rule that could not be published is checked again from the
+// start, eviction included: its pods were never evicted (simulation, seed 771705: from the
+// final gate it went COMPLETE with a pod still on the node once the API was back).
+func TestUnpublishedCompleteOfTheAPIRuleEvictsFirst(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r.ok(OpCordon).ok(OpGate)
+	r.step(EvAPIUnreachable{For: time.Hour, Safe: true}).expect(StatusComplete)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	assert.Equal(t, OpGate, r.d.RetryOp)
+	assert.Contains(t, r.d.Status.Message, "the pods")
+	r.fire().expect(StatusCordoned, OpGate)
+	r.ok(OpGate).expect(StatusCordoned, OpEvict)
+	r.ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon).expect(StatusComplete)
+}
