@@ -195,8 +195,8 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 	if first && st.Decommission {
 		// A decommission's COMPLETE comes after its Node deletion (which was checked as a
 		// COMPLETE is: S2).
-		if n := s.cluster.nodes[st.Node]; !n.deleted {
-			s.violate("D1", "COMPLETE of the decommission of %s while its Node object was never deleted", st.Node)
+		if n := s.cluster.nodes[st.Node]; n.exists {
+			s.violate("D1", "COMPLETE of the decommission of %s while its Node object exists", st.Node)
 		}
 		s.decommissioned[st.Node] = st.RequestID
 	}

@@ -192,7 +192,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 		return nil
 	}, c.onReply(inc, func(err error) {
 		if err != nil || gone || !cordoned {
-			post(nodedrain.EvResult{Err: err, Cordoned: gone})
+			post(nodedrain.EvResult{Err: err, Cordoned: gone, Missing: gone})
 			return
 		}
 		c.writeNode(node, "delete node", rv, nil, func() {

@@ -12,8 +12,26 @@ import (
 // the request's withdrawal (NOTREQUESTED, naming it, meanwhile), or after COMPLETE if nobody
 // withdraws it, the node's keys are removed from the bus (OpForget) and the drain is forgotten.
 
+// NodeGoneAfter is how long a decommission's Node object must stay missing before it counts as
+// deleted: a Node deleted by someone else may be registering again (its kubelet restarted), and
+// then it is drained again, as a new one (simulation, seed 772961).
+const NodeGoneAfter = time.Minute
+
 // nodeDeleted handles OpDeleteNode's answer.
 func (s *stepper) nodeDeleted(e EvResult) {
+	if e.Err == nil && e.Missing {
+		if s.d.MissingSince.IsZero() {
+			s.d.MissingSince = s.now
+		}
+		if gone := s.now.Sub(s.d.MissingSince); gone < NodeGoneAfter {
+			wait := s.p.GateRecheck
+			s.note(fmt.Sprintf("the Node object is missing (registering again?): checking volumes and the cordon again in %s; "+
+				"it counts as deleted once missing for %s", wait, NodeGoneAfter), nil)
+			s.retry(OpFinalGate, 0, wait)
+			return
+		}
+	}
+	s.d.MissingSince = time.Time{}
 	switch {
 	case e.Err != nil:
 		// Time passes before the next try: everything before COMPLETE is checked again. (Not
@@ -34,7 +52,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 
 // cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE.
 func (s *stepper) cordonAgain() {
-	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted = false, false, false
+	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince = false, false, false, time.Time{}
 	s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
 	s.start(OpCordon, 1)
 }

@@ -174,3 +174,21 @@ func TestDecommissionedNodeDoesNotHoldBackAClusterShutdown(t *testing.T) {
 	nodes := []NodeInfo{{Name: "b", Ready: true, Schedulable: true}, {Name: "c", Ready: true, Schedulable: true}}
 	assert.True(t, Admit(drains, nodes, 1).WholeCluster)
 }
+
+// A Node found missing at its deletion counts as deleted only once missing for NodeGoneAfter:
+// one deleted by someone else may register again, and is then drained again (simulation, seed
+// 772961: COMPLETE went out while the Node came back, uncordoned).
+func TestDecommissionWaitsForAMissingNode(t *testing.T) {
+	r := drainedForDecommission(t).ok(OpCheckCordon).expect(StatusCordoned, OpDeleteNode)
+	missing := func(e *EvResult) { e.Missing = true }
+	r.ok(OpDeleteNode, missing).expect(StatusCordoned)
+	assert.Contains(t, r.d.Status.Message, "missing (registering again?)")
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon).ok(OpDeleteNode, missing).expect(StatusCordoned)
+	// It registered again, uncordoned: drained again from the cordon.
+	back := *r
+	back.fire().ok(OpFinalGate).step(EvResult{Op: OpCheckCordon, RequestID: "d1", At: back.now}).expect(StatusStarting, OpCordon)
+	// Still missing a minute after it was first found so: deleted.
+	r.now = r.d.MissingSince.Add(NodeGoneAfter)
+	r.step(EvTimer{}).ok(OpFinalGate).ok(OpCheckCordon).ok(OpDeleteNode, missing).expect(StatusComplete)
+	assert.True(t, r.d.Decommissioned())
+}

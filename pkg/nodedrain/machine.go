@@ -143,6 +143,9 @@ type Drain struct {
 	// Evicted says an eviction attempt of this drain succeeded since it was (last) cordoned: a
 	// COMPLETE without it came from the API-unreachable rule.
 	Evicted bool
+	// MissingSince is when a decommission's Node deletion first found the Node missing (zero:
+	// it did not); it counts as gone once missing for NodeGoneAfter.
+	MissingSince time.Time
 	// UncordonAfter says the drain that cordoned was withdrawn or replaced while its cordon was
 	// in flight: a write already sent may still land, so the uncordon waits for that cordon's
 	// result (Waiting stays OpCordon) and starts then, whatever it was.
@@ -258,6 +261,9 @@ type EvResult struct {
 	// cordoned by someone else).
 	Safe, Cordoned, ByUs bool
 	Blockers             []Blocker
+	// Missing answers OpDeleteNode: the Node object was not found (deleted already, by this
+	// drain before a restart, or by someone else: it may register again).
+	Missing bool
 	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
 	// older than MaxAnswerAge when the drain gets it (the coordinator was paused meanwhile) is
 	// asked again before COMPLETE.

@@ -196,7 +196,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	inFlight := s.d.Waiting
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
-	s.d.Evicted = false
+	s.d.Evicted, s.d.MissingSince = false, time.Time{}
 	uncordon := func() {
 		if writeInFlight {
 			s.d.Waiting, s.d.UncordonAfter = inFlight, true

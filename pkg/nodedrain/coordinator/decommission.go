@@ -12,30 +12,30 @@ import (
 )
 
 // deleteNode deletes a decommissioned node's Node object, if it is still cordoned: deleted
-// reports that the node is gone (deleted now, or already missing); false with no error means it
-// was found uncordoned (someone made it schedulable again) and was left as it is. The deletion
+// reports that the node is gone (deleted now, or already missing: missing); false with no error
+// means it was found uncordoned (someone made it schedulable again) and was left as it is. The deletion
 // names the UID and resourceVersion read: a node that registered again, or was uncordoned,
 // meanwhile is not deleted (a conflict: the drain checks everything again and retries).
-func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted bool, err error) {
+func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted, missing bool, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return true, true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("get node %s: %w", name, err)
+		return false, false, fmt.Errorf("get node %s: %w", name, err)
 	}
 	if !node.Spec.Unschedulable {
-		return false, nil
+		return false, false, nil
 	}
 	if !stillLeading(ctx) {
-		return false, fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
+		return false, false, fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
 	}
 	uid, rv := node.UID, node.ResourceVersion
 	err = o.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("delete node %s: %w", name, err)
+		return false, false, fmt.Errorf("delete node %s: %w", name, err)
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // cordonedOrGone is cordoned for a decommission's check before its Node object is deleted: a

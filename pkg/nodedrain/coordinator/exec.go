@@ -153,12 +153,12 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		cordoned, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
 		return nodedrain.EvResult{Err: err, Cordoned: cordoned, At: x.e.cfg.Now()}
 	case nodedrain.OpDeleteNode:
-		deleted, err := x.nodeOps.deleteNode(ctx, node)
-		if deleted {
+		deleted, missing, err := x.nodeOps.deleteNode(ctx, node)
+		if deleted && !missing {
 			x.e.log.WithField("node", node).Info("decommission: Node object deleted")
 			x.e.nodeEvent(node, corev1.EventTypeNormal, "NodeDecommissioned", "edgedrain deleted the Node object: the node is drained and its volumes are safe elsewhere")
 		}
-		return nodedrain.EvResult{Err: err, Cordoned: deleted}
+		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing}
 	case nodedrain.OpForget:
 		return nodedrain.EvResult{Err: x.e.forget(ctx, node, requestID)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
