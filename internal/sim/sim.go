@@ -308,7 +308,7 @@ func (s *Sim) duplicate(a *agentProc) {
 	t := &agentProc{s: s, node: a.node, conn: &conn{b: s.bus, name: "agent2/" + a.node.name}, sentinel: a.sentinel,
 		persisted: agent.State{Phase: agent.PhaseIdle}, noState: true}
 	a.twin, t.twin = t, a
-	if a.node.up {
+	if a.node.up && !a.podGone {
 		t.start()
 	}
 }

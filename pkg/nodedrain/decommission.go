@@ -46,7 +46,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 		s.set(StatusComplete, "node decommissioned: drained, its volumes safe elsewhere and its Node object deleted; "+
 			"the operation may run", nil)
 		s.outcome(StatusComplete, false)
-		s.linger(s.p.DecommissionLinger)
+		s.linger(s.now)
 	}
 }
 
@@ -57,11 +57,11 @@ func (s *stepper) cordonAgain() {
 	s.start(OpCordon, 1)
 }
 
-// linger removes a decommissioned node's keys after d, if its agent has not withdrawn the
-// request by then (no limit when DecommissionLinger is zero).
-func (s *stepper) linger(d time.Duration) {
+// linger removes a decommissioned node's keys DecommissionLinger after its COMPLETE (at since),
+// if its agent has not withdrawn the request by then (never when DecommissionLinger is zero).
+func (s *stepper) linger(since time.Time) {
 	if s.p.DecommissionLinger > 0 {
-		s.retry(OpForget, 0, d)
+		s.forgetAfter(since)
 	}
 }
 

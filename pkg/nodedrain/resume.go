@@ -53,7 +53,7 @@ func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) 
 		s.retry(OpEvict, min(st.Attempt+1, p.DrainAttempts), 0)
 	case StatusComplete:
 		if d.Decommissioned() {
-			s.linger(max(st.UpdatedAt.Add(p.DecommissionLinger).Sub(now), 0))
+			s.linger(st.UpdatedAt)
 		}
 	}
 	return s.d, s.actions

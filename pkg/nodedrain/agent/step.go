@@ -497,5 +497,6 @@ func (s *stepper) end(handled map[Operation]int64) {
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
-	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own})
+	// (With the start-up clean-up still due: its success clears it.)
+	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own, Before: s.m.State.CleanupBefore})
 }
