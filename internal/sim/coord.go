@@ -177,6 +177,12 @@ func (c *coord) startEngine() {
 	if c.outage { // Engine.Run restarted in outage mode waits for the mode to end
 		return
 	}
+	if !c.stillLeading() { // Engine.Run: no term record without a Lease still valid
+		if c.running && !c.outage {
+			c.stopEngine()
+		}
+		return
+	}
 	c.claimTerm()
 	c.snapshot = map[string]*nodedrain.NodeDrainRequest{}
 	c.watch = c.s.bus.watch(c.conn, bucketRequests, "", func(key string, r revision) {
