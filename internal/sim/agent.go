@@ -218,6 +218,7 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 	}
 	fails := s.w.chance(s.cfg.CommandFailure)
 	if x.Operation == agent.OpDecommission {
+		a.node.overridden = !byBus
 		a.decommission(x, fails)
 		return
 	}

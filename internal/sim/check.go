@@ -273,6 +273,11 @@ func (s *Sim) checkEnd() {
 			// Known open: a second agent with the node's name (a misconfiguration) asks again
 			// from the shared sentinel, with a state of its own; once the machine is retired
 			// its request, for a Node that is gone, waits until withdrawn (edgedrainctl withdraw).
+		case n.retired && n.overridden:
+			// An operator forced the decommission with the override file (S1's explicit
+			// override), not through the coordinator: the machine is gone, and whatever it had
+			// on the bus (a request it could not withdraw first, seed 871613) is the operator's
+			// to withdraw (edgedrainctl withdraw), as README's override section says.
 		case s.bus.value(bucketRequests, name) != nil:
 			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
 				describe(s.bus.value(bucketStatus, name)), a.m.State.Phase)

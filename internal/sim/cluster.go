@@ -45,6 +45,9 @@ type node struct {
 	// retired: the machine was powered off for good by a decommission command; deleted: a
 	// coordinator deleted the Node object for a decommission (it never registers again).
 	retired, deleted bool
+	// overridden: the decommission command ran on an override file, not on the coordinator's
+	// COMPLETE.
+	overridden bool
 }
 
 type pod struct {
