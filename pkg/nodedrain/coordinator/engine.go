@@ -207,7 +207,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		DeleteFunc: func(any) { e.signalNodes() },
 	})
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	// Shutdown waits for the informers, which stop when ctx ends: end it first, or a Run that
+	// returns an error (not cancelled) waits here for ever, still holding the Lease.
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced) {
 		return nil // ctx ended
 	}
