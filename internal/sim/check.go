@@ -133,9 +133,10 @@ func (s *Sim) wholeClusterDeclared() bool {
 		n := s.cluster.nodes[name]
 		switch {
 		case ok && nodedrain.DeclaresClusterShutdown(r):
-			// and the coordinator has taken it up (REQUESTED or later, for this request)
+			// and the coordinator has taken it up (REQUESTED or later, for this request,
+			// NOTSUPPORTED included)
 			st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
-			if st.RequestID != r.RequestID || !(st.Status.InProgress() || st.Status == nodedrain.StatusComplete) {
+			if st.RequestID != r.RequestID || !(st.Status.InProgress() || st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) {
 				return false
 			}
 			declaring++

@@ -209,6 +209,25 @@ func TestWholeClusterShutdownDoesNotDeadlock(t *testing.T) {
 	assert.Contains(t, a.Queued["c"], "a, b in maintenance", "a and b hold their slots while down outside a declared shutdown")
 }
 
+// The declaration outlasts the NOTSUPPORTED that tells the last node up to proceed: a node
+// that comes up meanwhile (its kubelet back) drains while the nodes that went down keep holding
+// no slot (seed 873019: the declaration ended with the NOTSUPPORTED, two nodes held slots with
+// max-concurrent-drains 1).
+func TestWholeClusterShutdownOutlastsItsNotSupported(t *testing.T) {
+	drains := map[string]Drain{
+		"a": declaring(drainIn(StatusComplete, "a", 0)),
+		"b": declaring(drainIn(StatusComplete, "b", time.Second)),
+		"c": declaring(drainIn(StatusNotSupported, "c", 2*time.Second)),
+		"d": declaring(drainIn(StatusRequested, "d", 3*time.Second)),
+	}
+	ns := nodes("a", "b", "c", "d")
+	ns[0].Ready, ns[1].Ready = false, false
+	a := Admit(drains, ns, 1)
+	assert.True(t, a.WholeCluster, "the NOTSUPPORTED ended the declaration")
+	assert.Equal(t, []string{"d"}, a.Admit)
+	assert.Empty(t, a.Queued)
+}
+
 func TestDeclaresClusterShutdown(t *testing.T) {
 	tests := []struct {
 		by      Requester
