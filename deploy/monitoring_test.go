@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/policy"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
@@ -49,6 +51,10 @@ func collectors() []prometheus.Collector {
 		panic(err)
 	}
 	registerAgentMetrics(reg)
+	// Both programs' bus probes (they only register their gauges here).
+	for _, name := range []string{cli.CoordinatorBusMetric, cli.AgentBusMetric} {
+		cli.NewBusProbe(nil, nil, reg, name, logrus.New())
+	}
 	return reg.cs
 }
 

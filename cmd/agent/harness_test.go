@@ -39,6 +39,7 @@ type scene struct {
 	group string
 	nodes []string
 	ns    string
+	urls  []string // the NATS servers when not the embedded one (a NATS cluster)
 }
 
 // newScene makes a scene with n simulated nodes in group; n = 0 makes a bus-only scene.
@@ -87,6 +88,14 @@ func (s *scene) deploy(name string, replicas int32, termination int64) string {
 	s.t.Helper()
 	_, busiest := s.c.Deploy(s.t, testenv.DeploymentSpec{Namespace: s.ns, Name: name, Group: s.group, Replicas: replicas, TerminationSeconds: termination})
 	return busiest
+}
+
+// natsURL is what agents are given as --nats-url: the scene's servers.
+func (s *scene) natsURL() string {
+	if len(s.urls) > 0 {
+		return strings.Join(s.urls, ",")
+	}
+	return s.NATS.ClientURL()
 }
 
 func (s *scene) history(node string) []nodedrain.DrainStatus { return s.History(node) }
@@ -162,7 +171,7 @@ func (s *scene) newAgent(node string, extra ...string) *agentProc {
 		}
 	})
 	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID $EDGEDRAIN_CONTEXT" >> ` + a.ran
-	a.args = append([]string{"--node-name", node, "--nats-url", s.NATS.ClientURL(),
+	a.args = append([]string{"--node-name", node, "--nats-url", s.natsURL(),
 		"--state-dir", a.stateDir, "--boot-id-file", a.bootID, "--force-status-file", a.override, "--socket", a.socket,
 		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
 		"--sentinel-interval", "200ms", "--sentinel-jitter", "100ms", "--reboot-timeout", "1h",
@@ -260,7 +269,9 @@ func (a *agentProc) noRunBeforeComplete(id string) {
 	if len(runs) == 0 {
 		return
 	}
-	st := a.s.waitFor(a.node, 10*time.Second, "COMPLETE for "+id, func(st nodedrain.NodeDrainStatus) bool {
+	// Soon, but a watch whose consumer lived on a NATS server that died (NATS cluster tests)
+	// is re-created only after two missed heartbeats, 10 to 20 s.
+	st := a.s.waitFor(a.node, 30*time.Second, "COMPLETE for "+id, func(st nodedrain.NodeDrainStatus) bool {
 		return (st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) && st.RequestID == id
 	})
 	require.False(a.s.t, runs[0].at.Before(st.UpdatedAt), "the command ran at %s, before %s was published at %s",

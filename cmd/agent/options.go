@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -18,6 +19,7 @@ type options struct {
 	commands  map[agent.Operation]*string
 	sentinels map[agent.Operation]*string
 	listen    string
+	busCheck  time.Duration
 	logFormat string
 	logLevel  string
 }
@@ -47,6 +49,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&p.CommandRetryBackoffMax, "command-retry-backoff-max", p.CommandRetryBackoffMax, "longest wait before running a failed command again")
 	fs.DurationVar(&p.RebootTimeout, "reboot-timeout", p.RebootTimeout, "after a reboot or shutdown command returned, how long the node has to go down (a new boot ID) before the command counts as failed and runs again")
 	fs.BoolVar(&p.UpdateReboots, "update-reboots", false, "the update command reboots the node: an update is over when the node is back (new boot ID), not when its command returns")
+	fs.DurationVar(&o.busCheck, "bus-check-interval", cli.DefaultBusCheckInterval, "how often the bus's buckets are asked whether they answer (metric edgedrain_agent_bus_available, /readyz): on a NATS cluster without a quorum of its servers the connection stays up but every write is refused")
 	fs.StringVar(&o.listen, "listen", ":9091", "host:port serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
@@ -93,6 +96,9 @@ func (o *options) validate() error {
 	}
 	if err := o.nats.Options("edgedrain-agent").Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.busCheck <= 0 {
+		errs = append(errs, fmt.Errorf("--bus-check-interval %s: must be positive", o.busCheck))
 	}
 	if o.listen != "" {
 		if _, _, err := cli.SplitHostPort(o.listen); err != nil {

@@ -28,7 +28,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	if err := cli.ServeEndpoints(ctx, o.listen, reg, a.Healthy, cli.NATSReady(nc), log); err != nil {
+	probe := cli.NewBusProbe(nc, js, reg, cli.AgentBusMetric, log)
+	go probe.Run(ctx, o.busCheck)
+	if err := cli.ServeEndpoints(ctx, o.listen, reg, a.Healthy, probe.Ready, log); err != nil {
 		return err
 	}
 	return a.Run(ctx)

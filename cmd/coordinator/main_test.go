@@ -46,6 +46,7 @@ func TestBadFlagsSayWhatIsWrong(t *testing.T) {
 		{[]string{"--node-selector", "a b c"}, "node selector"},
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"--api-unreachable-timeout", "-1s"}, "must not be negative"},
+		{[]string{"--bus-check-interval", "0s"}, "--bus-check-interval 0s: must be positive"},
 		{[]string{"--drain-attempts", "many"}, "invalid value"},
 	}
 	for _, tt := range tests {

@@ -33,6 +33,7 @@ type options struct {
 	leaderName         string
 	identity           string
 	listen             string
+	busCheck           time.Duration
 	logFormat          string
 	logLevel           string
 	maxConcurrent      int
@@ -83,6 +84,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "edgedrain-system"), "namespace of the Lease")
 	fs.StringVar(&o.leaderName, "leader-election-name", "edgedrain-coordinator", "name of the Lease")
 	fs.StringVar(&o.identity, "identity", envOr("POD_NAME", host), "this replica's name in the Lease")
+	fs.DurationVar(&o.busCheck, "bus-check-interval", cli.DefaultBusCheckInterval, "how often the bus's buckets are asked whether they answer (metric edgedrain_coordinator_bus_available, /readyz): on a NATS cluster without a quorum of its servers the connection stays up but every write is refused")
 	fs.StringVar(&o.listen, "listen", ":9090", "host:port serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
@@ -103,6 +105,9 @@ func (o *options) validate() error {
 	var errs []error
 	if o.qps <= 0 || o.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.busCheck <= 0 {
+		errs = append(errs, fmt.Errorf("--bus-check-interval %s: must be positive", o.busCheck))
 	}
 	if o.natsEmbedded {
 		if o.natsStoreDir == "" {

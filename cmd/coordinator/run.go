@@ -95,7 +95,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	active := activeTerm(log, engine.Run, gate.Run)
 
-	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, cli.NATSReady(nc), log); err != nil {
+	probe := cli.NewBusProbe(nc, js, reg, cli.CoordinatorBusMetric, log)
+	go probe.Run(ctx, o.busCheck)
+	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, probe.Ready, log); err != nil {
 		return err
 	}
 

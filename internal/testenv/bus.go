@@ -12,7 +12,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-// Bus is a test's drain bus: an embedded NATS server, both drain buckets, and a record of every
+// Bus is a test's drain bus: an embedded NATS server (nil on servers the test runs otherwise), both drain buckets, and a record of every
 // status published, for tests that watch a drain go by.
 type Bus struct {
 	NATS     *pubsub.Embedded
@@ -37,17 +37,26 @@ func StartBus(t testing.TB) *Bus {
 // ConnectNATS's).
 func StartBusWith(t testing.TB, cfg pubsub.EmbeddedConfig, conn pubsub.ConnectOptions) *Bus {
 	t.Helper()
-	b := &Bus{seen: map[string][]nodedrain.NodeDrainStatus{}}
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
 	if cfg.StoreDir == "" {
 		cfg.StoreDir = t.TempDir()
 	}
-	b.NATS = startNATS(t, cfg)
+	srv := startNATS(t, cfg)
 	if len(conn.URLs) == 0 {
-		conn.URLs = []string{b.NATS.ClientURL()}
+		conn.URLs = []string{srv.ClientURL()}
 	}
+	b := OpenBus(t, conn, 0)
+	b.NATS = srv
+	return b
+}
+
+// OpenBus is StartBus on servers already running (conn.URLs, e.g. a NATSCluster's): it opens
+// both buckets with replicas copies (0: the default) and records every status published.
+func OpenBus(t testing.TB, conn pubsub.ConnectOptions, replicas int) *Bus {
+	t.Helper()
+	b := &Bus{seen: map[string][]nodedrain.NodeDrainStatus{}}
 	if conn.Name == "" {
 		conn.Name = t.Name()
 	}
@@ -57,12 +66,12 @@ func StartBusWith(t testing.TB, cfg pubsub.EmbeddedConfig, conn pubsub.ConnectOp
 	_, b.JS = ConnectNATSWith(t, conn)
 	ctx := context.Background()
 	var err error
-	b.Requests, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+	b.Requests, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, Replicas: replicas}, nodedrain.RequestCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// History above 1 so the recorder sees every transition, not only the latest value.
-	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20}, nodedrain.StatusCodec{})
+	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20, Replicas: replicas}, nodedrain.StatusCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}

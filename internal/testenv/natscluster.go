@@ -1,0 +1,233 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// NATSCluster is a NATS JetStream cluster of nats-server processes on loopback, connected by
+// routes, as production runs the bus (deploy/overlays/external-nats). A test kills and restarts
+// its servers with SIGKILL, as a power cut or the OOM killer would.
+type NATSCluster struct {
+	t       testing.TB
+	bin     string
+	Servers []*NATSServer
+}
+
+// NATSServer is one server of a NATSCluster.
+type NATSServer struct {
+	Name                       string
+	Port, ClusterPort, HTTPort int
+	dir, conf                  string
+	proc                       *Proc
+	starts                     int
+}
+
+// BuildNATSServer builds nats-server from its Go module (the version go.mod pins) into dir.
+func BuildNATSServer(ctx context.Context, dir string) (string, error) {
+	return BuildGo(ctx, "github.com/nats-io/nats-server/v2", dir)
+}
+
+// StartNATSCluster starts n servers of bin (BuildNATSServer) with JetStream and full-mesh routes,
+// each configured with extra (e.g. an authorization block), and waits until every server
+// reports JetStream healthy. They are killed when the test ends.
+func StartNATSCluster(t testing.TB, bin string, n int, extra string) *NATSCluster {
+	t.Helper()
+	c := &NATSCluster{t: t, bin: bin}
+	for i := range n {
+		c.Servers = append(c.Servers, &NATSServer{Name: fmt.Sprintf("nats-%d", i), Port: FreePort(t),
+			ClusterPort: FreePort(t), HTTPort: FreePort(t), dir: t.TempDir()})
+	}
+	for _, s := range c.Servers {
+		var routes []string
+		for _, o := range c.Servers {
+			if o != s {
+				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.ClusterPort))
+			}
+		}
+		conf := fmt.Sprintf(`server_name: %q
+listen: "127.0.0.1:%d"
+http: "127.0.0.1:%d"
+jetstream { store_dir: %q }
+cluster {
+  name: edgedrain-test
+  listen: "127.0.0.1:%d"
+  routes: [ %s ]
+}
+%s
+`, s.Name, s.Port, s.HTTPort, filepath.Join(s.dir, "js"), s.ClusterPort, strings.Join(routes, ", "), extra)
+		s.conf = filepath.Join(s.dir, "nats.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatalf("write %s's configuration: %v", s.Name, err)
+		}
+		c.start(s)
+	}
+	for i := range c.Servers {
+		c.WaitHealthy(i, time.Minute)
+	}
+	return c
+}
+
+func (c *NATSCluster) start(s *NATSServer) {
+	s.starts++
+	s.proc = StartProc(c.t, s.dir, fmt.Sprintf("%s-%d", s.Name, s.starts), c.bin, nil, "-c", s.conf)
+}
+
+// URLs are the client URLs of every server, as clients list them to fail over.
+func (c *NATSCluster) URLs() []string {
+	var out []string
+	for _, s := range c.Servers {
+		out = append(out, fmt.Sprintf("nats://127.0.0.1:%d", s.Port))
+	}
+	return out
+}
+
+// Kill ends server i with SIGKILL: no goodbye to its routes or clients, files as they were.
+func (c *NATSCluster) Kill(i int) {
+	c.Servers[i].proc.Kill()
+}
+
+// Restart starts server i again on its ports and store, after Kill.
+func (c *NATSCluster) Restart(i int) {
+	c.start(c.Servers[i])
+}
+
+// Index returns the index of the server named name, or -1.
+func (c *NATSCluster) Index(name string) int {
+	for i, s := range c.Servers {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Healthy asks server i's monitoring endpoint /healthz, which answers 200 once the server is
+// up and its JetStream assets are current with their leaders.
+func (c *NATSCluster) Healthy(i int) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", c.Servers[i].HTTPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var body struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return fmt.Errorf("%s: /healthz %d: %s", c.Servers[i].Name, resp.StatusCode, body.Error)
+	}
+	return nil
+}
+
+// WaitHealthy waits until server i is healthy.
+func (c *NATSCluster) WaitHealthy(i int, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.Healthy(i)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s not healthy after %s: %v\n%s", c.Servers[i].Name, timeout, err, c.Servers[i].proc.Tail(30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StreamState is what server i holds of stream (its own copy, leader or follower), from its
+// monitoring endpoint /jsz.
+func (c *NATSCluster) StreamState(i int, stream string) (StreamCopy, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?accounts=true&streams=true", c.Servers[i].HTTPort))
+	if err != nil {
+		return StreamCopy{}, err
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Accounts []struct {
+			Streams []struct {
+				Name    string `json:"name"`
+				Cluster struct {
+					Leader string `json:"leader"`
+				} `json:"cluster"`
+				State struct {
+					Msgs    uint64 `json:"messages"`
+					LastSeq uint64 `json:"last_seq"`
+				} `json:"state"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return StreamCopy{}, fmt.Errorf("%s: /jsz: %w", c.Servers[i].Name, err)
+	}
+	for _, a := range jsz.Accounts {
+		for _, s := range a.Streams {
+			if s.Name == stream {
+				return StreamCopy{Leader: s.Cluster.Leader, Msgs: s.State.Msgs, LastSeq: s.State.LastSeq}, nil
+			}
+		}
+	}
+	return StreamCopy{}, fmt.Errorf("%s holds no stream %s", c.Servers[i].Name, stream)
+}
+
+// StreamCopy is one server's copy of a stream.
+type StreamCopy struct {
+	Leader        string // the server leading the stream, as this one knows it
+	Msgs, LastSeq uint64
+}
+
+// Log is what server i wrote since its last start.
+func (c *NATSCluster) Log(i int) string { return c.Servers[i].proc.Log() }
+
+// FreePort returns a TCP port free on loopback now, below the kernel's range of ephemeral
+// ports: no client connection takes it before the server meant to listen on it does (a server
+// restarted by a test keeps its ports), and none handed out by this process is handed out again.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	lo := ephemeralLow()
+	for range 1000 {
+		p := 10000 + rand.IntN(lo-10000)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsGiven[p] = true
+		return p
+	}
+	t.Fatalf("no free port between 10000 and %d", lo)
+	return 0
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range),
+// 32768 if it cannot be read or is too low to leave room below it.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo int
+	if _, err := fmt.Sscan(string(data), &lo); err != nil || lo < 15000 {
+		return 32768
+	}
+	return lo
+}
