@@ -188,6 +188,7 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 
 // forward turns the status watch's events for this node into machine events.
 func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrainStatus]) {
+	live := false // past the first snapshot: a status delivered now was just published
 	for ev := range w.Events() {
 		if ev.Kind != pubsub.EventSnapshotDone && ev.Key != b.node {
 			continue
@@ -200,10 +201,14 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 				continue
 			}
 			st := ev.Value
+			if live && !st.UpdatedAt.IsZero() {
+				b.metrics.StatusDelay.Observe(max(time.Since(st.UpdatedAt), 0).Seconds())
+			}
 			b.send(ctx, EvBusStatus{Status: &st, Revision: ev.Revision})
 		case pubsub.EventDelete:
 			b.send(ctx, EvBusStatus{Revision: ev.Revision})
 		case pubsub.EventSnapshotDone:
+			live = true
 			b.send(ctx, EvBusSnapshot{})
 		case pubsub.EventDecodeError:
 			b.warnings.Logger("status-undecodable", b.log).WithError(ev.Err).Warn("ignoring a drain status for this node that does not decode")

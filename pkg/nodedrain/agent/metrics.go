@@ -27,7 +27,14 @@ type Metrics struct {
 	// ForeignStatuses counts status values on the bus answering a request this agent never
 	// made; they clear nothing.
 	ForeignStatuses prometheus.Counter
+	// StatusDelay observes, for each status the watch delivers after its first snapshot, the
+	// time from the coordinator's publication (the status's UpdatedAt) to its arrival here.
+	StatusDelay prometheus.Histogram
 }
+
+// statusDelayBuckets resolve the delivery delay of a status from a fraction of a millisecond
+// on loopback to seconds on a slow or partitioned network.
+var statusDelayBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -72,6 +79,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_agent_foreign_statuses_total",
 			Help: "Drain statuses on the bus for a request this agent never made (another agent under this node's name, a lost state file, or a forgery); they clear nothing.",
 		}),
+		StatusDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "edgedrain_agent_status_delay_seconds",
+			Help:    "Time from the coordinator's publication of this node's status (its UpdatedAt) to its arrival at the agent's watch; includes any clock offset between the two machines.",
+			Buckets: statusDelayBuckets,
+		}),
 	}
 	for _, op := range Operations {
 		m.DeferredOperations.WithLabelValues(string(op))
@@ -79,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
-			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses)
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses, m.StatusDelay)
 	}
 	return m
 }

@@ -20,12 +20,14 @@ type heldSince struct {
 // timer for the earliest retry.
 func (e *Engine) afterEvents(ctx context.Context) {
 	now := e.cfg.Now()
+	began := time.Now() // the wall clock, whatever cfg.Now says
 	var pol AdmitPolicy
 	if m := e.cfg.Maintenance; m != nil {
 		pol = m.Admission(e.core.Waiting(), now)
 	}
 	e.observeHolds(pol.Holds, now)
 	actions, ev := e.core.Admit(e.nodeInfos(now), pol, now)
+	e.metrics.AdmissionDecision.Observe(time.Since(began).Seconds())
 	if ev.Changed {
 		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
 	}

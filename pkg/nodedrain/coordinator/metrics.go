@@ -41,6 +41,9 @@ type Metrics struct {
 	ReturnGate *prometheus.HistogramVec
 	// StaleReleases counts admission slots released by COMPLETE nodes that never came back.
 	StaleReleases prometheus.Counter
+	// AdmissionDecision observes each admission pass (the nodes' view, the maintenance
+	// policy's holds and nodedrain.AdmitWith), run after every event.
+	AdmissionDecision prometheus.Histogram
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -104,11 +107,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_stale_slot_releases_total",
 			Help: "Admission slots released by COMPLETE nodes that never came back (deleted, or NotReady past --stale-holder-timeout).",
 		}),
+		AdmissionDecision: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "edgedrain_admission_decision_seconds",
+			Help:    "Time of one admission pass (the nodes' view, the maintenance policy's holds, the decision), run after every event.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14), // 50 µs .. ~0.4 s
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
 			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests,
-			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases)
+			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases, m.AdmissionDecision)
 	}
 	return m
 }
