@@ -229,10 +229,11 @@ func sameDomain(holders []string, known map[string]NodeInfo, last map[string]str
 	return out
 }
 
-// queuedMessage says why a drain waits for a slot. Only the drains near the head of the queue (namedAhead or fewer ahead) name the nodes in
-// maintenance and those ahead; the rest say the same thing however the queue moves. Naming
-// everyone made each waiting status change at every admission (a fleet of N nodes published N
-// statuses per drain) and cost O(N²) per pass (52 ms at 1000 nodes).
+// queuedMessage says why a drain waits for a slot. Only the drains near the head of the queue
+// (namedAhead or fewer ahead) name the nodes in maintenance and those ahead; the rest say the
+// same thing however the queue moves. Naming everyone made each waiting status change at every
+// admission (a fleet of N nodes published N statuses per drain) and cost O(N²) per pass (52 ms
+// at 1000 nodes).
 func queuedMessage(holders, ahead []string, max int) string {
 	if len(ahead) > namedAhead {
 		return fmt.Sprintf("waiting: max-concurrent-drains %d reached; queued behind %d or more earlier drains", max, namedAhead+1)
