@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,18 +110,18 @@ func newNATSScene(t *testing.T, group string, n int) *natsScene {
 // startCoordinator runs a coordinator process named id on the cluster, as the external-nats
 // overlay does, with an eviction attempt far longer than the test (a drain a budget blocks
 // stays CORDONED) and the bus checked every second.
-func (s *natsScene) startCoordinator(id string) *coordProc {
+func (s *natsScene) startCoordinator(id string, extra ...string) *coordProc {
 	s.t.Helper()
 	port := testenv.FreePort(s.t)
-	p := testenv.StartProc(s.t, s.t.TempDir(), "coordinator-"+id, coordBin, nil,
-		"--kubeconfig", s.c.Kubeconfig, "--nats-url", strings.Join(s.urls, ","),
+	args := []string{"--kubeconfig", s.c.Kubeconfig, "--nats-url", strings.Join(s.urls, ","),
 		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", s.passwordFile,
-		"--auth-callout-issuer-seed-file", s.seedFile, "--agent-service-account", s.ns+"/"+agentSA,
+		"--auth-callout-issuer-seed-file", s.seedFile, "--agent-service-account", s.ns + "/" + agentSA,
 		"--bucket-replicas", "3", "--leader-election-namespace", s.ns, "--identity", id,
-		"--node-selector", testenv.GroupLabel+"="+s.group, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--node-selector", testenv.GroupLabel + "=" + s.group, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--log-format", "json", "--bus-check-interval", "1s",
 		"--drain-attempt-timeout", "5m", "--cordon-backoff", "50ms", "--drain-backoff", "100ms",
-		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms")
+		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms"}
+	p := testenv.StartProc(s.t, s.t.TempDir(), "coordinator-"+id, coordBin, nil, append(args, extra...)...)
 	cp := &coordProc{proc: p, port: port}
 	s.coords[id] = cp
 	s.t.Cleanup(func() {
@@ -162,6 +163,42 @@ func (s *natsScene) streamLeader(stream string, dead int) int {
 	return leader
 }
 
+// agentServer is the index of the live server node's agent is connected to, or -1.
+func (s *natsScene) agentServer(node string) int {
+	for i := range s.nats.Servers {
+		names, err := s.nats.ConnectionNames(i)
+		if err == nil && slices.Contains(names, "edgedrain-agent/"+node) {
+			return i
+		}
+	}
+	return -1
+}
+
+// moveLeader makes server to the leader of stream (a JetStream leader stepdown with a preferred
+// successor), unless it leads already.
+func (s *natsScene) moveLeader(stream string, to int) {
+	s.t.Helper()
+	if s.streamLeader(stream, -1) == to {
+		return
+	}
+	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, s.nats.Servers[to].Name)
+	msg, err := s.JS.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, []byte(req), 5*time.Second)
+	require.NoError(s.t, err)
+	require.NotContains(s.t, string(msg.Data), `"error"`, "stepdown refused")
+	require.Eventually(s.t, func() bool { return s.streamLeader(stream, -1) == to }, 30*time.Second, 50*time.Millisecond,
+		"%s did not become the leader of %s", s.nats.Servers[to].Name, stream)
+}
+
+// connections lists each server's client connections, for failure messages.
+func (s *natsScene) connections() string {
+	var b strings.Builder
+	for i, srv := range s.nats.Servers {
+		names, err := s.nats.ConnectionNames(i)
+		fmt.Fprintf(&b, "\n%s (port %d): %v %v", srv.Name, srv.Port, names, err)
+	}
+	return b.String()
+}
+
 // ready is the answer of a process's /readyz: nil when ready.
 func ready(port int) error {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
@@ -197,12 +234,19 @@ func TestDrainSurvivesTheStatusLeadersDeath(t *testing.T) {
 	s.startCoordinator("a")
 	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))))
 	a.start()
-
 	req := s.deferReboot(a)
 	s.waitBlocked(target, req.RequestID)
-	killed := s.streamLeader(statusStream, -1)
+
+	// The server to kill leads the status stream and holds the agent's connection: the agent must
+	// find the other servers (from the cluster's gossip) and be admitted by the callout again.
+	killed := -1
+	require.Eventually(t, func() bool { killed = s.agentServer(target); return killed >= 0 }, 10*time.Second, 50*time.Millisecond,
+		"the agent's connection is on no server: %s", s.connections())
+	s.moveLeader(statusStream, killed)
 	s.nats.Kill(killed)
-	t.Logf("killed %s, the leader of %s, mid-drain", s.nats.Servers[killed].Name, statusStream)
+	t.Logf("killed %s, the leader of %s and the agent's server, mid-drain", s.nats.Servers[killed].Name, statusStream)
+	require.Eventually(t, func() bool { i := s.agentServer(target); return i >= 0 && i != killed }, 30*time.Second, 50*time.Millisecond,
+		"the agent did not connect to another server: %s", s.connections())
 	newLeader := s.streamLeader(statusStream, killed)
 	s.requireStillDeferred(a, req.RequestID)
 	s.finishOnce(a, req.RequestID, unblock)
@@ -225,53 +269,88 @@ func TestDrainSurvivesTheStatusLeadersDeath(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the restarted server did not catch up with the status stream (leader at %d)", want.LastSeq)
 }
 
-// TestBusWithoutQuorumChangesNothing: two of the three servers are killed. The third still
-// takes connections, but the buckets have no leader and refuse writes. The coordinator and the
-// agent say so (readiness, metric, one log line); the agent's reboot asked for meanwhile cannot
-// publish its request, so nothing is cordoned and nothing runs. With one server back (quorum),
-// both report the bus back, the request lands, the drain completes and the reboot runs once.
+// TestBusWithoutQuorumChangesNothing: two of the three servers are killed while one node's
+// drain is blocked by a budget (CORDONED) and another node is idle. The third server still takes
+// connections, but the buckets have no leader and refuse writes. The coordinator and the agents
+// say so (readiness, metric, one log line). The budget is lifted meanwhile: the blocked drain
+// evicts its pods, but its COMPLETE cannot be published, so its reboot does not run and the
+// node stays cordoned; the idle node's reboot, asked for meanwhile, cannot publish its request,
+// so that node is not cordoned. With one server back (quorum), both say the bus is back, the
+// first drain completes, the second is taken up, and each reboot runs once, for its request.
 func TestBusWithoutQuorumChangesNothing(t *testing.T) {
 	t.Parallel()
 	s := newNATSScene(t, "natsquorum", 3)
-	target := s.deploy("web", 3, 1)
-	coord := s.startCoordinator("a")
+	busy := s.deploy("db", 3, 1)
+	unblock := s.blockEvictions("db", 3)
+	coord := s.startCoordinator("a", "--max-concurrent-drains", "2")
 	require.Eventually(t, func() bool { return s.leader() == "a" }, 30*time.Second, 50*time.Millisecond, "the coordinator did not take the Lease")
-	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))), "--bus-check-interval", "1s")
-	a.start()
+	idle := s.nodes[0]
+	if idle == busy {
+		idle = s.nodes[1]
+	}
+	agents := map[string]*agentProc{}
+	for _, node := range []string{busy, idle} {
+		agents[node] = s.newAgent(node, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(node))), "--bus-check-interval", "1s")
+		agents[node].start()
+	}
+	reqBusy := s.deferReboot(agents[busy])
+	s.waitBlocked(busy, reqBusy.RequestID)
 	require.Eventually(t, func() bool { return ready(coord.port) == nil }, 30*time.Second, 50*time.Millisecond, "coordinator not ready")
-	require.Equal(t, 1.0, a.metric("edgedrain_agent_bus_available"))
+	for _, a := range agents {
+		require.Eventually(t, func() bool { return a.metric("edgedrain_agent_bus_available") == 1 }, 30*time.Second, 50*time.Millisecond,
+			"the agent of %s does not report the bus available", a.node)
+	}
 
 	s.nats.Kill(1)
 	s.nats.Kill(2)
 	t.Log("killed two of three servers")
 	require.Eventually(t, func() bool { return ready(coord.port) != nil }, 30*time.Second, 100*time.Millisecond,
 		"the coordinator still reports ready on a bus without quorum")
-	require.Eventually(t, func() bool { return a.metric("edgedrain_agent_bus_available") == 0 }, 30*time.Second, 100*time.Millisecond,
-		"the agent still reports the bus available")
-	require.Error(t, ready(listenPort(t, a)), "the agent still reports ready")
+	for _, a := range agents {
+		require.Eventually(t, func() bool { return a.metric("edgedrain_agent_bus_available") == 0 }, 30*time.Second, 100*time.Millisecond,
+			"the agent of %s still reports the bus available", a.node)
+		require.Error(t, ready(listenPort(t, a)), "the agent of %s still reports ready", a.node)
+		assert.Contains(t, a.proc.Log(), "the bus does not answer")
+	}
 	assert.Equal(t, 1, strings.Count(coord.proc.Log(), "the bus does not answer"), "the coordinator should say it once\n%s", coord.proc.Tail(20))
-	assert.Contains(t, a.proc.Log(), "the bus does not answer")
 
+	// The budget goes: the blocked drain evicts its pods, and cannot publish its COMPLETE.
+	unblock()
+	require.Eventually(t, func() bool {
+		pods, err := s.c.PodsOnNode(context.Background(), s.ns, busy)
+		return err == nil && len(pods) == 0
+	}, time.Minute, 100*time.Millisecond, "the drain under way did not evict its pods")
+	a := agents[idle]
 	require.NoError(t, os.WriteFile(a.sentinel, []byte("*** System restart required ***\n"), 0o644))
 	// The failure is logged once (a warning), each retry at debug level.
 	require.Eventually(t, func() bool {
 		log := a.proc.Log()
 		return strings.Contains(log, "cannot publish the drain request") && strings.Count(log, `"msg":"publishing the drain request"`) >= 3
 	}, time.Minute, 100*time.Millisecond, "the agent did not try (and retry) to publish its request\n%s", a.proc.Tail(20))
-	assert.False(t, s.unschedulable(target), "a node was cordoned while the bus had no quorum")
+	require.Eventually(t, func() bool { return strings.Contains(coord.proc.Log(), "publishing status failed") }, time.Minute, 100*time.Millisecond,
+		"the coordinator did not try to publish the drain's next status")
+	assert.Empty(t, agents[busy].runs(), "the reboot ran though its COMPLETE could not be published")
+	assert.True(t, s.unschedulable(busy), "the node under drain was uncordoned while the bus had no quorum")
+	assert.False(t, s.unschedulable(idle), "a node was cordoned while the bus had no quorum")
 	assert.Empty(t, a.runs(), "the reboot ran while the bus had no quorum")
 
 	s.nats.Restart(1)
-	s.nats.WaitHealthy(0, time.Minute)
+	s.nats.WaitHealthy(1, time.Minute)
 	require.Eventually(t, func() bool { return ready(coord.port) == nil }, 30*time.Second, 100*time.Millisecond, "the coordinator did not report the bus back")
 	assert.Contains(t, coord.proc.Log(), "the bus answers again")
-	req := s.request(target, "")
-	complete := waitDeferredUntilComplete(a, req.RequestID)
-	runs := a.waitRuns(1, 30*time.Second)
-	require.Len(t, runs, 1)
-	assert.Equal(t, req.RequestID, runs[0].request)
-	t.Logf("quorum back -> COMPLETE at %s", complete.UpdatedAt.Format(time.RFC3339Nano))
-	assert.Equal(t, 1.0, a.metric("edgedrain_agent_bus_available"))
+	for _, node := range []string{busy, idle} {
+		id := reqBusy.RequestID
+		if node == idle {
+			id = s.request(idle, "").RequestID
+		}
+		complete := waitDeferredUntilComplete(agents[node], id)
+		runs := agents[node].waitRuns(1, 30*time.Second)
+		require.Len(t, runs, 1)
+		assert.Equal(t, id, runs[0].request)
+		t.Logf("%s: quorum back -> COMPLETE at %s", node, complete.UpdatedAt.Format(time.RFC3339Nano))
+		require.Eventually(t, func() bool { return agents[node].metric("edgedrain_agent_bus_available") == 1 }, 30*time.Second, 100*time.Millisecond)
+		assert.Contains(t, agents[node].proc.Log(), "the bus answers again")
+	}
 }
 
 // TestLeaderKilledMidDrainOnANATSCluster: two coordinator processes on the cluster; the one

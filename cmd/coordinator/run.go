@@ -97,7 +97,13 @@ func run(ctx context.Context, o *options) error {
 
 	probe := cli.NewBusProbe(nc, js, reg, cli.CoordinatorBusMetric, log)
 	go probe.Run(ctx, o.busCheck)
-	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, probe.Ready, log); err != nil {
+	ready := probe.Ready
+	if o.natsEmbedded {
+		// This pod's readiness puts it behind the bus's Service: a slow bucket must not take the
+		// only NATS server away from the agents. The probe still sets its gauge and logs.
+		ready = cli.NATSReady(nc)
+	}
+	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, ready, log); err != nil {
 		return err
 	}
 

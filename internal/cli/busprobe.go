@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -54,14 +55,15 @@ func NewBusProbe(nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registere
 	return &BusProbe{nc: nc, js: js, buckets: []string{nodedrain.RequestsBucket, nodedrain.StatusBucket}, gauge: g, log: log}
 }
 
-// Run checks every interval until ctx ends.
+// Run checks every interval, less a random tenth (a fleet of agents started together does not
+// ask at once), until ctx ends.
 func (p *BusProbe) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		p.Check(ctx, min(interval, 5*time.Second))
+		t := time.NewTimer(interval - rand.N(interval/10+1))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -78,19 +80,20 @@ func (p *BusProbe) Check(ctx context.Context, timeout time.Duration) error {
 	was, first := p.err, !p.checked
 	p.err, p.checked = err, true
 	p.mu.Unlock()
+	// The log line first: whoever sees the gauge change finds the line written.
 	switch {
 	case err != nil:
-		p.gauge.Set(0)
 		if first || was == nil {
-			p.log.WithError(err).Error("the bus does not answer: its buckets refuse writes until it does (a NATS cluster without a quorum of its servers?); nothing is published or changed on its account meanwhile")
+			p.log.WithError(err).Error("the bus does not answer: its buckets refuse writes until it does (a NATS cluster without a quorum of its servers?); statuses and requests wait, and no drain starts or ends")
 		} else {
 			p.log.WithError(err).Debug("the bus still does not answer")
 		}
+		p.gauge.Set(0)
 	default:
-		p.gauge.Set(1)
 		if was != nil {
 			p.log.Info("the bus answers again: its buckets take writes")
 		}
+		p.gauge.Set(1)
 	}
 	return err
 }
@@ -117,14 +120,19 @@ func (p *BusProbe) ask(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// Ready is a readiness check: connected to NATS, and the buckets answered at the last check.
+// Ready is a readiness check: connected to NATS, and the buckets answered at the first check
+// and the last one. (A coordinator serving the embedded bus must not use it: its readiness
+// decides whether the bus's Service sends agents to it.)
 func (p *BusProbe) Ready() error {
 	if !pubsub.Connected(p.nc) {
 		return errors.New("not connected to NATS")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.err != nil {
+	switch {
+	case !p.checked:
+		return errors.New("the bus has not been checked yet")
+	case p.err != nil:
 		return fmt.Errorf("the bus does not answer: %w", p.err)
 	}
 	return nil

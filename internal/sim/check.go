@@ -262,6 +262,7 @@ func (s *Sim) checkEnd() {
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
+		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
 		switch {
 		case returning(s.bus.value(bucketStatus, name)):
 			s.violate("L1", "%s is still in its return gate after the quiet period: %s", name, describe(s.bus.value(bucketStatus, name)))
@@ -274,11 +275,12 @@ func (s *Sim) checkEnd() {
 			// Known open: a second agent with the node's name (a misconfiguration) asks again
 			// from the shared sentinel, with a state of its own; once the machine is retired
 			// its request, for a Node that is gone, waits until withdrawn (edgedrainctl withdraw).
-		case n.retired && n.overridden:
+		case n.retired && n.overridden && s.bus.value(bucketRequests, name) != nil && !st.HoldsSlot():
 			// An operator forced the decommission with the override file (S1's explicit
-			// override), not through the coordinator: the machine is gone, and whatever it had
-			// on the bus (a request it could not withdraw first, seed 871613) is the operator's
-			// to withdraw (edgedrainctl withdraw), as README's override section says.
+			// override), not through the coordinator: the machine is gone, and a request it
+			// could not withdraw first (seed 871613) is the operator's to withdraw (edgedrainctl
+			// withdraw), as README's override section says; the node stays cordoned for it. A
+			// drain still holding its slot for it is not excused.
 		case s.bus.value(bucketRequests, name) != nil:
 			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
 				describe(s.bus.value(bucketStatus, name)), a.m.State.Phase)

@@ -177,11 +177,8 @@ func (c *coord) startEngine() {
 	if c.outage { // Engine.Run restarted in outage mode waits for the mode to end
 		return
 	}
-	if !c.stillLeading() { // Engine.Run: no term record without a Lease still valid
-		if c.running && !c.outage {
-			c.stopEngine()
-		}
-		return
+	if !c.stillLeading() { // Engine.Run: no term record without a Lease still valid (lapsed: the
+		return // run waits in outage mode, or has stopped)
 	}
 	c.claimTerm()
 	c.snapshot = map[string]*nodedrain.NodeDrainRequest{}

@@ -222,9 +222,14 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		if n := s.cluster.nodes[st.Node]; !n.exists {
 			need = min(need, coordinator.DeletedGrace)
 		}
+		declared := strings.HasPrefix(st.Message, coordinator.ReleasedUnderShutdown)
 		switch {
 		case s.hist.on("ready/"+st.Node, at, freshness):
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
+		case declared && !s.wholeClusterDeclared():
+			s.violate("R2", "%s released its admission slot as gone down under a whole-cluster shutdown none declared", st.Node)
+		case declared:
+			// Gone down under the declaration: released at once, and for good.
 		case at.Sub(s.completeAt[st.RequestID]) < need-freshness:
 			s.violate("R2", "%s released its admission slot %s after its COMPLETE (stale-holder timeout %s)", st.Node,
 				at.Sub(s.completeAt[st.RequestID]), need)

@@ -78,9 +78,42 @@ cluster {
 	return c
 }
 
+// start starts s and waits until it listens on all its ports. A port taken meanwhile (by
+// another test process) is replaced and s started again: the other servers learn its new route
+// address when it connects to them.
 func (c *NATSCluster) start(s *NATSServer) {
-	s.starts++
-	s.proc = StartProc(c.t, s.dir, fmt.Sprintf("%s-%d", s.Name, s.starts), c.bin, nil, "-c", s.conf)
+	c.t.Helper()
+	for attempt := 0; ; attempt++ {
+		s.starts++
+		s.proc = StartProc(c.t, s.dir, fmt.Sprintf("%s-%d", s.Name, s.starts), c.bin, nil, "-c", s.conf)
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(s.proc.Log(), "Listening for route connections") && !s.proc.Exited() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		log := s.proc.Log()
+		switch {
+		case strings.Contains(log, "Listening for route connections") && !s.proc.Exited():
+			return
+		case strings.Contains(log, "address already in use") && attempt < 3:
+			s.proc.Kill()
+			c.t.Logf("%s: a port was taken; starting it on other ports", s.Name)
+			old := []string{fmt.Sprint(s.Port), fmt.Sprint(s.ClusterPort), fmt.Sprint(s.HTTPort)}
+			s.Port, s.ClusterPort, s.HTTPort = FreePort(c.t), FreePort(c.t), FreePort(c.t)
+			conf, err := os.ReadFile(s.conf)
+			if err != nil {
+				c.t.Fatalf("%s: %v", s.Name, err)
+			}
+			text := string(conf)
+			for i, p := range []int{s.Port, s.ClusterPort, s.HTTPort} {
+				text = strings.ReplaceAll(text, fmt.Sprintf("127.0.0.1:%s\"", old[i]), fmt.Sprintf("127.0.0.1:%d\"", p))
+			}
+			if err := os.WriteFile(s.conf, []byte(text), 0o600); err != nil {
+				c.t.Fatalf("%s: %v", s.Name, err)
+			}
+		default:
+			c.t.Fatalf("%s did not start:\n%s", s.Name, s.proc.Tail(20))
+		}
+	}
 }
 
 // URLs are the client URLs of every server, as clients list them to fail over.
@@ -179,6 +212,32 @@ func (c *NATSCluster) StreamState(i int, stream string) (StreamCopy, error) {
 	return StreamCopy{}, fmt.Errorf("%s holds no stream %s", c.Servers[i].Name, stream)
 }
 
+// ConnectionNames lists the names of the client connections server i has open now and has
+// authenticated (one still waiting for its auth callout's answer is left out).
+func (c *NATSCluster) ConnectionNames(i int) ([]string, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?limit=4096&auth=true", c.Servers[i].HTTPort))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var connz struct {
+		Conns []struct {
+			Name string `json:"name"`
+			User string `json:"authorized_user"`
+		} `json:"connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&connz); err != nil {
+		return nil, fmt.Errorf("%s: /connz: %w", c.Servers[i].Name, err)
+	}
+	var out []string
+	for _, cn := range connz.Conns {
+		if cn.User != "" {
+			out = append(out, cn.Name)
+		}
+	}
+	return out, nil
+}
+
 // StreamCopy is one server's copy of a stream.
 type StreamCopy struct {
 	Leader        string // the server leading the stream, as this one knows it
@@ -227,6 +286,8 @@ func ephemeralLow() int {
 	}
 	var lo int
 	if _, err := fmt.Sscan(string(data), &lo); err != nil || lo < 15000 {
+		// No room below the range (or unreadable): ports from 10000 to 32767 may then be
+		// taken by a client's connection; start() tries other ports when one was.
 		return 32768
 	}
 	return lo

@@ -118,7 +118,7 @@ func AdmitWith(in AdmitInput) Admission {
 		// Taken up: under way, COMPLETE, or answered NOTSUPPORTED as the last node up (the
 		// declaration must outlast that answer, or the nodes that went down would hold their
 		// slots again while the one just admitted drains: seed 873019).
-		if !ok || d.Request == nil || !DeclaresClusterShutdown(*d.Request) ||
+		if !ok || d.Request == nil || !DeclaresClusterShutdown(*d.Request) || d.Status.RequestID != d.Request.RequestID ||
 			!(d.Status.Status.InProgress() || d.Status.Status == StatusComplete || d.Status.Status == StatusNotSupported) {
 			a.WholeCluster = false
 			break

@@ -28,8 +28,11 @@ func (e *Engine) afterEvents(ctx context.Context) {
 	e.observeHolds(pol.Holds, now)
 	actions, ev := e.core.Admit(e.nodeInfos(now), pol, now)
 	e.metrics.AdmissionDecision.Observe(time.Since(began).Seconds())
-	if ev.Changed {
-		e.log.WithField("wholeCluster", ev.WholeCluster).Info("every node has requested a drain: treating it as a planned whole-cluster shutdown")
+	switch {
+	case ev.Changed && ev.WholeCluster:
+		e.log.Info("every node's request declares a whole-cluster shutdown: nodes gone down for it free their slot, the last node up may go down undrained")
+	case ev.Changed:
+		e.log.Info("the declared whole-cluster shutdown is over (a node is up without a request, or a request does not declare it)")
 	}
 	e.act(ctx, actions)
 	e.resetTimer()

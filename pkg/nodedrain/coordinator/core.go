@@ -67,6 +67,10 @@ func (c *Core) holdDecommissions(holds map[string]nodedrain.Hold) map[string]nod
 // deleted for good (a node re-registering after its reboot is back within seconds).
 const DeletedGrace = time.Minute
 
+// ReleasedUnderShutdown begins the message of a COMPLETE whose node went down under a declared
+// whole-cluster shutdown and released its slot.
+const ReleasedUnderShutdown = "COMPLETE, and the node went down under the declared whole-cluster shutdown: admission slot released"
+
 // NodeAction is an action for one node's drain. Release, when set instead of Action, asks the
 // volume gate to undo the work it started for the node's drain, which is over.
 type NodeAction struct {
@@ -219,6 +223,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
+	out = append(out, c.releaseDeclared(nodes, now)...)
 	for _, n := range adm.Admit {
 		if w, ok := pol.Warnings[n]; ok {
 			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
@@ -334,6 +339,29 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		if reason != "" {
 			out = append(out, c.Step(node, nodedrain.EvReleaseSlot{Reason: reason}, now)...)
 		}
+	}
+	return out
+}
+
+// releaseDeclared releases, for good, the slot of each COMPLETE node that went down under a
+// declared whole-cluster shutdown. Admission frees such a slot while the declaration holds; the
+// declaration ends as soon as one node is Ready without a request (the last one withdrew, one
+// came back), and its slot would be held again while a drain admitted under the declaration
+// runs: more nodes in maintenance than the limit (review of seed 873019). Released and
+// published, it stays released, as a stale holder's.
+func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []NodeAction {
+	if !c.wholeCluster {
+		return nil
+	}
+	var out []NodeAction
+	for _, n := range nodes {
+		d, ok := c.drains[n.Name]
+		if !ok || n.Ready || d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased ||
+			!nodedrain.DeclaresClusterShutdown(*d.Request) {
+			continue
+		}
+		out = append(out, c.Step(n.Name, nodedrain.EvReleaseSlot{
+			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
 	}
 	return out
 }

@@ -73,3 +73,49 @@ func TestForgottenNodeStaysForgotten(t *testing.T) {
 	assert.True(t, known, "a new request for the name is taken up")
 	assert.Equal(t, nodedrain.StatusRequested, d.Status.Status)
 }
+
+// A COMPLETE node that went down under a declared whole-cluster shutdown releases its slot for
+// good: once the last node up, answered NOTSUPPORTED, withdraws (the declaration is over), the
+// nodes still down do not hold their slots again while the drain admitted under the
+// declaration runs (review of seed 873019: three holders with max-concurrent-drains 1).
+func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := func(node string) *nodedrain.NodeDrainRequest {
+		return &nodedrain.NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp,
+			Context: nodedrain.ClusterShutdownContext}
+	}
+	st := func(node string, s nodedrain.DrainStatus) nodedrain.NodeDrainStatus {
+		return nodedrain.NodeDrainStatus{Node: node, RequestID: node + "-r", Status: s, Attempt: 1, UpdatedAt: now,
+			CordonedByUs: s == nodedrain.StatusComplete}
+	}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.Resume(ResumeInput{
+		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c"), "d": req("d")},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusComplete), "b": st("b", nodedrain.StatusComplete),
+			"c": st("c", nodedrain.StatusNotSupported), "d": st("d", nodedrain.StatusRequested)},
+	}, now)
+	nodes := []nodedrain.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c", Ready: true, Schedulable: true}, {Name: "d", Ready: true, Schedulable: true}}
+	_, ev := c.Admit(nodes, AdmitPolicy{}, now)
+	assert.True(t, ev.WholeCluster)
+	for _, n := range []string{"a", "b"} {
+		d, _ := c.Drain(n)
+		assert.True(t, d.Status.SlotReleased, "%s went down under the declaration", n)
+		assert.Contains(t, d.Status.Message, ReleasedUnderShutdown)
+		c.Step(n, nodedrain.EvPublished{Status: d.Status.Status, Holds: d.Status.HoldsSlot()}, now)
+	}
+	_, ev = c.Admit(nodes, AdmitPolicy{}, now) // the releases are on the bus
+	assert.True(t, ev.WholeCluster)
+	d, _ := c.Drain("d")
+	assert.Equal(t, nodedrain.StatusStarting, d.Status.Status, "d is admitted: a and b are down for the shutdown")
+
+	c.Step("c", nodedrain.EvRequest{}, now) // c withdraws: the declaration is over
+	_, ev = c.Admit(nodes, AdmitPolicy{}, now)
+	assert.False(t, ev.WholeCluster)
+	var holders []string
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if d, _ := c.Drain(n); d.Status.HoldsSlot() || d.BusHolds {
+			holders = append(holders, n)
+		}
+	}
+	assert.Equal(t, []string{"d"}, holders)
+}
