@@ -272,9 +272,8 @@ func TestDrainSurvivesTheStatusLeadersDeath(t *testing.T) {
 // TestBusWithoutQuorumChangesNothing: two of the three servers are killed while one node's
 // drain is blocked by a budget (CORDONED) and another node is idle. The third server still takes
 // connections, but the buckets have no leader and refuse writes. The coordinator and the agents
-// say so (readiness, metric, one log line). The budget is lifted meanwhile: the blocked drain
-// evicts its pods, but its COMPLETE cannot be published, so its reboot does not run and the
-// node stays cordoned; the idle node's reboot, asked for meanwhile, cannot publish its request,
+// say so (readiness, metric, one log line). The budget is lifted meanwhile, but the blocked
+// drain's COMPLETE cannot be published, so its reboot does not run and the node stays cordoned; the idle node's reboot, asked for meanwhile, cannot publish its request,
 // so that node is not cordoned. With one server back (quorum), both say the bus is back, the
 // first drain completes, the second is taken up, and each reboot runs once, for its request.
 func TestBusWithoutQuorumChangesNothing(t *testing.T) {
@@ -314,12 +313,10 @@ func TestBusWithoutQuorumChangesNothing(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(coord.proc.Log(), "the bus does not answer"), "the coordinator should say it once\n%s", coord.proc.Tail(20))
 
-	// The budget goes: the blocked drain evicts its pods, and cannot publish its COMPLETE.
+	// The budget goes: whatever the drain under way does meanwhile, its COMPLETE cannot be
+	// published. (Its progress statuses cannot either, and each attempt waits for its timeout
+	// in the coordinator's loop: the eviction may well stall until the bus is back.)
 	unblock()
-	require.Eventually(t, func() bool {
-		pods, err := s.c.PodsOnNode(context.Background(), s.ns, busy)
-		return err == nil && len(pods) == 0
-	}, time.Minute, 100*time.Millisecond, "the drain under way did not evict its pods")
 	a := agents[idle]
 	require.NoError(t, os.WriteFile(a.sentinel, []byte("*** System restart required ***\n"), 0o644))
 	// The failure is logged once (a warning), each retry at debug level.

@@ -131,7 +131,11 @@ func (s *Sim) wholeClusterDeclared() bool {
 	for _, name := range s.cluster.order {
 		r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
 		n := s.cluster.nodes[name]
+		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
 		switch {
+		case ok && st.RequestID == r.RequestID && st.Decommission && st.SlotReleased:
+			// A decommissioned node's request, left until withdrawn: of no node of the cluster
+			// (as admission; seed 920084).
 		case ok && nodedrain.DeclaresClusterShutdown(r):
 			// and the coordinator has taken it up (REQUESTED or later, for this request,
 			// NOTSUPPORTED included)
