@@ -70,7 +70,9 @@ bench:
 	$(GO) test -run '^$$' -bench SafeToComplete -benchtime 10x ./pkg/volumes
 	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/busauth
+	$(GO) test -run '^$$' -bench Admit ./pkg/nodedrain
 	$(GO) run ./bench/rolling
+	$(GO) run ./bench/scale
 
 clean:
 	rm -rf bin

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,4 +102,51 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		assert.ErrorContains(t, ev.Err, "names node")
 		assert.Nil(t, ev.Status)
 	})
+}
+
+// The status delay histogram counts the statuses the watch delivers once its first snapshot is
+// done, from their UpdatedAt; the snapshot's (which may be hours old) are left out.
+func TestBusObservesTheStatusDelay(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	_, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	const node = "edge-1.shop.example"
+	old := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, UpdatedAt: time.Now().Add(-time.Hour)}
+	_, err = statuses.Publish(ctx, node, old)
+	require.NoError(t, err)
+	out := make(chan Event, 16)
+	b := &bus{node: node, log: logrus.New(), metrics: NewMetrics(nil), out: out}
+	w, err := statuses.Watch(ctx, node)
+	require.NoError(t, err)
+	go b.forward(ctx, w)
+	next := func() Event {
+		t.Helper()
+		select {
+		case ev := <-out:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event from the watch")
+			return nil
+		}
+	}
+	require.IsType(t, EvBusStatus{}, next()) // the snapshot's value
+	require.IsType(t, EvBusSnapshot{}, next())
+	samples := func() *dto.Histogram {
+		var m dto.Metric
+		require.NoError(t, b.metrics.StatusDelay.(prometheus.Metric).Write(&m))
+		return m.GetHistogram()
+	}
+	assert.Zero(t, samples().GetSampleCount(), "the snapshot's status is not a delivery delay")
+
+	published := time.Now().Add(-20 * time.Millisecond) // as if published 20 ms ago
+	_, err = statuses.Publish(ctx, node, nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusRequested, RequestID: "r1", UpdatedAt: published})
+	require.NoError(t, err)
+	require.IsType(t, EvBusStatus{}, next())
+	h := samples()
+	assert.Equal(t, uint64(1), h.GetSampleCount())
+	assert.GreaterOrEqual(t, h.GetSampleSum(), 0.020)
+	assert.Less(t, h.GetSampleSum(), 5.0)
 }
