@@ -62,7 +62,8 @@ cluster-up: cluster-bins
 cluster-down:
 	$(GO) run ./hack/localcluster down
 
-## bench: bus latency and fan-out, volume gate evaluation, agent COMPLETE-to-command latency;
+## bench: bus latency and fan-out, volume gate evaluation, agent COMPLETE-to-command latency,
+## admission pass, rolling maintenance, fleet scale (100 and 1000 nodes);
 ## drain times against kubectl drain: `go run ./bench/drain` (several minutes at 1000 pods).
 bench:
 	$(GO) test -short -run '^$$' -bench . -benchtime 200x ./pkg/pubsub
