@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
@@ -21,13 +22,16 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-const intro = `Usage: edgedrainctl [flags] status [-o table|json]
+const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--js-domain SITE,...]
        edgedrainctl [flags] withdraw NODE
        edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
           blocks the drain (pods that refuse eviction, volumes not yet safe), read from the bus
           (buckets nodedrain-status and nodedrain-requests). -o json prints the same as JSON.
+          --js-domain: through a hub NATS server with a leaf node per site, the sites' buckets
+          (each site's JetStream domain), one SITE column; a site that does not answer is named
+          on stderr and the exit status is 1, the others are still shown.
 withdraw  delete NODE's drain request, as its agent does when the node is back: the coordinator
           cancels a drain under way, uncordons the node if it cordoned it, and returns it to
           NOTREQUESTED. For a node that will not come back to withdraw by itself.
@@ -89,6 +93,26 @@ type buckets struct {
 }
 
 func open(ctx context.Context, nats cli.NATSFlags) (*buckets, error) {
+	nc, err := connect(ctx, nats)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	b, err := openBuckets(ctx, js, nats.URLs)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	b.close = nc.Close
+	return b, nil
+}
+
+// connect connects to the bus as the operator's tools do and waits for the connection.
+func connect(ctx context.Context, nats cli.NATSFlags) (*nats.Conn, error) {
 	opts := nats.Options("edgedrainctl")
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -101,26 +125,23 @@ func open(ctx context.Context, nats cli.NATSFlags) (*buckets, error) {
 		nc.Close()
 		return nil, fmt.Errorf("connect to %s: %w", nats.URLs, err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
+	return nc, nil
+}
+
+// openBuckets opens both drain buckets through js (where names the bus, for errors); the
+// caller closes the connection.
+func openBuckets(ctx context.Context, js jetstream.JetStream, where string) (*buckets, error) {
 	// Open, never create: a missing bucket means no coordinator has run on this bus.
 	for _, name := range []string{nodedrain.RequestsBucket, nodedrain.StatusBucket} {
 		if _, err := js.KeyValue(ctx, name); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("bucket %s on %s (has a coordinator run on this bus?): %w", name, nats.URLs, err)
+			return nil, fmt.Errorf("bucket %s on %s (has a coordinator run on this bus?): %w", name, where, err)
 		}
 	}
-	b := &buckets{close: nc.Close}
+	b := &buckets{close: func() {}}
+	var err error
 	b.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, OpenOnly: true}, nodedrain.RequestCodec{})
 	if err == nil {
 		b.statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, OpenOnly: true}, nodedrain.StatusCodec{})
 	}
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return b, nil
+	return b, err
 }

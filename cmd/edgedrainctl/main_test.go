@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,4 +154,54 @@ func TestNoCoordinatorYet(t *testing.T) {
 	_, errOut, code := ctlAs(t, "--nats-url", srv.ClientURL(), "status")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "has a coordinator run on this bus?")
+}
+
+// The fleet view: a hub NATS server with a leaf node per site, each site's JetStream in a domain
+// of its own (its buckets stay on the site); edgedrainctl on the hub reads the sites' statuses
+// with --js-domain, one SITE column. A site that does not answer is named and fails the
+// command, and the others are still shown.
+func TestStatusAcrossSites(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := testenv.BuildNATSServer(ctx, dir)
+	require.NoError(t, err)
+	leafPort := testenv.FreePort(t)
+	hub := testenv.StartNATSServer(t, bin, "hub", func(store string) string {
+		return fmt.Sprintf("jetstream { store_dir: %q, domain: hub }\nleafnodes { listen: \"127.0.0.1:%d\" }", store, leafPort)
+	})
+	for i, site := range []string{"shop-a", "shop-b"} {
+		url := testenv.StartNATSServer(t, bin, site, func(store string) string {
+			return fmt.Sprintf("jetstream { store_dir: %q, domain: %s }\nleafnodes { remotes: [ { url: \"nats-leaf://127.0.0.1:%d\" } ] }",
+				store, site, leafPort)
+		})
+		// The site's coordinator writes its buckets on the site's server.
+		_, js := testenv.ConnectNATS(t, url)
+		_, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
+		require.NoError(t, err)
+		statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+		require.NoError(t, err)
+		node := fmt.Sprintf("edge-%d", i+1)
+		_, err = statuses.Publish(ctx, node, nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusCordoned, RequestID: "r",
+			Attempt: 1, UpdatedAt: time.Now(), Message: "evicting pods"})
+		require.NoError(t, err)
+	}
+	var out, errOut string
+	var code int
+	require.Eventually(t, func() bool { // the leaf connections come up
+		out, errOut, code = ctlAs(t, "--nats-url", hub, "status", "--js-domain", "shop-a,shop-b")
+		return code == 0
+	}, 30*time.Second, 200*time.Millisecond, "%s", errOut)
+	assert.Regexp(t, `^SITE\s+NODE\s+STATUS`, out)
+	assert.Regexp(t, `shop-a\s+edge-1\s+CORDONED`, out)
+	assert.Regexp(t, `shop-b\s+edge-2\s+CORDONED`, out)
+
+	out, errOut, code = ctlAs(t, "--nats-url", hub, "--timeout", "5s", "status", "--js-domain", "shop-a,shop-gone")
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `shop-a\s+edge-1\s+CORDONED`, out, "the sites that answer are shown")
+	assert.Contains(t, errOut, "site shop-gone")
+
+	_, errOut, code = ctlAs(t, "--nats-url", hub, "status", "--js-domain", "shop a")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--js-domain")
 }

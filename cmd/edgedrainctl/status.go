@@ -6,7 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -17,25 +22,80 @@ func status(ctx context.Context, nats cli.NATSFlags, args []string, out io.Write
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	format := fs.String("o", "table", "output: table or json")
+	domains := fs.String("js-domain", "", "JetStream domains of the sites to show, comma-separated, through a hub with a leaf node per site; empty: this bus")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	if *format != "table" && *format != "json" {
 		return fmt.Errorf("status: -o %q: want table or json", *format)
 	}
-	b, err := open(ctx, nats)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	rows, err := loadViews(ctx, b)
-	if err != nil {
+	var rows []nodedrain.StatusView
+	var failed, err error
+	if *domains == "" {
+		b, err := open(ctx, nats)
+		if err != nil {
+			return err
+		}
+		defer b.close()
+		if rows, err = loadViews(ctx, b); err != nil {
+			return err
+		}
+	} else if rows, failed, err = sites(ctx, nats, *domains); err != nil {
 		return err
 	}
 	if *format == "json" {
-		return nodedrain.WriteJSON(out, rows)
+		err = nodedrain.WriteJSON(out, rows)
+	} else {
+		err = nodedrain.WriteTable(out, rows, time.Now())
 	}
-	return nodedrain.WriteTable(out, rows, time.Now())
+	return errors.Join(err, failed)
+}
+
+// sites reads every listed site's buckets through one connection (to the hub), each in its
+// JetStream domain. A site that does not answer is in failed; the others' rows are returned.
+func sites(ctx context.Context, nats cli.NATSFlags, list string) (rows []nodedrain.StatusView, failed, err error) {
+	var names []string
+	for _, d := range strings.Split(list, ",") {
+		d = strings.TrimSpace(d)
+		if !domainRe.MatchString(d) {
+			return nil, nil, fmt.Errorf("status: --js-domain %q: want JetStream domain names (letters, digits, - and _), comma-separated", list)
+		}
+		names = append(names, d)
+	}
+	nc, err := connect(ctx, nats)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer nc.Close()
+	var errs []error
+	for _, d := range names {
+		site, err := siteViews(ctx, nc, d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("site %s: %w", d, err))
+			continue
+		}
+		rows = append(rows, site...)
+	}
+	nodedrain.SortViews(rows)
+	return rows, errors.Join(errs...), nil
+}
+
+var domainRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func siteViews(ctx context.Context, nc *nats.Conn, domain string) ([]nodedrain.StatusView, error) {
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if err != nil {
+		return nil, err
+	}
+	b, err := openBuckets(ctx, js, "JetStream domain "+domain)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := loadViews(ctx, b)
+	for i := range rows {
+		rows[i].Site = domain
+	}
+	return rows, err
 }
 
 // loadViews reads every node's status and pending request. An entry that does not decode is

@@ -292,3 +292,27 @@ func ephemeralLow() int {
 	}
 	return lo
 }
+
+// StartNATSServer starts one nats-server process of bin named name on a free loopback port, its
+// configuration the listen line plus what conf returns for its store directory (e.g. a
+// jetstream block with a domain, leafnodes), and returns its client URL once it is ready. It
+// is killed when the test ends.
+func StartNATSServer(t testing.TB, bin, name string, conf func(storeDir string) string) string {
+	t.Helper()
+	dir := t.TempDir()
+	port := FreePort(t)
+	path := filepath.Join(dir, "nats.conf")
+	body := fmt.Sprintf("server_name: %q\nlisten: \"127.0.0.1:%d\"\n%s\n", name, port, conf(filepath.Join(dir, "js")))
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatalf("write %s's configuration: %v", name, err)
+	}
+	p := StartProc(t, dir, name, bin, nil, "-c", path)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.Log(), "Server is ready") {
+		if p.Exited() || time.Now().After(deadline) {
+			t.Fatalf("%s did not start:\n%s", name, p.Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", port)
+}

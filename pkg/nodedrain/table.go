@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,20 +14,31 @@ import (
 // StatusView is one row of the operator's status view: a node's published status, and its
 // pending request if the coordinator has not answered it yet.
 type StatusView struct {
+	// Site is the JetStream domain the row was read from, in a fleet view across sites.
+	Site    string            `json:"site,omitempty"`
 	Status  NodeDrainStatus   `json:"status"`
 	Request *NodeDrainRequest `json:"request,omitempty"`
 }
 
-// SortViews orders rows by node name.
+// SortViews orders rows by site, then node name.
 func SortViews(rows []StatusView) {
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Status.Node < rows[j].Status.Node })
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Site != rows[j].Site {
+			return rows[i].Site < rows[j].Site
+		}
+		return rows[i].Status.Node < rows[j].Status.Node
+	})
 }
 
 // WriteTable prints rows as a table for people: node, status, requester, attempt, age (since the
 // drain started, else since the last update), the message, and each blocker on its own line.
 func WriteTable(w io.Writer, rows []StatusView, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATUS\tREQUESTER\tATTEMPT\tAGE\tMESSAGE")
+	site := func(string) string { return "" }
+	if slices.ContainsFunc(rows, func(r StatusView) bool { return r.Site != "" }) {
+		site = func(s string) string { return s + "\t" }
+	}
+	fmt.Fprintln(tw, site("SITE")+"NODE\tSTATUS\tREQUESTER\tATTEMPT\tAGE\tMESSAGE")
 	for _, r := range rows {
 		st := r.Status
 		requester := "-"
@@ -49,7 +61,7 @@ func WriteTable(w io.Writer, rows []StatusView, now time.Time) error {
 		if since.IsZero() && r.Request != nil {
 			since = r.Request.RequestedAt
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st.Node, st.Status, requester, attempt, age(now, since), oneLine(st.Message))
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\n", site(r.Site), st.Node, st.Status, requester, attempt, age(now, since), oneLine(st.Message))
 		for _, b := range st.Blockers {
 			name := b.Name
 			if b.Namespace != "" {
@@ -59,7 +71,7 @@ func WriteTable(w io.Writer, rows []StatusView, now time.Time) error {
 			if b.Progress > 0 {
 				progress = fmt.Sprintf(" [%d%%]", b.Progress)
 			}
-			fmt.Fprintf(tw, "\t  blocked by %s %s%s\t\t\t\t%s\n", strings.ToLower(string(b.Kind)), name, progress, oneLine(b.Reason))
+			fmt.Fprintf(tw, "%s\t  blocked by %s %s%s\t\t\t\t%s\n", site(""), strings.ToLower(string(b.Kind)), name, progress, oneLine(b.Reason))
 		}
 	}
 	return tw.Flush()
