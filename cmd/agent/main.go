@@ -73,7 +73,7 @@ the file is removed. An invalid file is logged, counted (edgedrain_agent_overrid
 changes nothing.
 
 SIGTERM stops the agent without running or stopping any command; the state file keeps the operation.
-Metrics on --listen: /metrics (edgedrain_agent_*), /healthz, /readyz (connected to NATS).`
+Metrics on --listen: /metrics (edgedrain_agent_*), /healthz, /readyz (connected to NATS, and the bus buckets answered the last check).`
 
 func main() {
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
