@@ -2,7 +2,10 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -67,29 +70,78 @@ func (c *collecting) Unregister(prometheus.Collector) bool    { return true }
 
 var metricName = regexp.MustCompile(`\bedgedrain_[a-z_]+\b`)
 
-// checkExpr checks an expression is balanced and refers only to exported metrics.
+// checkExpr checks an expression refers only to exported metrics (its syntax is promtool's to
+// check: promtoolCheck).
 func checkExpr(t *testing.T, where, expr string, names map[string]bool) {
 	t.Helper()
 	require.NotEmpty(t, strings.TrimSpace(expr), where)
-	depth := map[rune]int{}
-	pairs := map[rune]rune{')': '(', ']': '[', '}': '{'}
-	for _, r := range expr {
-		switch r {
-		case '(', '[', '{':
-			depth[r]++
-		case ')', ']', '}':
-			depth[pairs[r]]--
-			require.GreaterOrEqual(t, depth[pairs[r]], 0, "%s: unbalanced %q in %s", where, r, expr)
-		}
-	}
-	for r, d := range depth {
-		assert.Zero(t, d, "%s: unbalanced %q in %s", where, r, expr)
-	}
 	found := metricName.FindAllString(expr, -1)
 	assert.NotEmpty(t, found, "%s: no edgedrain metric in %s", where, expr)
 	for _, m := range found {
 		assert.True(t, names[m], "%s refers to %s, which no binary exports", where, m)
 	}
+}
+
+// promtool runs Prometheus's promtool (Debian's prometheus package; .ci/run installs it) and
+// fails the test with its output if it fails.
+func promtool(t *testing.T, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	require.NoError(t, err, "promtool not found: install Debian's prometheus package (.ci/run does)")
+	out, err := exec.Command(path, args...).CombinedOutput()
+	require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
+
+// The alert rules pass promtool's check, and its unit tests (monitoring/alerts_test.yaml): each
+// alert fires on a synthetic series in trouble, stays quiet on a healthy one beside it, and
+// renders its annotations.
+func TestAlertRulesPromtool(t *testing.T) {
+	assert.Contains(t, promtool(t, "check", "rules", "monitoring/alerts.yaml"), "SUCCESS")
+	assert.Contains(t, promtool(t, "test", "rules", "monitoring/alerts_test.yaml"), "SUCCESS")
+
+	// Every alert has a case where it fires.
+	data, err := os.ReadFile("monitoring/alerts_test.yaml")
+	require.NoError(t, err)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string           `json:"alertname"`
+				ExpAlerts []map[string]any `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &tests))
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			fires[a.Alertname] = fires[a.Alertname] || len(a.ExpAlerts) > 0
+		}
+	}
+	for _, name := range alertNames(t) {
+		assert.True(t, fires[name], "monitoring/alerts_test.yaml has no case where %s fires", name)
+	}
+}
+
+func alertNames(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("monitoring/alerts.yaml")
+	require.NoError(t, err)
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &file))
+	var out []string
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			out = append(out, r.Alert)
+		}
+	}
+	return out
 }
 
 func TestAlertRules(t *testing.T) {
@@ -160,6 +212,23 @@ func TestDashboard(t *testing.T) {
 	for _, m := range []string{"edgedrain_drain_completion_time_seconds_bucket", "edgedrain_drain_status", "edgedrain_blocked_volumes", "edgedrain_blocked_pods"} {
 		assert.True(t, used[m], "dashboard does not show %s", m)
 	}
+
+	// Prometheus's own PromQL parser reads every query: promtool checks them as recording rules,
+	// Grafana's interval variables given a value.
+	rules := "groups:\n- name: dashboard\n  rules:\n"
+	i := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			expr := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h").Replace(tg.Expr)
+			quoted, err := json.Marshal(expr)
+			require.NoError(t, err)
+			rules += fmt.Sprintf("  - record: dashboard:query_%d\n    expr: %s\n", i, quoted)
+			i++
+		}
+	}
+	path := filepath.Join(t.TempDir(), "dashboard-queries.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(rules), 0o600))
+	assert.Contains(t, promtool(t, "check", "rules", path), fmt.Sprintf("SUCCESS: %d rules found", i))
 }
 
 // README's metrics section names every metric the binaries export.
