@@ -226,7 +226,9 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		switch {
 		case s.hist.on("ready/"+st.Node, at, freshness):
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
-		case declared && !s.wholeClusterDeclared():
+		case declared && !s.hist.on("declared", at, 0):
+			// As of the decision (a release that could not be published goes out later, seed
+			// 931624: the declaration had ended by then).
 			s.violate("R2", "%s released its admission slot as gone down under a whole-cluster shutdown none declared", st.Node)
 		case declared:
 			// Gone down under the declaration: released at once, and for good.
@@ -306,6 +308,7 @@ func (s *Sim) trackHealth() {
 		_, open := s.maint.open[r]
 		s.hist.set("closed/"+r.String(), s.cfg.Maintenance && !open, s.w.now)
 	}
+	s.hist.set("declared", s.wholeClusterDeclared(), s.w.now)
 }
 
 // history records when conditions held: spans [from, to) per key, to zero while it holds.
