@@ -86,10 +86,13 @@ func TestOrphanedPVCDrainedOnceAndUnlabelledWhenUsedAgain(t *testing.T) {
 	for _, pod := range seen {
 		assert.Equal(t, nodes[2], pod.Spec.NodeName, "the drainer runs where the orphan's data is")
 	}
-	assert.Never(t, func() bool { return testutil.ToFloat64(g.metrics.DrainerJobs.WithLabelValues(ResultSucceeded)) != 1 },
-		1500*time.Millisecond, 100*time.Millisecond, "drained once")
+	// The label lands before the metrics are updated (clean-clone make test saw them at 0).
+	succeeded := func() float64 { return testutil.ToFloat64(g.metrics.DrainerJobs.WithLabelValues(ResultSucceeded)) }
+	require.Eventually(t, func() bool { return succeeded() == 1 }, 10*time.Second, 20*time.Millisecond, "the drainer's success is counted")
+	assert.Never(t, func() bool { return succeeded() != 1 }, 1500*time.Millisecond, 100*time.Millisecond, "drained once")
 	assert.Len(t, pods(), 1)
-	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.OrphanedPVCs.WithLabelValues("drained")))
+	require.Eventually(t, func() bool { return testutil.ToFloat64(g.metrics.OrphanedPVCs.WithLabelValues("drained")) == 1 },
+		10*time.Second, 20*time.Millisecond, "the orphan counted as drained")
 	assert.Empty(t, drainedLabel(t, c, ns, "data-web-0"), "claims in use are left alone")
 
 	scale(t, c, ns, "web", 3)
