@@ -54,6 +54,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.natsStoreDir, "nats-store-dir", "/var/lib/edgedrain/nats", "with --nats-embedded: JetStream file store (keep it on a volume)")
 	registerEmbeddedTLSFlags(fs, &o.natsServer)
 	registerAuthFlags(fs, &o.auth)
+	fs.BoolVar(&o.cfg.NodeConditions, "node-condition", o.cfg.NodeConditions, "keep each node's maintenance state as the Node condition EdgedrainMaintenance (reason: the status, message: its message; removed when idle), for kubectl describe node; needs nodes/status patch")
 	fs.IntVar(&o.cfg.BucketReplicas, "bucket-replicas", o.cfg.BucketReplicas, "replicas of the bus buckets: 1 embedded, 3 on a NATS cluster")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-drains", o.cfg.MaxConcurrentDrains, "nodes in maintenance at once, cluster-wide; the rest wait in REQUESTED, oldest first")
 	fs.StringVar(&o.cfg.NodeSelector, "node-selector", "", "label selector of the nodes this coordinator manages; empty: all")

@@ -60,6 +60,9 @@ type Config struct {
 	// StaleHolderTimeout is how long a COMPLETE node may be NotReady before its admission slot
 	// is released (see Core.SetStaleHolderTimeout); zero: never.
 	StaleHolderTimeout time.Duration
+	// NodeConditions keeps each node's maintenance state as the Node condition
+	// EdgedrainMaintenance (NodeConditionType), for kubectl describe node and other tools.
+	NodeConditions bool
 	// AllowDecommission lets decommission requests (nodedrain.DeclaresDecommission) be admitted;
 	// false: they wait in REQUESTED, saying so. Off by default, like the deletes it needs.
 	AllowDecommission bool
@@ -82,6 +85,7 @@ func DefaultConfig() Config {
 		EvictUnmanagedPods:    true,
 		ProgressEvery:         500 * time.Millisecond,
 		BucketReplicas:        1,
+		NodeConditions:        true,
 		StaleHolderTimeout:    30 * time.Minute,
 	}
 }

@@ -48,6 +48,8 @@ type Engine struct {
 
 	// warnings samples the warnings about single bus payloads; metrics count them all.
 	warnings ratelog.Limiter
+
+	conds *conditions // the nodes' maintenance conditions (nil: Config.NodeConditions off)
 }
 
 // leading reports whether this run may still act: with leader election, only while the Lease
@@ -221,8 +223,20 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", nodedrain.RequestsBucket, err)
 	}
 	defer func() { _ = watcher.Stop() }()
+	if e.cfg.NodeConditions {
+		e.conds = newConditions(e.cfg.Client, e.log, e.cfg.Now)
+		go e.conds.run(ctx)
+	} else {
+		e.conds = nil
+	}
 	if err := e.resume(ctx, watcher); err != nil {
 		return err
+	}
+	if e.conds != nil {
+		for _, node := range e.core.Nodes() {
+			d, _ := e.core.Drain(node)
+			e.conds.set(d.Status)
+		}
 	}
 	go e.probeAPI(ctx)
 

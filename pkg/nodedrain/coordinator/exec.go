@@ -308,6 +308,9 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	delete(e.unpublished, st.Node)
 	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
 	e.metrics.observeStatus(st)
+	if e.conds != nil {
+		e.conds.set(st)
+	}
 	e.log.WithFields(statusFields(st)).Info(st.Message)
 	// An Event per transition, not per progress update.
 	if e.core.Announce(st) {
