@@ -65,7 +65,7 @@ func newFleet(ctx context.Context, c *testenv.Cluster, coordBin string, n int, p
 	// The bench's own connection: it opens the buckets (as the coordinator does) and reads
 	// statuses to know when the drains are over.
 	var js jetstream.JetStream
-	if f.conn, err = pubsub.Connect(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: "bench"}); err != nil {
+	if f.conn, err = pubsub.Connect(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: benchConnection}); err != nil {
 		return f, err
 	}
 	if js, err = jetstream.New(f.conn); err != nil {
@@ -226,14 +226,24 @@ func (f *fleet) close() {
 	_ = os.RemoveAll(f.dir)
 }
 
-// msgs is the server's count of messages in and out so far.
+// msgs is the count of messages the coordinator's and the agents' connections have sent and
+// received so far; the bench's own (it reads statuses to see the drains end) is left out.
 func (f *fleet) msgs() (int64, error) {
-	v, err := f.nats.Server().Varz(&server.VarzOptions{})
+	cz, err := f.nats.Server().Connz(&server.ConnzOptions{Limit: 1 << 20})
 	if err != nil {
 		return 0, err
 	}
-	return v.InMsgs + v.OutMsgs, nil
+	var n int64
+	for _, c := range cz.Conns {
+		if c.Name != benchConnection {
+			n += c.InMsgs + c.OutMsgs
+		}
+	}
+	return n, nil
 }
+
+// benchConnection names the bench's own connection.
+const benchConnection = "bench"
 
 // coordinatorProc reads the coordinator's CPU time so far and its memory now and at peak.
 func (f *fleet) coordinatorProc() (cpu time.Duration, rss, peak int64, err error) {

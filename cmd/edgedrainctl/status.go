@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,14 +68,33 @@ func sites(ctx context.Context, nats cli.NATSFlags, list string) (rows []nodedra
 		return nil, nil, err
 	}
 	defer nc.Close()
+	// In parallel: a site that hangs (its JetStream without quorum, a slow WAN) uses up the
+	// --timeout for itself only.
+	type answer struct {
+		rows []nodedrain.StatusView
+		err  error
+	}
+	answers := make([]answer, len(names))
+	var wg sync.WaitGroup
+	for i, d := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows, err := siteViews(ctx, nc, d)
+			if err != nil {
+				err = fmt.Errorf("site %s: %w", d, err)
+			}
+			answers[i] = answer{rows, err}
+		}()
+	}
+	wg.Wait()
 	var errs []error
-	for _, d := range names {
-		site, err := siteViews(ctx, nc, d)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("site %s: %w", d, err))
+	for _, a := range answers {
+		if a.err != nil {
+			errs = append(errs, a.err)
 			continue
 		}
-		rows = append(rows, site...)
+		rows = append(rows, a.rows...)
 	}
 	nodedrain.SortViews(rows)
 	return rows, errors.Join(errs...), nil

@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 
 	"github.com/edgedrain/edgedrain/internal/ratelog"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -24,28 +26,37 @@ import (
 // node is idle.
 const NodeConditionType corev1.NodeConditionType = "EdgedrainMaintenance"
 
-// conditionRetry is how soon a condition write that failed is tried again.
-const conditionRetry = 5 * time.Second
+const (
+	// conditionRetry is how soon a condition write that failed is tried again.
+	conditionRetry = 5 * time.Second
+	// conditionMessageEvery is how often a new message alone (eviction progress, a volume's
+	// rebuild) is written: every Node change goes to every watcher of Nodes.
+	conditionMessageEvery = 30 * time.Second
+	// conditionWriteTimeout bounds one write.
+	conditionWriteTimeout = 10 * time.Second
+)
 
 // conditions writes each node's maintenance condition from its published statuses, off the
-// engine's loop: only the latest status per node is written, a failed write is tried again
-// later. It is informational: nothing reads it back.
+// engine's loop: only the latest status per node, a new reason at once, a new message alone at
+// most every conditionMessageEvery, nothing when the Node already shows it. A failed write is
+// tried again later. It is informational: nothing reads it back.
 type conditions struct {
 	client kubernetes.Interface
+	nodes  listersv1.NodeLister
 	log    logrus.FieldLogger
 	now    func() time.Time
 
 	mu      sync.Mutex
 	pending map[string]nodedrain.NodeDrainStatus
-	written map[string]string // node -> the reason last written ("" after a removal)
+	wrote   map[string]time.Time // node -> when its condition was last written
 	wake    chan struct{}
 
 	warnings ratelog.Limiter
 }
 
-func newConditions(client kubernetes.Interface, log logrus.FieldLogger, now func() time.Time) *conditions {
-	return &conditions{client: client, log: log, now: now, pending: map[string]nodedrain.NodeDrainStatus{},
-		written: map[string]string{}, wake: make(chan struct{}, 1)}
+func newConditions(client kubernetes.Interface, nodes listersv1.NodeLister, log logrus.FieldLogger, now func() time.Time) *conditions {
+	return &conditions{client: client, nodes: nodes, log: log, now: now, pending: map[string]nodedrain.NodeDrainStatus{},
+		wrote: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 }
 
 // set asks for node's condition to follow st.
@@ -59,77 +70,133 @@ func (c *conditions) set(st nodedrain.NodeDrainStatus) {
 	}
 }
 
+// sweep asks for the condition to go from every Node that shows it while drains (the Core's)
+// does not name it: left by a coordinator that stopped before clearing it.
+func (c *conditions) sweep(drains func(node string) bool) {
+	nodes, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		if current(n) != nil && !drains(n.Name) {
+			c.set(nodedrain.NodeDrainStatus{Node: n.Name, Status: nodedrain.StatusNotRequested})
+		}
+	}
+}
+
 // run writes the pending conditions until ctx ends.
 func (c *conditions) run(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
+	later := time.NewTimer(time.Hour)
+	defer later.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
-		case <-retry.C:
+		case <-later.C:
 		}
 		c.mu.Lock()
 		batch := c.pending
 		c.pending = map[string]nodedrain.NodeDrainStatus{}
 		c.mu.Unlock()
-		failed := false
+		next := time.Duration(0)
 		for node, st := range batch {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() != nil || !stillLeading(ctx) {
+				return // no Kubernetes write without the Lease; the next leader writes them
 			}
-			if err := c.write(ctx, st); err != nil {
-				failed = true
+			wait, err := c.write(ctx, st)
+			if err != nil {
+				c.warnings.Logger("condition", c.log).WithField("node", node).WithError(err).
+					Warnf("could not write the node's %s condition; trying again in %s", NodeConditionType, conditionRetry)
+				wait = conditionRetry
+			}
+			if wait > 0 {
 				c.mu.Lock()
 				if _, newer := c.pending[node]; !newer {
 					c.pending[node] = st
 				}
 				c.mu.Unlock()
-				c.warnings.Logger("condition", c.log).WithField("node", node).WithError(err).
-					Warnf("could not write the node's %s condition; trying again in %s", NodeConditionType, conditionRetry)
+				if next == 0 || wait < next {
+					next = wait
+				}
 			}
 		}
-		if failed {
-			retry.Reset(conditionRetry)
+		if next > 0 {
+			later.Reset(next)
 		}
 	}
 }
 
 // inMaintenance reports whether st means edgedrain has business with the node.
 func inMaintenance(st nodedrain.NodeDrainStatus) bool {
-	return st.Status != nodedrain.StatusNotRequested && st.Status != nodedrain.StatusUnknown || st.CordonedByUs || !st.ReturningSince.IsZero()
+	return (st.Status != nodedrain.StatusNotRequested && st.Status != nodedrain.StatusUnknown) || st.CordonedByUs || !st.ReturningSince.IsZero()
+}
+
+// current is node's maintenance condition, if it has one.
+func current(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == NodeConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // write patches node's condition (strategic merge on the status subresource: the kubelet's own
-// conditions stay as they are).
-func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) error {
-	reason := ""
+// conditions stay as they are), unless the Node (as the informer last saw it) shows it already.
+// wait > 0: not written yet, try again then (a new message alone too soon after the last write).
+func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (wait time.Duration, err error) {
+	var have *corev1.NodeCondition
+	n, err := c.nodes.Get(st.Node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil // no Node (deleted, not registered yet): nothing to show it on
+	case err != nil:
+		return 0, err
+	default:
+		have = current(n)
+	}
+	now := c.now()
 	var cond map[string]any
 	if inMaintenance(st) {
-		reason = st.Status.String()
-		now := metav1.NewTime(c.now())
+		reason := st.Status.String()
+		if have != nil && have.Status == corev1.ConditionTrue && have.Reason == reason {
+			if have.Message == st.Message {
+				return 0, nil
+			}
+			c.mu.Lock()
+			last := c.wrote[st.Node]
+			c.mu.Unlock()
+			if since := now.Sub(last); since < conditionMessageEvery {
+				return conditionMessageEvery - since, nil
+			}
+		}
 		cond = map[string]any{"type": NodeConditionType, "status": corev1.ConditionTrue, "reason": reason,
-			"message": st.Message, "lastHeartbeatTime": now}
-		c.mu.Lock()
-		prev, known := c.written[st.Node]
-		c.mu.Unlock()
-		if !known || prev != reason {
-			cond["lastTransitionTime"] = now
+			"message": st.Message, "lastHeartbeatTime": metav1.NewTime(now)}
+		if have == nil || have.Status != corev1.ConditionTrue {
+			cond["lastTransitionTime"] = metav1.NewTime(now) // else the stored one stays
 		}
 	} else {
+		c.mu.Lock()
+		_, ours := c.wrote[st.Node] // written by this run: the informer may not show it yet
+		c.mu.Unlock()
+		if have == nil && !ours {
+			return 0, nil
+		}
 		cond = map[string]any{"type": NodeConditionType, "$patch": "delete"}
 	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	_, err = c.client.CoreV1().Nodes().Patch(ctx, st.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil && !apierrors.IsNotFound(err) { // no Node (deleted, not registered yet): nothing to show it on
-		return err
+	wctx, cancel := context.WithTimeout(ctx, conditionWriteTimeout)
+	defer cancel()
+	_, err = c.client.CoreV1().Nodes().Patch(wctx, st.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
 	}
 	c.mu.Lock()
-	c.written[st.Node] = reason
+	c.wrote[st.Node] = now
 	c.mu.Unlock()
-	return nil
+	return 0, nil
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // CordonAnnotation on a Node records that edgedrain cordoned it, for which request, when, and the
@@ -48,6 +49,18 @@ type nodeOps struct {
 // edgedrain already cordoned is not patched again. byUs is false when someone else had
 // cordoned the node; it is then left as it is.
 func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool, err error) {
+	// A conflict (the Node changed since it was read: its kubelet's status, edgedrain's own
+	// maintenance condition) is decided again at once on a fresh read; anything else fails the
+	// attempt.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var e error
+		byUs, e = o.cordonOnce(ctx, name, requestID)
+		return e
+	})
+	return byUs, err
+}
+
+func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs bool, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return false, fmt.Errorf("get node %s: %w", name, err)
@@ -85,6 +98,10 @@ func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool,
 // again (a node someone else cordoned stays cordoned); the annotation is removed. A node that no
 // longer exists, or carries no annotation, needs nothing.
 func (o nodeOps) uncordon(ctx context.Context, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return o.uncordonOnce(ctx, name) })
+}
+
+func (o nodeOps) uncordonOnce(ctx context.Context, name string) error {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -223,11 +223,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", nodedrain.RequestsBucket, err)
 	}
 	defer func() { _ = watcher.Stop() }()
+	e.conds = nil
 	if e.cfg.NodeConditions {
-		e.conds = newConditions(e.cfg.Client, e.log, e.cfg.Now)
-		go e.conds.run(ctx)
-	} else {
-		e.conds = nil
+		e.conds = newConditions(e.cfg.Client, e.nodes, e.log, e.cfg.Now)
+		done := make(chan struct{})
+		go func() { defer close(done); e.conds.run(ctx) }()
+		defer func() { cancel(); <-done }() // no write of this run after it returned
 	}
 	if err := e.resume(ctx, watcher); err != nil {
 		return err
@@ -237,6 +238,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			d, _ := e.core.Drain(node)
 			e.conds.set(d.Status)
 		}
+		e.conds.sweep(func(node string) bool { _, ok := e.core.Drain(node); return ok })
 	}
 	go e.probeAPI(ctx)
 

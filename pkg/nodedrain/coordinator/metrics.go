@@ -113,6 +113,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14), // 50 µs .. ~0.4 s
 		}),
 	}
+	// Each result's series exists from the start at 0: an alert on increase() sees the first
+	// timeout (a series born at 1 has no increase to show).
+	for _, r := range []string{nodedrain.ReturnHealthy, nodedrain.ReturnTimedOut, nodedrain.ReturnNewRequest} {
+		m.ReturnGate.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
 			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests,
