@@ -233,6 +233,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.resume(ctx, watcher); err != nil {
 		return err
 	}
+	// The per-node gauges are this run's: from the drains it resumed, gone when it ends.
+	e.metrics.resetNodes()
+	defer e.metrics.resetNodes()
+	for _, node := range e.core.Nodes() {
+		d, _ := e.core.Drain(node)
+		e.metrics.observeStatus(d.Status)
+	}
 	if e.conds != nil {
 		for _, node := range e.core.Nodes() {
 			d, _ := e.core.Drain(node)
@@ -465,6 +472,7 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 			e.returnEnded(na.Node, a)
 		case nodedrain.Forgotten:
 			delete(e.unpublished, na.Node)
+			e.metrics.forgetNode(na.Node)
 			e.log.WithField("node", na.Node).Info("decommissioned node forgotten: its request and status are removed from the bus")
 		case nodedrain.SlotReleased:
 			e.metrics.StaleReleases.Inc()

@@ -147,6 +147,24 @@ func (m *Metrics) observeStatus(st nodedrain.NodeDrainStatus) {
 	m.BlockedVolumes.WithLabelValues(st.Node).Set(float64(volumes))
 }
 
+// resetNodes forgets every node's gauges: a replica that does not lead exports none (a former
+// leader's would go on saying a drain is under way), and one that starts leading sets them from
+// the drains it resumed.
+func (m *Metrics) resetNodes() {
+	m.Status.Reset()
+	m.CordonedByEdgedrain.Reset()
+	m.BlockedPods.Reset()
+	m.BlockedVolumes.Reset()
+}
+
+// forgetNode removes node's gauges (a decommissioned node, forgotten).
+func (m *Metrics) forgetNode(node string) {
+	m.Status.DeleteLabelValues(node)
+	m.CordonedByEdgedrain.DeleteLabelValues(node)
+	m.BlockedPods.DeleteLabelValues(node)
+	m.BlockedVolumes.DeleteLabelValues(node)
+}
+
 func result(err error) string {
 	if err != nil {
 		return "error"
