@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +23,9 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
+
+// usageName is how the usage names the command: "kubectl edgedrain" when run as a kubectl plugin.
+var usageName = "edgedrainctl"
 
 const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--js-domain SITE,...]
        edgedrainctl [flags] withdraw NODE
@@ -39,9 +44,16 @@ check     predict, from the Kubernetes API and changing nothing, what would bloc
           NODE if it started now. Exit status 0: nothing would block, 1: something would, 2: the
           prediction failed.`
 
+// PluginName is the name under which kubectl finds edgedrainctl as a plugin: installed on PATH
+// as kubectl-edgedrain, `kubectl edgedrain status` runs it.
+const PluginName = "kubectl-edgedrain"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if filepath.Base(os.Args[0]) == PluginName {
+		usageName = "kubectl edgedrain"
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -54,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var nats cli.NATSFlags
 	nats.Register(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up reaching the bus after this long")
-	fs.Usage = cli.Usage(fs, intro)
+	fs.Usage = cli.Usage(fs, strings.ReplaceAll(intro, "edgedrainctl [flags]", usageName+" [flags]"))
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

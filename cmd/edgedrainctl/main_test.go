@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -204,4 +205,33 @@ func TestStatusAcrossSites(t *testing.T) {
 	_, errOut, code = ctlAs(t, "--nats-url", hub, "status", "--js-domain", "shop a")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--js-domain")
+}
+
+// Installed on PATH as kubectl-edgedrain, edgedrainctl is a kubectl plugin: kubectl lists it and
+// `kubectl edgedrain status` runs it (kubectl from the local cluster's pinned binaries), with
+// its usage naming the plugin.
+func TestKubectlPlugin(t *testing.T) {
+	url := bus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bins, err := testenv.BuildClusterBinaries(ctx)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	built, err := testenv.BuildGo(ctx, "./cmd/edgedrainctl", dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(built, filepath.Join(dir, PluginName)))
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bins, "kubectl"), args...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := kubectl("plugin", "list")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, filepath.Join(dir, PluginName))
+	out, err = kubectl("edgedrain", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW, "status")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `edge-1\.shop\s+CORDONED\s+UPDATE`, out)
+	out, _ = kubectl("edgedrain", "--help")
+	assert.Contains(t, out, "Usage: kubectl edgedrain [flags] status")
 }
