@@ -27,13 +27,15 @@ import (
 // usageName is how the usage names the command: "kubectl edgedrain" when run as a kubectl plugin.
 var usageName = "edgedrainctl"
 
-const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--js-domain SITE,...]
+const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--watch] [--js-domain SITE,...]
        edgedrainctl [flags] withdraw NODE
        edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
           blocks the drain (pods that refuse eviction, volumes not yet safe), read from the bus
           (buckets nodedrain-status and nodedrain-requests). -o json prints the same as JSON.
+          --watch: draw the table again, in place, whenever a status or request changes, until
+          interrupted (-o json: one array per change).
           --js-domain: through a hub NATS server with a leaf node per site, the sites' buckets
           (each site's JetStream domain), one SITE column; a site that does not answer is named
           on stderr and the exit status is 1, the others are still shown.
@@ -78,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	life := ctx // the command's whole life: status --watch runs until interrupted
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var err error
@@ -85,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "check":
 		return check(ctx, rest, stdout, stderr)
 	case "status":
-		err = status(ctx, nats, rest, stdout)
+		err = status(ctx, life, nats, rest, stdout)
 	case "withdraw":
 		err = withdraw(ctx, nats, rest, stdout)
 	default:

@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +43,7 @@ func bus(t *testing.T) string {
 	require.NoError(t, err)
 	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
+	coordStatuses = statuses
 	now := time.Now()
 	_, err = requests.Publish(ctx, "edge-1.shop", nodedrain.NodeDrainRequest{Node: "edge-1.shop", RequestID: "r1",
 		RequestedAt: now.Add(-90 * time.Second), RequestedBy: nodedrain.RequesterUpdate, Context: "update v1.2.3"})
@@ -59,8 +63,12 @@ func bus(t *testing.T) string {
 	return srv.ClientURL()
 }
 
-// operatorPW is the operator's password file of the last bus started.
-var operatorPW string
+// operatorPW is the operator's password file of the last bus started; coordStatuses its status
+// bucket as the coordinator writes it.
+var (
+	operatorPW    string
+	coordStatuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
+)
 
 // ctl runs edgedrainctl as the operator (args may override the credentials).
 func ctl(t *testing.T, args ...string) (string, string, int) {
@@ -234,4 +242,52 @@ func TestKubectlPlugin(t *testing.T) {
 	assert.Regexp(t, `edge-1\.shop\s+CORDONED\s+UPDATE`, out)
 	out, _ = kubectl("edgedrain", "--help")
 	assert.Contains(t, out, "Usage: kubectl edgedrain [flags] status")
+}
+
+// status --watch draws the table again, in place, when a status changes, and ends cleanly when
+// interrupted, well past --timeout (which bounds only the connection and the first table).
+func TestStatusWatch(t *testing.T) {
+	url := bus(t)
+	var out syncWriter
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW,
+			"--timeout", "2s", "status", "--watch"}, &out, &out)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "edge-2.shop  NOTREQUESTED") }, 10*time.Second, 20*time.Millisecond,
+		"no first table:\n%s", out.String())
+	time.Sleep(2500 * time.Millisecond) // past --timeout: the watch must outlive it
+	_, err := coordStatuses.Publish(context.Background(), "edge-2.shop", nodedrain.NodeDrainStatus{Node: "edge-2.shop",
+		Status: nodedrain.StatusCordoned, RequestID: "r2", Attempt: 1, UpdatedAt: time.Now(), Message: "evicting pods"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s := out.String()
+		i := strings.LastIndex(s, clearScreen)
+		return i >= 0 && regexp.MustCompile(`edge-2\.shop\s+CORDONED`).MatchString(s[i:])
+	}, 10*time.Second, 20*time.Millisecond, "the table was not drawn again:\n%s", out.String())
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, out.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("status --watch did not end when interrupted")
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

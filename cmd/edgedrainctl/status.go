@@ -19,16 +19,28 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-func status(ctx context.Context, nats cli.NATSFlags, args []string, out io.Writer) error {
+func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	format := fs.String("o", "table", "output: table or json")
+	watch := fs.Bool("watch", false, "draw the table again, in place, whenever a status or request changes, until interrupted")
 	domains := fs.String("js-domain", "", "JetStream domains of the sites to show, comma-separated, through a hub with a leaf node per site; empty: this bus")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	if *format != "table" && *format != "json" {
 		return fmt.Errorf("status: -o %q: want table or json", *format)
+	}
+	if *watch {
+		if *domains != "" {
+			return fmt.Errorf("status: --watch reads one bus; leave out --js-domain")
+		}
+		b, err := open(ctx, nats)
+		if err != nil {
+			return err
+		}
+		defer b.close()
+		return watchStatus(ctx, life, b, *format, out, 100*time.Millisecond)
 	}
 	var rows []nodedrain.StatusView
 	var failed, err error
