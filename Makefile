@@ -17,6 +17,7 @@ all: build
 build:
 	$(GO) build -o bin/ ./cmd/...
 	cp bin/edgedrainctl bin/kubectl-edgedrain
+	cp bin/edgedrainctl bin/kubectl_complete-edgedrain
 
 ## demo: the whole job on a local cluster: a node's reboot drained to COMPLETE, volume data kept
 ## safe, the node uncordoned when back. The first run builds the cluster binaries (~10 minutes).

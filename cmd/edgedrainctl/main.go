@@ -53,8 +53,12 @@ const PluginName = "kubectl-edgedrain"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if filepath.Base(os.Args[0]) == PluginName {
+	switch filepath.Base(os.Args[0]) {
+	case PluginName:
 		usageName = "kubectl edgedrain"
+	case CompletionName:
+		complete(ctx, os.Args[1:], os.Stdout)
+		return
 	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

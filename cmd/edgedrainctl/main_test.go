@@ -228,6 +228,7 @@ func TestKubectlPlugin(t *testing.T) {
 	built, err := testenv.BuildGo(ctx, "./cmd/edgedrainctl", dir)
 	require.NoError(t, err)
 	require.NoError(t, os.Rename(built, filepath.Join(dir, PluginName)))
+	require.NoError(t, os.Link(filepath.Join(dir, PluginName), filepath.Join(dir, CompletionName)))
 	kubectl := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, filepath.Join(bins, "kubectl"), args...)
 		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -242,6 +243,23 @@ func TestKubectlPlugin(t *testing.T) {
 	assert.Regexp(t, `edge-1\.shop\s+CORDONED\s+UPDATE`, out)
 	out, _ = kubectl("edgedrain", "--help")
 	assert.Contains(t, out, "Usage: kubectl edgedrain [flags] status")
+
+	// Shell completion through kubectl (kubectl_complete-edgedrain): commands, then the bus's
+	// node names.
+	out, err = kubectl("__complete", "edgedrain", "st")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "status\n")
+	assert.NotContains(t, out, "withdraw")
+	assert.Contains(t, out, ":4")
+	out, err = kubectl("__complete", "edgedrain", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW,
+		"withdraw", "edge-")
+	require.NoError(t, err, out)
+	for _, node := range []string{"edge-1.shop", "edge-2.shop", "edge-3.shop"} {
+		assert.Contains(t, out, node+"\n")
+	}
+	out, err = kubectl("__complete", "edgedrain", "status", "-o", "")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "table\njson\n")
 }
 
 // status --watch draws the table again, in place, when a status changes, and ends cleanly when
