@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -65,10 +66,7 @@ func newFleet(ctx context.Context, c *testenv.Cluster, coordBin string, n int, p
 	// The bench's own connection: it opens the buckets (as the coordinator does) and reads
 	// statuses to know when the drains are over.
 	var js jetstream.JetStream
-	if f.conn, err = pubsub.Connect(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: benchConnection}); err != nil {
-		return f, err
-	}
-	if js, err = jetstream.New(f.conn); err != nil {
+	if f.conn, js, err = cli.ConnectBus(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: benchConnection}, quiet()); err != nil {
 		return f, err
 	}
 	if f.statuses, err = openStatuses(ctx, js); err != nil {
@@ -168,6 +166,13 @@ func parallel(n int, items []string, fn func(string) error) error {
 	return nil
 }
 
+// quiet is a logger that discards.
+func quiet() logrus.FieldLogger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
 func (f *fleet) path(node, file string) string { return filepath.Join(f.dir, node, file) }
 
 func (f *fleet) startAgent(ctx context.Context, node string, log logrus.FieldLogger) (func(), error) {
@@ -177,14 +182,10 @@ func (f *fleet) startAgent(ctx context.Context, node string, log logrus.FieldLog
 	if err := os.WriteFile(f.path(node, "boot_id"), []byte("boot-1\n"), 0o600); err != nil {
 		return nil, err
 	}
-	nc, err := pubsub.Connect(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: "edgedrain-agent/" + node,
-		InboxPrefix: nodedrain.AgentInboxPrefix(node)})
+	// As cmd/agent connects.
+	nc, js, err := cli.ConnectBus(pubsub.ConnectOptions{URLs: []string{f.nats.ClientURL()}, Name: "edgedrain-agent/" + node,
+		InboxPrefix: nodedrain.AgentInboxPrefix(node)}, log)
 	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	cfg := agent.DefaultConfig()

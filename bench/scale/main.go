@@ -7,8 +7,8 @@
 //
 // The agents are the real agent package, many in this process: each has its own NATS
 // connection, bucket handles, status watch (its node's key only) and local socket, as N agent
-// processes would; only the Go runtime is shared. Their update command is `true` (it returns at
-// once, the node does not reboot), so a drain is: request, cordon, evict (the nodes run no
+// processes would; only the Go runtime is shared. Their update command touches a file (it returns
+// at once, the node does not reboot), so a drain is: request, cordon, evict (the nodes run no
 // pods), volume gate, COMPLETE, command, withdrawal, uncordon, return gate. The coordinator is
 // cmd/coordinator built by this program, on a NATS server embedded here whose counters give the
 // messages.

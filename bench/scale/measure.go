@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -122,11 +123,7 @@ func listenPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-type gatherer interface {
-	Gather() ([]*dto.MetricFamily, error)
-}
-
-func gatherHistogram(g gatherer, name string) (*dto.Histogram, error) {
+func gatherHistogram(g prometheus.Gatherer, name string) (*dto.Histogram, error) {
 	mfs, err := g.Gather()
 	if err != nil {
 		return nil, err

@@ -134,6 +134,13 @@ func (s *natsScene) startCoordinator(id string, extra ...string) *coordProc {
 	return cp
 }
 
+// tokenAgent prepares node's agent with its DaemonSet pod's projected token, as deployed.
+func (s *natsScene) tokenAgent(node string, extra ...string) *agentProc {
+	s.t.Helper()
+	token := testenv.WriteToken(s.t, s.t.TempDir(), s.token(s.agentPod(node)))
+	return s.newAgent(node, append([]string{"--nats-token-file", token}, extra...)...)
+}
+
 // leader is the coordinator holding the Lease ("" if none).
 func (s *natsScene) leader() string {
 	lease, err := s.c.Client.CoordinationV1().Leases(s.ns).Get(context.Background(), "edgedrain-coordinator", metav1.GetOptions{})
@@ -232,7 +239,7 @@ func TestDrainSurvivesTheStatusLeadersDeath(t *testing.T) {
 	target := s.deploy("db", 3, 1)
 	unblock := s.blockEvictions("db", 3)
 	s.startCoordinator("a")
-	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))))
+	a := s.tokenAgent(target)
 	a.start()
 	req := s.deferReboot(a)
 	s.waitBlocked(target, req.RequestID)
@@ -289,7 +296,7 @@ func TestBusWithoutQuorumChangesNothing(t *testing.T) {
 	}
 	agents := map[string]*agentProc{}
 	for _, node := range []string{busy, idle} {
-		agents[node] = s.newAgent(node, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(node))), "--bus-check-interval", "1s")
+		agents[node] = s.tokenAgent(node, "--bus-check-interval", "1s")
 		agents[node].start()
 	}
 	reqBusy := s.deferReboot(agents[busy])
@@ -363,7 +370,7 @@ func TestLeaderKilledMidDrainOnANATSCluster(t *testing.T) {
 	var leader string
 	require.Eventually(t, func() bool { leader = s.leader(); return leader != "" }, 30*time.Second, 50*time.Millisecond, "no coordinator took the Lease")
 	other := map[string]string{"a": "b", "b": "a"}[leader]
-	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))))
+	a := s.tokenAgent(target)
 	a.start()
 	req := s.deferReboot(a)
 	s.waitBlocked(target, req.RequestID)

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "check":
 		return check(ctx, rest, stdout, stderr)
 	case "status":
-		err = status(ctx, life, nats, rest, stdout)
+		err = status(ctx, life, nats, rest, stdout, stderr)
 	case "withdraw":
 		err = withdraw(ctx, nats, rest, stdout)
 	default:

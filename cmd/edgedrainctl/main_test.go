@@ -268,6 +268,7 @@ func TestStatusWatch(t *testing.T) {
 	url := bus(t)
 	var out syncWriter
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW,

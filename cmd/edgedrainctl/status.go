@@ -19,7 +19,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
-func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out io.Writer) error {
+func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	format := fs.String("o", "table", "output: table or json")
@@ -40,7 +40,7 @@ func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out io
 			return err
 		}
 		defer b.close()
-		return watchStatus(ctx, life, b, *format, out, 100*time.Millisecond)
+		return watchStatus(ctx, life, b, *format, out, errOut, 100*time.Millisecond)
 	}
 	var rows []nodedrain.StatusView
 	var failed, err error

@@ -15,9 +15,10 @@ import (
 const clearScreen = "\x1b[H\x1b[2J"
 
 // watchStatus prints the status table, then again, in place, whenever a status or a request
-// changes (changes within debounce drawn once), until ctx ends. setup bounds the connection and
+// changes (changes within debounce drawn once), until ctx ends; a failed redraw is said on
+// errOut, keeping out a clean table or JSON stream. setup bounds the connection and
 // the first table (--timeout); ctx is the command's whole life (an interrupt ends it).
-func watchStatus(setup, ctx context.Context, b *buckets, format string, out io.Writer, debounce time.Duration) error {
+func watchStatus(setup, ctx context.Context, b *buckets, format string, out, errOut io.Writer, debounce time.Duration) error {
 	draw := func(c context.Context, first bool) error {
 		rows, err := loadViews(c, b)
 		if err != nil {
@@ -71,7 +72,7 @@ func watchStatus(setup, ctx context.Context, b *buckets, format string, out io.W
 				err := draw(dctx, false)
 				cancel()
 				if err != nil && ctx.Err() == nil {
-					fmt.Fprintf(out, "\n(could not read the bus: %v; drawing again on the next change)\n", err)
+					fmt.Fprintf(errOut, "edgedrainctl: could not read the bus: %v; drawing again on the next change\n", err)
 				}
 			}
 			continue

@@ -196,7 +196,11 @@ func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (w
 		return 0, err
 	}
 	c.mu.Lock()
-	c.wrote[st.Node] = now
+	if inMaintenance(st) {
+		c.wrote[st.Node] = now
+	} else {
+		delete(c.wrote, st.Node) // removed: an idle node's next status writes nothing
+	}
 	c.mu.Unlock()
 	return 0, nil
 }
