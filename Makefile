@@ -10,7 +10,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30000x
 TESTFLAGS ?=
 
-.PHONY: all build demo test test-short fuzz lint sim cluster-bins cluster-up cluster-down bench clean
+.PHONY: all build image demo test test-short fuzz lint sim cluster-bins cluster-up cluster-down bench clean
 
 all: build
 
@@ -18,6 +18,12 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 	cp bin/edgedrainctl bin/kubectl-edgedrain
 	cp bin/edgedrainctl bin/kubectl_complete-edgedrain
+
+## image: the container image, without a container runtime or base image: static binaries for
+## IMAGE_PLATFORMS (default linux/amd64,linux/arm64) assembled with go-containerregistry into an
+## OCI layout (bin/image) and an oci-archive (bin/edgedrain-image.tar); reproducible per commit.
+image:
+	bash hack/image.sh
 
 ## demo: the whole job on a local cluster: a node's reboot drained to COMPLETE, volume data kept
 ## safe, the node uncordoned when back. The first run builds the cluster binaries (~10 minutes).

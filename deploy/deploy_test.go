@@ -67,6 +67,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"external-nats+orphan-deletion": func() []byte { return withComponent(t, c, "overlays/external-nats", orphanDeletion) },
 		"base+operator-access":          func() []byte { return withComponent(t, c, "base", "operator-access") },
 		"base+decommission":             func() []byte { return withComponent(t, c, "base", "decommission") },
+		"base+nsenter-reboot":           func() []byte { return withComponent(t, c, "base", "nsenter-reboot") },
 	}
 	for name, render := range renders {
 		t.Run(name, func(t *testing.T) {

@@ -152,3 +152,24 @@ func TestReadmeDocumentsEveryAgentFlag(t *testing.T) {
 		assert.True(t, strings.Contains(string(readme), "`--"+f.Name+"`"), "README does not document --%s", f.Name)
 	})
 }
+
+// Where there is no shell (edgedrain's image has none), a shell command is refused at start,
+// naming the logind commands; the logind commands need no shell.
+func TestShellCommandsNeedAShell(t *testing.T) {
+	saved := shell
+	t.Cleanup(func() { shell = saved })
+	shell = filepath.Join(t.TempDir(), "sh")
+	var stderr bytes.Buffer
+	fs := newFlagSet(&stderr)
+	o := registerRunFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--node-name", "edge-1"}))
+	require.NoError(t, o.validate(), "the defaults are logind commands")
+
+	fs = newFlagSet(&stderr)
+	o = registerRunFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--node-name", "edge-1", "--shutdown-command", "systemctl poweroff"}))
+	err := o.validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--shutdown-command "systemctl poweroff" needs `+shell+", which is missing here")
+	assert.Contains(t, err.Error(), "use logind:reboot or logind:poweroff")
+}

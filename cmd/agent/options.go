@@ -34,6 +34,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(
 			"file whose presence asks for the %s (its first line is added to the context); empty: none", op))
 	}
+	fs.StringVar(&c.SystemBus, "system-bus", c.SystemBus, "address of the host's system D-Bus, where the logind: commands reach systemd-logind (default: DBUS_SYSTEM_BUS_ADDRESS, else "+agent.DefaultSystemBus+")")
 	fs.DurationVar(&c.SentinelInterval, "sentinel-interval", c.SentinelInterval, "how often the sentinel files are checked")
 	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory of the state file that keeps a deferred operation across agent restarts (a hostPath)")
@@ -69,7 +70,15 @@ func commandHelp(op agent.Operation) string {
 			"its request and the coordinator removes the node's keys from the bus; if it powers the machine off first, the\n" +
 			"coordinator removes them after its linger time.\n" + env
 	}
-	return fmt.Sprintf("shell command (/bin/sh -c) that performs the %s once the drain is COMPLETE; empty: %s not offered.\n%s", op, op, env)
+	how := "shell command (/bin/sh -c)"
+	switch op {
+	case agent.OpReboot:
+		how = agent.LogindReboot + " (systemd-logind's Reboot over the system D-Bus: no shell, no privileges beyond root on\n" +
+			"the bus's socket) or a " + how
+	case agent.OpShutdown:
+		how = agent.LogindPowerOff + " (systemd-logind's PowerOff over the system D-Bus) or a " + how
+	}
+	return fmt.Sprintf("%s that performs the %s once the drain is COMPLETE; empty: %s not offered.\n%s", how, op, op, env)
 }
 
 // validate checks what the flags alone can tell and completes the agent's Config.
@@ -91,6 +100,7 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--node-name is required (or EDGEDRAIN_NODE_NAME, or NODE_NAME from the downward API)"))
 		cfg.Node = "node" // still check everything else
 	}
+	errs = append(errs, needShell(cfg.Commands))
 	if err := cfg.ValidateSettings(); err != nil {
 		errs = append(errs, err)
 	}
@@ -144,4 +154,24 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// shell runs the operations' shell commands; var so that a test can name one that is absent.
+var shell = "/bin/sh"
+
+// needShell refuses shell commands where there is no shell, e.g. in edgedrain's own image,
+// which has none: there the logind commands are the way.
+func needShell(commands map[agent.Operation]string) error {
+	var errs []error
+	for _, op := range agent.Operations {
+		command := commands[op]
+		if command == "" || agent.IsLogindCommand(command) {
+			continue
+		}
+		if _, err := os.Stat(shell); err != nil {
+			errs = append(errs, fmt.Errorf("--%s-command %q needs %s, which is missing here (%v); in edgedrain's image use %s or %s",
+				op, command, shell, err, agent.LogindReboot, agent.LogindPowerOff))
+		}
+	}
+	return errors.Join(errs...)
 }

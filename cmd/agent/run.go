@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -28,10 +31,25 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	warnWithoutLogind(cfg, log)
 	probe := cli.NewBusProbe(nc, js, reg, cli.AgentBusMetric, log)
 	go probe.Run(ctx, o.busCheck)
 	if err := cli.ServeEndpoints(ctx, o.listen, reg, a.Healthy, probe.Ready, log); err != nil {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// warnWithoutLogind says at start, rather than at the first reboot, when a logind command is
+// configured but logind cannot be reached; the agent still starts (the bus may come later, and
+// the command is retried until it works).
+func warnWithoutLogind(cfg agent.Config, log logrus.FieldLogger) {
+	for op, command := range cfg.Commands {
+		if !agent.IsLogindCommand(command) {
+			continue
+		}
+		if err := agent.LogindAvailable(cfg.SystemBus, 5*time.Second); err != nil {
+			log.WithError(err).WithField("operation", op).Warnf("the %s command %s will fail until logind answers", op, command)
+		}
+	}
 }

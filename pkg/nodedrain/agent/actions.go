@@ -88,7 +88,7 @@ func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
 	entry.WithField("command", command).Infof("running the %s command", act.Operation)
 	go func() {
 		started := time.Now()
-		out, err := runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
+		out, err := a.runOperation(command, act)
 		if err == nil {
 			e := entry.WithField("took", time.Since(started).Round(time.Millisecond).String())
 			if out != "" {

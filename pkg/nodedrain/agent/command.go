@@ -46,6 +46,21 @@ func commandEnv(node string, a RunCommand) []string {
 		EnvAttempt+"="+strconv.Itoa(a.Attempt))
 }
 
+// runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff) or
+// a shell command, bounded by the command timeout either way.
+func (a *Agent) runOperation(command string, act RunCommand) (output string, err error) {
+	if !IsLogindCommand(command) {
+		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
+	}
+	ctx := context.Background()
+	if a.cfg.CommandTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.CommandTimeout)
+		defer cancel()
+	}
+	return "", runLogind(ctx, a.cfg.SystemBus, command)
+}
+
 // runCommand runs command with `sh -c` for the operation a and waits for it, at most timeout
 // (zero: no limit). The command runs in its own process group: a signal to the agent does not
 // reach it, and a timeout kills the whole group. The error says how it failed, with the tail

@@ -28,10 +28,10 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultRebootCommand reboots a systemd host.
-	DefaultRebootCommand = "systemctl reboot"
-	// DefaultShutdownCommand powers a systemd host off.
-	DefaultShutdownCommand = "systemctl poweroff"
+	// DefaultRebootCommand reboots a systemd host through logind on its system D-Bus.
+	DefaultRebootCommand = LogindReboot
+	// DefaultShutdownCommand powers a systemd host off through logind on its system D-Bus.
+	DefaultShutdownCommand = LogindPowerOff
 	// DefaultStateDir holds the state file; on Kubernetes it is a hostPath so that it survives
 	// the agent's pod.
 	DefaultStateDir = "/var/lib/edgedrain/agent"
@@ -52,9 +52,13 @@ type Config struct {
 	Node string
 	// JetStream is the bus. Required.
 	JetStream jetstream.JetStream
-	// Commands holds the shell command (run with /bin/sh -c) of each operation; an operation
-	// without one is refused (by default OpUpdate and OpDecommission have none).
+	// Commands holds the command of each operation: LogindReboot or LogindPowerOff, or a shell
+	// command (run with /bin/sh -c); an operation without one is refused (by default OpUpdate
+	// and OpDecommission have none).
 	Commands map[Operation]string
+	// SystemBus is the address of the host's system D-Bus, where the logind commands
+	// (LogindReboot, LogindPowerOff) reach systemd-logind. Default: SystemBusAddress().
+	SystemBus string
 	// Sentinels holds the sentinel file of each operation whose presence asks for it; "" or
 	// absent: none.
 	Sentinels map[Operation]string
@@ -87,8 +91,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// DefaultConfig returns the defaults: systemd reboot and shutdown commands, no update or
-// decommission command, the reboot sentinel /var/run/reboot-required checked every minute (plus
+// DefaultConfig returns the defaults: reboot and shutdown through systemd-logind on the system
+// D-Bus, no update or decommission command, the reboot sentinel /var/run/reboot-required checked every minute (plus
 // up to 30 s of jitter), the override file of DESIGN §4 polled every 250 ms, and DefaultPolicy.
 func DefaultConfig() Config {
 	return Config{
@@ -102,6 +106,7 @@ func DefaultConfig() Config {
 		OverrideFile:     DefaultOverrideFile,
 		OverridePoll:     250 * time.Millisecond,
 		Socket:           DefaultSocket,
+		SystemBus:        SystemBusAddress(),
 		CommandTimeout:   time.Hour,
 		Policy:           DefaultPolicy(),
 	}
@@ -124,9 +129,16 @@ func (c Config) ValidateSettings() error {
 	} else if err := pubsub.ValidKey(c.Node); err != nil {
 		errs = append(errs, fmt.Errorf("node name: %w", err))
 	}
-	for op := range c.Commands {
+	for op, command := range c.Commands {
 		if !op.Valid() {
 			errs = append(errs, fmt.Errorf("command for %w %q", ErrUnknownOperation, op))
+		}
+		if IsLogindCommand(command) {
+			if err := validLogindCommand(command); err != nil {
+				errs = append(errs, fmt.Errorf("%s %w", op, err))
+			} else if c.SystemBus == "" {
+				errs = append(errs, fmt.Errorf("%s command %s: the system bus address is empty", op, command))
+			}
 		}
 	}
 	for op, path := range c.Sentinels {

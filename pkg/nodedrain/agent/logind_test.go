@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+)
+
+// The logind commands call login1.Manager on a real dbus-daemon, where a stand-in owns logind's
+// name: Reboot and PowerOff, never interactive.
+func TestLogindCommandsCallLogind(t *testing.T) {
+	addr := testenv.StartDBus(t)
+	logind := testenv.StartLogind(t, addr, nil)
+	ctx := context.Background()
+
+	require.NoError(t, LogindAvailable(addr, 5*time.Second))
+	require.NoError(t, runLogind(ctx, addr, LogindReboot))
+	require.NoError(t, runLogind(ctx, addr, LogindPowerOff))
+	calls := logind.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, "Reboot", calls[0].Method)
+	assert.Equal(t, "PowerOff", calls[1].Method)
+	assert.False(t, calls[0].Interactive || calls[1].Interactive, "an agent cannot answer a password prompt")
+}
+
+// Each way a logind call fails gives an error that says what to fix, and nothing hangs.
+func TestLogindFailuresSayWhy(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no bus", func(t *testing.T) {
+		addr := "unix:path=" + filepath.Join(t.TempDir(), "absent")
+		err := runLogind(ctx, addr, LogindReboot)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cannot reach the system D-Bus at "+addr)
+		assert.Contains(t, err.Error(), "mount the host's /run/dbus")
+		assert.ErrorContains(t, LogindAvailable(addr, time.Second), "cannot reach the system D-Bus")
+	})
+	t.Run("no logind on the bus", func(t *testing.T) {
+		addr := testenv.StartDBus(t)
+		err := runLogind(ctx, addr, LogindReboot)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "systemd-logind is not on the system bus")
+		assert.ErrorContains(t, LogindAvailable(addr, 5*time.Second), "is not on the system D-Bus")
+	})
+	t.Run("refused", func(t *testing.T) {
+		addr := testenv.StartDBus(t)
+		logind := testenv.StartLogind(t, addr, nil)
+		logind.Fail("org.freedesktop.DBus.Error.AccessDenied", "Permission denied")
+		err := runLogind(ctx, addr, LogindPowerOff)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "logind refused (the agent must run as root")
+		assert.Contains(t, err.Error(), "Permission denied")
+		logind.Fail("org.freedesktop.login1.OperationInProgress", "busy")
+		assert.ErrorContains(t, runLogind(ctx, addr, LogindReboot), "logind:reboot: logind: busy")
+	})
+	t.Run("no answer within the timeout", func(t *testing.T) {
+		addr := testenv.StartDBus(t)
+		block := make(chan struct{})
+		t.Cleanup(func() { close(block) })
+		testenv.StartLogind(t, addr, func(testenv.LogindCall) { <-block })
+		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		err := runLogind(tctx, addr, LogindReboot)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "logind did not answer")
+	})
+	t.Run("unknown logind command", func(t *testing.T) {
+		assert.ErrorContains(t, runLogind(ctx, "unix:path=/nonexistent", "logind:suspend"), "the logind commands are logind:reboot and logind:poweroff")
+	})
+}
+
+func TestLogindCommandsAreValidated(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Node = "n1"
+	assert.Equal(t, LogindReboot, cfg.Commands[OpReboot], "reboot goes through logind by default")
+	assert.Equal(t, LogindPowerOff, cfg.Commands[OpShutdown])
+	require.NoError(t, cfg.ValidateSettings())
+
+	cfg.Commands[OpShutdown] = "logind:halt"
+	assert.ErrorContains(t, cfg.ValidateSettings(), `shutdown command "logind:halt": the logind commands are logind:reboot and logind:poweroff`)
+	cfg.Commands[OpShutdown] = LogindPowerOff
+	cfg.SystemBus = ""
+	assert.ErrorContains(t, cfg.ValidateSettings(), "the system bus address is empty")
+}
