@@ -1,0 +1,537 @@
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+)
+
+// The Helm chart (charts/edgedrain) is a second way to install what deploy/ describes. These tests
+// lint and render it with the pinned helm (hack/helm.sh), pass every rendering through the API
+// server's dry run, and require its objects to equal kustomize's for the base, the external-NATS
+// overlay and each component, so that the two cannot drift apart.
+
+// releaseName is the release the tests render; object names do not depend on it.
+const releaseName = "edgedrain"
+
+// shellImage stands for an image with /bin/sh and nsenter (e.g. built from the Dockerfile).
+const shellImage = "registry.example/edgedrain-debian"
+
+// chartCase is a set of chart values and, where there is one, the kustomize rendering it must equal.
+type chartCase struct {
+	name string
+	set  []string                                                   // helm --set flags
+	kust func(t *testing.T, c *testenv.Cluster) []byte              // kustomize's equivalent; nil: none
+	more func(t *testing.T, rendered []byte, docs []map[string]any) // further checks of this case
+}
+
+const externalURL = "tls://nats.nats.svc:4222" // the URL deploy/overlays/external-nats names
+
+var externalNATS = []string{"nats.external.enabled=true", "nats.external.url=" + externalURL}
+
+func kustomize(dir string) func(*testing.T, *testenv.Cluster) []byte {
+	return func(t *testing.T, c *testenv.Cluster) []byte { return kubectl(t, c, nil, "kustomize", dir) }
+}
+
+func kustomizeWith(dir, component string) func(*testing.T, *testenv.Cluster) []byte {
+	return func(t *testing.T, c *testenv.Cluster) []byte { return withComponent(t, c, dir, component) }
+}
+
+// chartCases are the value sets every test renders.
+func chartCases() []chartCase {
+	return []chartCase{
+		{name: "defaults", kust: kustomize("base")},
+		{name: "external-nats", set: externalNATS, kust: kustomize("overlays/external-nats")},
+		{name: "orphan-deletion", set: []string{"orphanDeletion.enabled=true"}, kust: kustomizeWith("base", orphanDeletion)},
+		{name: "external-nats+orphan-deletion", set: append([]string{"orphanDeletion.enabled=true"}, externalNATS...),
+			kust: kustomizeWith("overlays/external-nats", orphanDeletion)},
+		{name: "operator-access", set: []string{"operatorAccess.enabled=true"}, kust: kustomizeWith("base", "operator-access")},
+		{name: "decommission", set: []string{"decommission.enabled=true"}, kust: kustomizeWith("base", "decommission")},
+		{name: "rebootMethod=command", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=ghcr.io/edgedrain/edgedrain"},
+			kust: kustomizeWith("base", "nsenter-reboot")},
+		{name: "rebootMethod=command+image", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
+			more: checkCommandMethod},
+		{name: "settings", set: []string{
+			"createNamespace=true",
+			"image.digest=sha256:" + strings.Repeat("ab", 32),
+			"image.pullPolicy=Always",
+			"nats.embedded.storage.storageClassName=local-path",
+			"coordinator.metricsPort=9190",
+			"coordinator.extraArgs={--max-concurrent-drains=2}",
+			"coordinator.extraEnv[0].name=EDGEDRAIN_LOG_LEVEL", "coordinator.extraEnv[0].value=debug",
+			"coordinator.nodeSelector.node-role\\.kubernetes\\.io/control-plane=",
+			"agent.sentinels.update=/host/run/update-ready",
+			"agent.extraEnv[0].name=EDGEDRAIN_COMMAND_TIMEOUT", "agent.extraEnv[0].value=30m",
+			"agent.nodeSelector.edgedrain\\.io/agent=enabled",
+			"agent.priorityClassName=",
+			"agent.metricsPort=9191",
+			"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+		}, more: checkSettings},
+		{name: "no-networkpolicy", set: []string{"networkPolicy.enabled=false"}},
+	}
+}
+
+var helmBuild struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// helmBinary returns the pinned helm, built by hack/helm.sh on first use (cached afterwards
+// outside the checkout). Like the cluster, it is not built under -short.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	testenv.RequireCluster(t, cluster)
+	helmBuild.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			helmBuild.err = err
+			return
+		}
+		cmd := exec.Command("bash", filepath.Join(root, "hack", "helm.sh"))
+		cmd.Stderr = os.Stderr // progress of a first build
+		out, err := cmd.Output()
+		if err != nil {
+			helmBuild.err = fmt.Errorf("build helm (hack/helm.sh): %w", err)
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		helmBuild.path = lines[len(lines)-1]
+	})
+	require.NoError(t, helmBuild.err)
+	return helmBuild.path
+}
+
+// runHelm runs the pinned helm with a configuration of its own (no user's plugins, repositories
+// or registry logins) and returns its standard output and error output.
+func runHelm(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	bin := helmBinary(t)
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	home := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// setFlags turns values into helm's --set flags.
+func setFlags(set []string) []string {
+	var out []string
+	for _, s := range set {
+		out = append(out, "--set", s)
+	}
+	return out
+}
+
+// helmTemplate renders the chart into the test namespace with the values set.
+func helmTemplate(t *testing.T, set ...string) []byte {
+	t.Helper()
+	args := append([]string{"template", releaseName, "charts/edgedrain", "--namespace", namespace}, setFlags(set)...)
+	out, stderr, err := runHelm(t, args...)
+	require.NoError(t, err, "helm %v: %s", args, stderr)
+	return []byte(out)
+}
+
+// The chart passes helm lint --strict with every value set the tests use.
+func TestHelmLint(t *testing.T) {
+	for _, tc := range chartCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"lint", "--strict", "charts/edgedrain", "--namespace", namespace}, setFlags(tc.set)...)
+			out, stderr, err := runHelm(t, args...)
+			require.NoError(t, err, "helm lint: %s%s", out, stderr)
+			assert.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+			assert.NotContains(t, out, "[WARNING]")
+			assert.NotContains(t, out, "[ERROR]")
+		})
+	}
+}
+
+// Every rendering of the chart passes the API server's dry run and has what
+// TestManifestsPassServerSideDryRun requires of kustomize's: both workloads, the coordinator's
+// role, the NetworkPolicy, the bus identity, and each optional feature exactly when enabled.
+func TestHelmTemplatePassesServerSideDryRun(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	ensureNamespace(t, c)
+	for _, tc := range chartCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			rendered := helmTemplate(t, tc.set...)
+			if slices.Contains(tc.set, "createNamespace=true") {
+				// The Namespace exists already (ensureNamespace); apply does not create it twice.
+				assert.Contains(t, string(rendered), "kind: Namespace")
+			}
+			out := string(kubectl(t, c, rendered, "apply", "--dry-run=server", "-f", "-"))
+			text := string(rendered)
+			enabled := func(s string) bool { return slices.Contains(tc.set, s) }
+			assert.Contains(t, out, "deployment.apps/edgedrain-coordinator")
+			assert.Contains(t, out, "daemonset.apps/edgedrain-agent")
+			assert.Contains(t, out, "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator")
+			assert.Equal(t, !enabled("networkPolicy.enabled=false"),
+				strings.Contains(out, "networkpolicy.networking.k8s.io/edgedrain-coordinator"))
+			orphans := enabled("orphanDeletion.enabled=true")
+			assert.Equal(t, orphans, strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-orphan-deletion"))
+			assert.Equal(t, orphans, strings.Contains(text, "EDGEDRAIN_DELETE_DRAINED_ORPHANS"))
+			decommission := enabled("decommission.enabled=true")
+			assert.Equal(t, decommission, strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-decommission"))
+			assert.Equal(t, decommission, strings.Contains(text, "EDGEDRAIN_ALLOW_DECOMMISSION"))
+			// Bus identity (DESIGN §10): agents carry a pod-bound token of edgedrain's audience
+			// and no credentials; the coordinator may review tokens.
+			assert.Contains(t, text, "audience: edgedrain")
+			assert.Contains(t, text, "EDGEDRAIN_NATS_TOKEN_FILE")
+			assert.Contains(t, text, "tokenreviews")
+			assert.NotContains(t, text, "EDGEDRAIN_NATS_CREDS")
+			assert.Equal(t, enabled("operatorAccess.enabled=true"), strings.Contains(text, "EDGEDRAIN_OPERATOR_PASSWORD_FILE"))
+			external := enabled("nats.external.enabled=true")
+			assert.Equal(t, external, strings.Contains(text, "EDGEDRAIN_AUTH_CALLOUT_ISSUER_SEED_FILE"))
+			assert.Equal(t, !external, strings.Contains(out, "persistentvolumeclaim/edgedrain-nats"))
+			assert.Equal(t, !external, strings.Contains(out, "service/edgedrain-nats "))
+			if tc.more != nil {
+				tc.more(t, rendered, documents(t, rendered))
+			}
+		})
+	}
+}
+
+// checkCommandMethod: rebootMethod=command restores the nsenter path: the host's PID namespace,
+// a privileged container, systemctl through nsenter, and the image with a shell.
+func checkCommandMethod(t *testing.T, rendered []byte, _ []map[string]any) {
+	var ds appsv1.DaemonSet
+	decodeKind(t, rendered, "DaemonSet", "edgedrain-agent", &ds)
+	pod := ds.Spec.Template.Spec
+	assert.True(t, pod.HostPID)
+	ctr := pod.Containers[0]
+	assert.Equal(t, shellImage+":v0.1.0", ctr.Image, "the appVersion tag on the shell image")
+	require.NotNil(t, ctr.SecurityContext)
+	require.NotNil(t, ctr.SecurityContext.Privileged)
+	assert.True(t, *ctr.SecurityContext.Privileged)
+	env := envOf(ctr)
+	assert.Equal(t, "nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl reboot", env["EDGEDRAIN_REBOOT_COMMAND"])
+	assert.Equal(t, "nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl poweroff", env["EDGEDRAIN_SHUTDOWN_COMMAND"])
+	assert.NotContains(t, env, "DBUS_SYSTEM_BUS_ADDRESS")
+}
+
+// checkSettings: each value of the "settings" case lands where it should.
+func checkSettings(t *testing.T, rendered []byte, docs []map[string]any) {
+	var ns corev1.Namespace
+	decodeKind(t, rendered, "Namespace", namespace, &ns)
+	var coord appsv1.Deployment
+	var agent appsv1.DaemonSet
+	var np networkingv1.NetworkPolicy
+	var pvc corev1.PersistentVolumeClaim
+	var metricsSvc corev1.Service
+	decodeKind(t, rendered, "Deployment", "edgedrain-coordinator", &coord)
+	decodeKind(t, rendered, "DaemonSet", "edgedrain-agent", &agent)
+	decodeKind(t, rendered, "NetworkPolicy", "edgedrain-coordinator", &np)
+	decodeKind(t, rendered, "PersistentVolumeClaim", "edgedrain-nats", &pvc)
+	decodeKind(t, rendered, "Service", "edgedrain-coordinator-metrics", &metricsSvc)
+
+	digest := "ghcr.io/edgedrain/edgedrain@sha256:" + strings.Repeat("ab", 32)
+	cc, ac := coord.Spec.Template.Spec.Containers[0], agent.Spec.Template.Spec.Containers[0]
+	for _, ctr := range []corev1.Container{cc, ac} {
+		assert.Equal(t, digest, ctr.Image, "a digest alone pins the image without a tag")
+		assert.Equal(t, corev1.PullAlways, ctr.ImagePullPolicy)
+	}
+	require.NotNil(t, pvc.Spec.StorageClassName)
+	assert.Equal(t, "local-path", *pvc.Spec.StorageClassName)
+
+	assert.Equal(t, []string{"--max-concurrent-drains=2"}, cc.Args)
+	cenv := envOf(cc)
+	assert.Equal(t, "debug", cenv["EDGEDRAIN_LOG_LEVEL"])
+	assert.Equal(t, ":9190", cenv["EDGEDRAIN_LISTEN"], "the coordinator listens on the port it declares")
+	assert.Equal(t, map[string]string{"node-role.kubernetes.io/control-plane": ""}, coord.Spec.Template.Spec.NodeSelector)
+	assert.Equal(t, int32(9190), containerPort(t, cc, "metrics"))
+	assert.Equal(t, int32(9190), metricsSvc.Spec.Ports[0].Port)
+
+	aenv := envOf(ac)
+	assert.Equal(t, "/host/run/update-ready", aenv["EDGEDRAIN_UPDATE_SENTINEL"])
+	assert.Equal(t, "/host/run/reboot-required", aenv["EDGEDRAIN_REBOOT_SENTINEL"], "the default sentinel stays")
+	assert.NotContains(t, aenv, "EDGEDRAIN_UPDATE_COMMAND", "no update command unless given")
+	assert.Equal(t, "30m", aenv["EDGEDRAIN_COMMAND_TIMEOUT"])
+	assert.Equal(t, ":9191", aenv["EDGEDRAIN_LISTEN"])
+	assert.Equal(t, int32(9191), containerPort(t, ac, "metrics"))
+	assert.Equal(t, map[string]string{"edgedrain.io/agent": "enabled"}, agent.Spec.Template.Spec.NodeSelector)
+	assert.Empty(t, agent.Spec.Template.Spec.PriorityClassName)
+
+	require.Len(t, np.Spec.Ingress, 2)
+	metrics := np.Spec.Ingress[1]
+	require.Len(t, metrics.Ports, 1)
+	assert.Equal(t, int32(9190), metrics.Ports[0].Port.IntVal, "the policy opens the metrics port the coordinator serves")
+	require.Len(t, metrics.From, 1)
+	require.NotNil(t, metrics.From[0].NamespaceSelector)
+	assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": "monitoring"}, metrics.From[0].NamespaceSelector.MatchLabels)
+	for _, doc := range docs {
+		labels := nested(doc, "metadata", "labels")
+		assert.Equal(t, "edgedrain", labels["app.kubernetes.io/part-of"], "%s has the part-of label", objectKey(doc))
+		assert.Equal(t, releaseName, labels["app.kubernetes.io/instance"], "%s has the release label", objectKey(doc))
+	}
+}
+
+// envOf maps a container's plain environment variables to their values.
+func envOf(ctr corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	return env
+}
+
+func containerPort(t *testing.T, ctr corev1.Container, name string) int32 {
+	t.Helper()
+	for _, p := range ctr.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	t.Fatalf("container %s has no port %s", ctr.Name, name)
+	return 0
+}
+
+// With the default values the agent reboots through systemd-logind: no host PID namespace, no
+// privileges, no capabilities, a read-only root, the host's D-Bus socket, edgedrain's own image.
+func TestHelmAgentRebootMethodLogind(t *testing.T) {
+	var ds appsv1.DaemonSet
+	decodeKind(t, helmTemplate(t), "DaemonSet", "edgedrain-agent", &ds)
+	pod := ds.Spec.Template.Spec
+	assert.False(t, pod.HostPID)
+	ctr := pod.Containers[0]
+	assert.Equal(t, "ghcr.io/edgedrain/edgedrain:v0.1.0", ctr.Image)
+	sc := ctr.SecurityContext
+	require.NotNil(t, sc)
+	assert.True(t, sc.Privileged == nil || !*sc.Privileged, "privileged")
+	require.NotNil(t, sc.AllowPrivilegeEscalation)
+	assert.False(t, *sc.AllowPrivilegeEscalation)
+	require.NotNil(t, sc.ReadOnlyRootFilesystem)
+	assert.True(t, *sc.ReadOnlyRootFilesystem)
+	require.NotNil(t, sc.Capabilities)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	assert.Empty(t, sc.Capabilities.Add)
+	env := envOf(ctr)
+	assert.Equal(t, "logind:reboot", env["EDGEDRAIN_REBOOT_COMMAND"])
+	assert.Equal(t, "logind:poweroff", env["EDGEDRAIN_SHUTDOWN_COMMAND"])
+	assert.Equal(t, "unix:path=/host/run/dbus/system_bus_socket", env["DBUS_SYSTEM_BUS_ADDRESS"])
+}
+
+// The chart renders the same objects as kustomize: for the defaults the base (whose Namespace
+// Helm leaves to --create-namespace), for external NATS the overlay, for each feature and for
+// rebootMethod=command the base (or overlay) with its component. Helm's own labels aside, every
+// object must be equal; lists of named items (env, volumes, ports, ...) are matched by name.
+func TestHelmChartMatchesKustomize(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	for _, tc := range chartCases() {
+		if tc.kust == nil {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			want := objectsByKey(t, tc.kust(t, c))
+			delete(want, "Namespace/"+namespace)
+			got := objectsByKey(t, helmTemplate(t, tc.set...))
+			assert.Equal(t, sortedKeys(want), sortedKeys(got), "the chart and kustomize render different objects")
+			for _, key := range sortedKeys(want) {
+				if g, ok := got[key]; ok {
+					if diffs := differences("", want[key], g); len(diffs) > 0 {
+						t.Errorf("%s differs between kustomize and the chart:\n%s", key, strings.Join(diffs, "\n"))
+					}
+				}
+			}
+		})
+	}
+}
+
+// helmLabels are the labels the chart adds to what kustomize renders.
+var helmLabels = []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart"}
+
+// objectsByKey decodes rendered manifests into normalised objects keyed by kind/name.
+func objectsByKey(t *testing.T, rendered []byte) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, doc := range documents(t, rendered) {
+		if labels := nested(doc, "metadata", "labels"); labels != nil {
+			for _, l := range helmLabels {
+				delete(labels, l)
+			}
+			if len(labels) == 0 {
+				delete(nested(doc, "metadata"), "labels")
+			}
+		}
+		key := objectKey(doc)
+		require.NotContains(t, out, key, "two objects %s", key)
+		out[key] = doc
+	}
+	return out
+}
+
+func objectKey(doc map[string]any) string {
+	return fmt.Sprintf("%v/%v", doc["kind"], nested(doc, "metadata")["name"])
+}
+
+// nested returns the map at path in obj, or nil.
+func nested(obj map[string]any, path ...string) map[string]any {
+	for _, p := range path {
+		next, _ := obj[p].(map[string]any)
+		if next == nil {
+			return nil
+		}
+		obj = next
+	}
+	return obj
+}
+
+// differences lists, one path a line, where want (kustomize's) and got (the chart's) differ.
+// Lists whose items all have distinct names (containers, env, ports, volumes, volumeMounts,
+// subjects) are matched by name: their order carries no meaning, and kustomize's patches
+// reorder them.
+func differences(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			break
+		}
+		var out []string
+		for _, k := range sortedKeys(union(w, g)) {
+			wv, inWant := w[k]
+			gv, inGot := g[k]
+			switch {
+			case !inWant:
+				out = append(out, fmt.Sprintf("%s.%s: only in the chart: %s", path, k, show(gv)))
+			case !inGot:
+				out = append(out, fmt.Sprintf("%s.%s: only in kustomize: %s", path, k, show(wv)))
+			default:
+				out = append(out, differences(path+"."+k, wv, gv)...)
+			}
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			break
+		}
+		if wn, gn := byName(w), byName(g); wn != nil && gn != nil {
+			var out []string
+			for _, name := range sortedKeys(union(wn, gn)) {
+				wv, inWant := wn[name]
+				gv, inGot := gn[name]
+				p := fmt.Sprintf("%s[%s]", path, name)
+				switch {
+				case !inWant:
+					out = append(out, fmt.Sprintf("%s: only in the chart: %s", p, show(gv)))
+				case !inGot:
+					out = append(out, fmt.Sprintf("%s: only in kustomize: %s", p, show(wv)))
+				default:
+					out = append(out, differences(p, wv, gv)...)
+				}
+			}
+			return out
+		}
+		if len(w) == len(g) {
+			var out []string
+			for i := range w {
+				out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+			}
+			return out
+		}
+	default:
+		if reflect.DeepEqual(want, got) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("%s: kustomize %s, the chart %s", path, show(want), show(got))}
+}
+
+// byName indexes a list by its items' names, or returns nil unless every item is a map with a
+// name of its own.
+func byName(list []any) map[string]any {
+	out := map[string]any{}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		name, ok := m["name"].(string)
+		if _, dup := out[name]; !ok || dup {
+			return nil
+		}
+		out[name] = m
+	}
+	return out
+}
+
+func union(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+func show(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Wrong values fail helm template with a message that names the value: a missing external NATS
+// URL (the templates' required), values of the wrong type or outside their set
+// (values.schema.json), a shell command without an image that has a shell.
+func TestHelmChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string
+	}{
+		{"external NATS without a URL", []string{"nats.external.enabled=true"},
+			"nats.external.url is required with nats.external.enabled=true"},
+		{"unknown reboot method", []string{"agent.rebootMethod=kexec"},
+			"at '/agent/rebootMethod': value must be one of 'logind', 'command'"},
+		{"bucket replicas not a number", append([]string{"nats.external.bucketReplicas=three"}, externalNATS...),
+			"at '/nats/external/bucketReplicas': got string, want integer"},
+		{"network policy switch not a boolean", []string{"networkPolicy.enabled=yes"},
+			"at '/networkPolicy/enabled': got string, want boolean"},
+		{"misspelt value", []string{"nats.extrnal.enabled=true"},
+			"at '/nats': additional properties 'extrnal' not allowed"},
+		{"URL of another scheme", append(externalNATS, "nats.external.url=http://nats:8222"),
+			"at '/nats/external/url'"},
+		{"command method without a shell image", []string{"agent.rebootMethod=command"},
+			"needs an image with /bin/sh (and nsenter for rebootMethod=command)"},
+		{"shell update command without a shell image", []string{"agent.commands.update=/usr/local/bin/update"},
+			"set agent.commandImage.repository"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"template", releaseName, "charts/edgedrain", "--namespace", namespace}, setFlags(tc.set)...)
+			out, stderr, err := runHelm(t, args...)
+			require.Error(t, err, "helm template accepted the values: %s", out)
+			assert.Contains(t, stderr, tc.want)
+			assert.Empty(t, out, "nothing rendered")
+		})
+	}
+}
