@@ -1,5 +1,7 @@
-# One image with the three programs: /coordinator, /agent, /edgedrainctl.
-# Debian slim rather than distroless: the agent's default reboot command needs nsenter (util-linux).
+# The Debian-based variant of edgedrain's image, with a shell and nsenter (util-linux), for
+# deploy/components/nsenter-reboot only: the agent's shell commands run in the host's namespaces.
+# The regular image (make image: no base image, no shell, no runtime needed to build it) suits
+# the default, where the agent reboots through systemd-logind over D-Bus.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
