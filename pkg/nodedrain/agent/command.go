@@ -46,18 +46,23 @@ func commandEnv(node string, a RunCommand) []string {
 		EnvAttempt+"="+strconv.Itoa(a.Attempt))
 }
 
-// runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff) or
-// a shell command, bounded by the command timeout either way.
+// logindTimeout bounds a call to logind, which answers as soon as systemd has queued the job:
+// one that has not answered in this long is counted as failed and retried.
+const logindTimeout = time.Minute
+
+// runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff),
+// bounded by the command timeout and at most logindTimeout, or a shell command, bounded by the
+// command timeout.
 func (a *Agent) runOperation(command string, act RunCommand) (output string, err error) {
 	if !IsLogindCommand(command) {
 		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
 	}
-	ctx := context.Background()
-	if a.cfg.CommandTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.CommandTimeout)
-		defer cancel()
+	timeout := a.cfg.CommandTimeout
+	if timeout <= 0 || timeout > logindTimeout {
+		timeout = logindTimeout
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	return "", runLogind(ctx, a.cfg.SystemBus, command)
 }
 
