@@ -43,7 +43,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&c.OverrideFile, "force-status-file", c.OverrideFile, `forced-status file, e.g. {"Status":9,"RequestedBy":2}: replaces the bus status for this node while present; a COMPLETE is removed once acted on; empty: off`)
 	fs.DurationVar(&c.OverridePoll, "force-status-poll", c.OverridePoll, "how often the forced-status file is checked (at most 1s)")
 	fs.StringVar(&c.Socket, "socket", c.Socket, "unix socket for \"agent request\" and \"agent status\"; empty: off")
-	fs.DurationVar(&c.CommandTimeout, "command-timeout", c.CommandTimeout, "longest one run of an operation command may take before it is killed and counted as failed (0: no limit)")
+	fs.DurationVar(&c.CommandTimeout, "command-timeout", c.CommandTimeout, "longest one run of an operation command may take before it is killed and counted as failed (0: no limit; a logind call waits at most 1m)")
 	fs.DurationVar(&p.DrainRetryBackoff, "drain-retry-backoff", p.DrainRetryBackoff, "after FAILEDCORDON or FAILEDDRAIN, wait this long before asking again; doubles each time")
 	fs.DurationVar(&p.DrainRetryBackoffMax, "drain-retry-backoff-max", p.DrainRetryBackoffMax, "longest wait before asking again after a failed drain")
 	fs.DurationVar(&p.CommandRetryBackoff, "command-retry-backoff", p.CommandRetryBackoff, "after a failed command, wait this long before running it again; doubles each time")
