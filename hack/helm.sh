@@ -4,7 +4,7 @@
 # module's go.mod and go.sum, so a version bump rebuilds and an unchanged pin never does. Helm comes
 # from the Go module proxy like every other dependency, never from a download site.
 #
-# A cold build takes about 2 minutes on 2 cores; progress goes to stderr.
+# A cold build takes about 5 to 8 minutes on 2 cores (8 CPU-minutes); progress goes to stderr.
 # Environment: EDGEDRAIN_CACHE (default: $XDG_CACHE_HOME/edgedrain or ~/.cache/edgedrain), outside the
 # checkout so that every clone on a machine (CI's fresh ones too) shares one build.
 set -euo pipefail
