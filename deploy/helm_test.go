@@ -336,6 +336,37 @@ func TestHelmAgentRebootMethodLogind(t *testing.T) {
 	assert.Equal(t, "unix:path=/host/run/dbus/system_bus_socket", env["DBUS_SYSTEM_BUS_ADDRESS"])
 }
 
+// In another namespace everything follows the release's: the namespaced objects, the
+// ServiceAccount subjects of the bindings, and the agents' URL of the embedded bus.
+func TestHelmReleaseNamespace(t *testing.T) {
+	const other = "maintenance"
+	args := []string{"template", releaseName, "charts/edgedrain", "--namespace", other,
+		"--set", "orphanDeletion.enabled=true", "--set", "decommission.enabled=true"}
+	out, stderr, err := runHelm(t, args...)
+	require.NoError(t, err, "helm %v: %s", args, stderr)
+	docs := documents(t, []byte(out))
+	require.NotEmpty(t, docs)
+	subjectsSeen := 0
+	for _, doc := range docs {
+		ns, _ := nested(doc, "metadata")["namespace"].(string)
+		switch doc["kind"] {
+		case "ClusterRole", "ClusterRoleBinding":
+			assert.Empty(t, ns, "%s is cluster-scoped", objectKey(doc))
+		default:
+			assert.Equal(t, other, ns, "%s", objectKey(doc))
+		}
+		subjects, _ := doc["subjects"].([]any)
+		for _, s := range subjects {
+			assert.Equal(t, other, s.(map[string]any)["namespace"], "a subject of %s", objectKey(doc))
+			subjectsSeen++
+		}
+	}
+	assert.Equal(t, 6, subjectsSeen, "the coordinator's four bindings and the two components'")
+	var ds appsv1.DaemonSet
+	decodeKind(t, []byte(out), "DaemonSet", "edgedrain-agent", &ds)
+	assert.Equal(t, "nats://edgedrain-nats."+other+".svc:4222", envOf(ds.Spec.Template.Spec.Containers[0])["EDGEDRAIN_NATS_URL"])
+}
+
 // The chart renders the same objects as kustomize: for the defaults the base (whose Namespace
 // Helm leaves to --create-namespace), for external NATS the overlay, for each feature and for
 // rebootMethod=command the base (or overlay) with its component. Helm's own labels aside, every
