@@ -1,5 +1,5 @@
 # edgedrain — see README.md. Every target runs on a fresh machine with Go installed; the local
-# cluster's binaries are built on first use into .cache/ (ignored by git) and reused afterwards.
+# cluster's binaries (and helm) are built on first use into ~/.cache/edgedrain, outside the checkout, and reused afterwards.
 
 GO        ?= go
 # Use the Go on the machine; go.mod asks for nothing newer.
