@@ -13,24 +13,17 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
-// agentEnv returns the agent container's environment by name.
-func agentEnv(c corev1.Container) map[string]string {
-	env := map[string]string{}
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
-	}
-	return env
-}
-
 // The agent reboots through logind on the host's D-Bus and so runs with no privileges but root's
 // uid: not privileged, not in the host's PID namespace, no capabilities, a read-only root; the
 // bus socket it is told to use is on its mount of the host's /run, and its local socket has a
-// writable directory. The nsenter-reboot component alone brings the old privileges back.
+// writable directory. So in the kustomize base, its external-NATS overlay and the Helm chart's
+// defaults; the nsenter-reboot component alone brings the old privileges back.
 func TestAgentRunsWithoutPrivileges(t *testing.T) {
 	c := testenv.RequireCluster(t, cluster)
 	for name, rendered := range map[string][]byte{
 		"base":          kubectl(t, c, nil, "kustomize", "base"),
 		"external-nats": kubectl(t, c, nil, "kustomize", "overlays/external-nats"),
+		"helm defaults": helmTemplate(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var ds appsv1.DaemonSet
@@ -52,7 +45,7 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 			require.NotNil(t, sc.RunAsUser)
 			assert.Equal(t, int64(0), *sc.RunAsUser, "logind lets root reboot without a prompt")
 
-			env := agentEnv(ctr)
+			env := envOf(ctr)
 			assert.Equal(t, agent.LogindReboot, env["EDGEDRAIN_REBOOT_COMMAND"])
 			assert.Equal(t, agent.LogindPowerOff, env["EDGEDRAIN_SHUTDOWN_COMMAND"])
 			socket, ok := strings.CutPrefix(env["DBUS_SYSTEM_BUS_ADDRESS"], "unix:path=")
@@ -86,7 +79,7 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 		ctr := pod.Containers[0]
 		require.NotNil(t, ctr.SecurityContext.Privileged)
 		assert.True(t, *ctr.SecurityContext.Privileged)
-		env := agentEnv(ctr)
+		env := envOf(ctr)
 		assert.True(t, strings.HasPrefix(env["EDGEDRAIN_REBOOT_COMMAND"], "nsenter --target 1 "), env["EDGEDRAIN_REBOOT_COMMAND"])
 		assert.True(t, strings.HasPrefix(env["EDGEDRAIN_SHUTDOWN_COMMAND"], "nsenter --target 1 "), env["EDGEDRAIN_SHUTDOWN_COMMAND"])
 		assert.NotContains(t, env, "DBUS_SYSTEM_BUS_ADDRESS")

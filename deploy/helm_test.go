@@ -311,31 +311,6 @@ func containerPort(t *testing.T, ctr corev1.Container, name string) int32 {
 	return 0
 }
 
-// With the default values the agent reboots through systemd-logind: no host PID namespace, no
-// privileges, no capabilities, a read-only root, the host's D-Bus socket, edgedrain's own image.
-func TestHelmAgentRebootMethodLogind(t *testing.T) {
-	var ds appsv1.DaemonSet
-	decodeKind(t, helmTemplate(t), "DaemonSet", "edgedrain-agent", &ds)
-	pod := ds.Spec.Template.Spec
-	assert.False(t, pod.HostPID)
-	ctr := pod.Containers[0]
-	assert.Equal(t, "ghcr.io/edgedrain/edgedrain:v0.1.0", ctr.Image)
-	sc := ctr.SecurityContext
-	require.NotNil(t, sc)
-	assert.True(t, sc.Privileged == nil || !*sc.Privileged, "privileged")
-	require.NotNil(t, sc.AllowPrivilegeEscalation)
-	assert.False(t, *sc.AllowPrivilegeEscalation)
-	require.NotNil(t, sc.ReadOnlyRootFilesystem)
-	assert.True(t, *sc.ReadOnlyRootFilesystem)
-	require.NotNil(t, sc.Capabilities)
-	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
-	assert.Empty(t, sc.Capabilities.Add)
-	env := envOf(ctr)
-	assert.Equal(t, "logind:reboot", env["EDGEDRAIN_REBOOT_COMMAND"])
-	assert.Equal(t, "logind:poweroff", env["EDGEDRAIN_SHUTDOWN_COMMAND"])
-	assert.Equal(t, "unix:path=/host/run/dbus/system_bus_socket", env["DBUS_SYSTEM_BUS_ADDRESS"])
-}
-
 // In another namespace everything follows the release's: the namespaced objects, the
 // ServiceAccount subjects of the bindings, and the agents' URL of the embedded bus.
 func TestHelmReleaseNamespace(t *testing.T) {
