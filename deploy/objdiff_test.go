@@ -1,0 +1,153 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Comparing rendered manifests object by object: the chart's against kustomize's.
+
+// helmLabels are the labels the chart adds to what kustomize renders.
+var helmLabels = []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart"}
+
+// objectsByKey decodes rendered manifests into normalised objects keyed by kind/name.
+func objectsByKey(t *testing.T, rendered []byte) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, doc := range documents(t, rendered) {
+		if labels := nested(doc, "metadata", "labels"); labels != nil {
+			for _, l := range helmLabels {
+				delete(labels, l)
+			}
+			if len(labels) == 0 {
+				delete(nested(doc, "metadata"), "labels")
+			}
+		}
+		key := objectKey(doc)
+		require.NotContains(t, out, key, "two objects %s", key)
+		out[key] = doc
+	}
+	return out
+}
+
+func objectKey(doc map[string]any) string {
+	return fmt.Sprintf("%v/%v", doc["kind"], nested(doc, "metadata")["name"])
+}
+
+// nested returns the map at path in obj, or nil.
+func nested(obj map[string]any, path ...string) map[string]any {
+	for _, p := range path {
+		next, _ := obj[p].(map[string]any)
+		if next == nil {
+			return nil
+		}
+		obj = next
+	}
+	return obj
+}
+
+// differences lists, one path a line, where want (kustomize's) and got (the chart's) differ.
+// Lists whose items all have distinct names (containers, env, ports, volumes, volumeMounts,
+// subjects) are matched by name: their order carries no meaning, and kustomize's patches
+// reorder them.
+func differences(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			break
+		}
+		var out []string
+		for _, k := range sortedKeys(union(w, g)) {
+			wv, inWant := w[k]
+			gv, inGot := g[k]
+			switch {
+			case !inWant:
+				out = append(out, fmt.Sprintf("%s.%s: only in the chart: %s", path, k, show(gv)))
+			case !inGot:
+				out = append(out, fmt.Sprintf("%s.%s: only in kustomize: %s", path, k, show(wv)))
+			default:
+				out = append(out, differences(path+"."+k, wv, gv)...)
+			}
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			break
+		}
+		if wn, gn := byName(w), byName(g); wn != nil && gn != nil {
+			var out []string
+			for _, name := range sortedKeys(union(wn, gn)) {
+				wv, inWant := wn[name]
+				gv, inGot := gn[name]
+				p := fmt.Sprintf("%s[%s]", path, name)
+				switch {
+				case !inWant:
+					out = append(out, fmt.Sprintf("%s: only in the chart: %s", p, show(gv)))
+				case !inGot:
+					out = append(out, fmt.Sprintf("%s: only in kustomize: %s", p, show(wv)))
+				default:
+					out = append(out, differences(p, wv, gv)...)
+				}
+			}
+			return out
+		}
+		if len(w) == len(g) {
+			var out []string
+			for i := range w {
+				out = append(out, differences(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+			}
+			return out
+		}
+	default:
+		if reflect.DeepEqual(want, got) {
+			return nil
+		}
+	}
+	return []string{fmt.Sprintf("%s: kustomize %s, the chart %s", path, show(want), show(got))}
+}
+
+// byName indexes a list by its items' names, or returns nil unless every item is a map with a
+// name of its own.
+func byName(list []any) map[string]any {
+	out := map[string]any{}
+	for _, item := range list {
+		m, _ := item.(map[string]any)
+		name, ok := m["name"].(string)
+		if _, dup := out[name]; !ok || dup {
+			return nil
+		}
+		out[name] = m
+	}
+	return out
+}
+
+func union(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+func show(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
