@@ -58,6 +58,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd hack/tools/image && $(GO) vet ./...
 
 ## cluster-bins: build (first use) or find the local cluster's pinned binaries.
 cluster-bins:

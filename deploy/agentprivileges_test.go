@@ -44,6 +44,10 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 			assert.Empty(t, sc.Capabilities.Add)
 			require.NotNil(t, sc.RunAsUser)
 			assert.Equal(t, int64(0), *sc.RunAsUser, "logind lets root reboot without a prompt")
+			require.NotNil(t, sc.SeccompProfile)
+			assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
+			require.NotNil(t, sc.AppArmorProfile, "dbus-daemon enforcing AppArmor refuses the runtime's default profile")
+			assert.Equal(t, corev1.AppArmorProfileTypeUnconfined, sc.AppArmorProfile.Type)
 
 			env := envOf(ctr)
 			assert.Equal(t, agent.LogindReboot, env["EDGEDRAIN_REBOOT_COMMAND"])
@@ -60,6 +64,7 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 			for _, m := range ctr.VolumeMounts {
 				if hostPaths[m.Name] == "/run" && strings.HasPrefix(socket, m.MountPath+"/") {
 					onHostRun = true
+					assert.True(t, m.ReadOnly, "the host's /run is mounted read-only")
 					assert.Equal(t, "/run/dbus/system_bus_socket", "/run"+strings.TrimPrefix(socket, m.MountPath),
 						"the host's system bus socket")
 				}

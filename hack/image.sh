@@ -9,18 +9,20 @@
 #   IMAGE_PLATFORMS  comma-separated os/arch list         (default linux/amd64,linux/arm64)
 #   IMAGE_REPO       repository recorded for importers    (default ghcr.io/edgedrain/edgedrain)
 #   IMAGE_TAG        tag                                  (default: git describe, else dev)
+#   IMAGE_REVISION   source revision label                (default: git rev-parse HEAD)
 #   IMAGE_OUT        OCI layout directory                 (default bin/image)
 #   IMAGE_ARCHIVE    the layout as a tar (oci-archive)    (default bin/edgedrain-image.tar)
 #   SOURCE_DATE_EPOCH creation time, Unix seconds         (default: the commit's time)
-# Load it with: skopeo copy oci-archive:bin/edgedrain-image.tar docker://REGISTRY/edgedrain:TAG
-# or, on a k3s node: k3s ctr images import --all-platforms bin/edgedrain-image.tar
+# One commit, tag and Go release give one digest. Load it with
+#   skopeo copy --all oci-archive:bin/edgedrain-image.tar:TAG docker://REGISTRY/edgedrain:TAG
+# or, on each k3s node: k3s ctr images import --all-platforms bin/edgedrain-image.tar
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 platforms=${IMAGE_PLATFORMS:-linux/amd64,linux/arm64}
 repo=${IMAGE_REPO:-ghcr.io/edgedrain/edgedrain}
-revision=$(git rev-parse HEAD 2>/dev/null || true)
+revision=${IMAGE_REVISION:-$(git rev-parse HEAD 2>/dev/null || true)}
 tag=${IMAGE_TAG:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 created=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 out=${IMAGE_OUT:-$root/bin/image}
@@ -28,6 +30,10 @@ archive=${IMAGE_ARCHIVE:-$root/bin/edgedrain-image.tar}
 out=$(realpath -m "$out") archive=$(realpath -m "$archive") # the assembler runs in its own module
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# Settings from the environment that would change the binaries: the platform's baseline
+# (GOAMD64/GOARM64: v1 and v8.0, what any edge machine runs), flags and experiments.
+unset GOFLAGS GOAMD64 GOARM64 GOARM GOEXPERIMENT
 
 IFS=, read -ra list <<<"$platforms"
 for p in "${list[@]}"; do

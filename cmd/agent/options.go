@@ -34,7 +34,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(
 			"file whose presence asks for the %s (its first line is added to the context); empty: none", op))
 	}
-	fs.StringVar(&c.SystemBus, "system-bus", c.SystemBus, "address of the host's system D-Bus, where the logind: commands reach systemd-logind (default: DBUS_SYSTEM_BUS_ADDRESS, else "+agent.DefaultSystemBus+")")
+	fs.StringVar(&c.SystemBus, "system-bus", c.SystemBus, "address of the host's system D-Bus, where the logind: commands reach systemd-logind (the default is DBUS_SYSTEM_BUS_ADDRESS when set)")
 	fs.DurationVar(&c.SentinelInterval, "sentinel-interval", c.SentinelInterval, "how often the sentinel files are checked")
 	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory of the state file that keeps a deferred operation across agent restarts (a hostPath)")
@@ -59,7 +59,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 
 // commandHelp is the help text of op's --OP-command flag.
 func commandHelp(op agent.Operation) string {
-	const env = "It gets EDGEDRAIN_OPERATION, EDGEDRAIN_CONTEXT, EDGEDRAIN_REQUEST_ID, EDGEDRAIN_NODE and EDGEDRAIN_ATTEMPT"
+	const env = "A shell command gets EDGEDRAIN_OPERATION, EDGEDRAIN_CONTEXT, EDGEDRAIN_REQUEST_ID, EDGEDRAIN_NODE and EDGEDRAIN_ATTEMPT"
 	if op == agent.OpDecommission {
 		return "shell command (/bin/sh -c) that retires this node for good, e.g. \"systemctl stop kubelet && systemctl poweroff\"\n" +
 			"(stop the kubelet, or it registers the Node again); empty: decommission refused. It runs once the drain is\n" +
@@ -73,8 +73,8 @@ func commandHelp(op agent.Operation) string {
 	how := "shell command (/bin/sh -c)"
 	switch op {
 	case agent.OpReboot:
-		how = agent.LogindReboot + " (systemd-logind's Reboot over the system D-Bus: no shell, no privileges beyond root on\n" +
-			"the bus's socket) or a " + how
+		how = agent.LogindReboot + " (systemd-logind's Reboot over the system D-Bus, as root: no shell, no nsenter, no privileged\n" +
+			"container; a call that gets no answer counts as under way, so the node has --reboot-timeout to go down) or a " + how
 	case agent.OpShutdown:
 		how = agent.LogindPowerOff + " (systemd-logind's PowerOff over the system D-Bus) or a " + how
 	}
@@ -156,8 +156,8 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// shell runs the operations' shell commands; var so that a test can name one that is absent.
-var shell = "/bin/sh"
+// shell is agent.Shell; a var so that a test can name one that is absent.
+var shell = agent.Shell
 
 // needShell refuses shell commands where there is no shell, e.g. in edgedrain's own image,
 // which has none: there the logind commands are the way.

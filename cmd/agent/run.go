@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -44,12 +45,16 @@ func run(ctx context.Context, o *options) error {
 // configured but logind cannot be reached; the agent still starts (the bus may come later, and
 // the command is retried until it works).
 func warnWithoutLogind(cfg agent.Config, log logrus.FieldLogger) {
-	for op, command := range cfg.Commands {
-		if !agent.IsLogindCommand(command) {
-			continue
+	var ops []string
+	for _, op := range agent.Operations {
+		if agent.IsLogindCommand(cfg.Commands[op]) {
+			ops = append(ops, string(op))
 		}
-		if err := agent.LogindAvailable(cfg.SystemBus, 5*time.Second); err != nil {
-			log.WithError(err).WithField("operation", op).Warnf("the %s command %s will fail until logind answers", op, command)
-		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	if err := agent.LogindAvailable(cfg.SystemBus, 5*time.Second); err != nil {
+		log.WithError(err).Warnf("the %s through logind will fail until logind answers", strings.Join(ops, " and "))
 	}
 }

@@ -31,9 +31,18 @@ const dbusConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Co
 </busconfig>
 `
 
-// StartDBus starts a dbus-daemon for the test and returns its address; it stops with the test.
-// The test fails, rather than skips, without dbus-daemon (.ci/run installs it).
-func StartDBus(t testing.TB) string {
+// DBus is a dbus-daemon started by a test.
+type DBus struct {
+	Address string // its unix:path= address
+	cmd     *exec.Cmd
+}
+
+// Kill stops the daemon at once (SIGKILL), as a host going down does: every connection closes.
+func (d *DBus) Kill() { _ = d.cmd.Process.Kill() }
+
+// StartDBus starts a dbus-daemon for the test; it stops with the test. The test fails, rather
+// than skips, without dbus-daemon (.ci/run installs it).
+func StartDBus(t testing.TB) *DBus {
 	t.Helper()
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
@@ -69,17 +78,18 @@ func StartDBus(t testing.TB) string {
 		if a == "" {
 			t.Fatalf("dbus-daemon printed no address: %s", stderr.String())
 		}
-		return a
+		return &DBus{Address: a, cmd: cmd}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("dbus-daemon did not start: %s", stderr.String())
 	}
-	return ""
+	return nil
 }
 
 // LogindCall is one call the stand-in logind received.
 type LogindCall struct {
 	Method      string // Reboot or PowerOff
 	Interactive bool
+	Refused     bool // answered with the error Fail set
 	At          time.Time
 }
 
@@ -132,9 +142,9 @@ func (l *Logind) Fail(name, message string) {
 
 func (l *Logind) record(method string, interactive bool) *dbus.Error {
 	l.mu.Lock()
-	c := LogindCall{Method: method, Interactive: interactive, At: time.Now()}
-	l.calls = append(l.calls, c)
 	fail, onCall := l.fail, l.onCall
+	c := LogindCall{Method: method, Interactive: interactive, Refused: fail != nil, At: time.Now()}
+	l.calls = append(l.calls, c)
 	l.mu.Unlock()
 	if fail != nil {
 		return fail

@@ -88,7 +88,7 @@ func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
 	entry.WithField("command", command).Infof("running the %s command", act.Operation)
 	go func() {
 		started := time.Now()
-		out, err := a.runOperation(command, act)
+		out, err := a.runOperation(command, act, entry)
 		if err == nil {
 			e := entry.WithField("took", time.Since(started).Round(time.Millisecond).String())
 			if out != "" {

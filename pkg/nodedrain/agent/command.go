@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // Environment variables the operation commands get, besides the agent's own environment
@@ -26,6 +29,10 @@ const (
 	// EnvAttempt numbers the runs of the command for this operation from 1.
 	EnvAttempt = "EDGEDRAIN_ATTEMPT"
 )
+
+// Shell runs the operations' shell commands (edgedrain's own image has none: there the logind
+// commands are the way).
+const Shell = "/bin/sh"
 
 // maxOutput bounds how much of a command's output is kept for the log.
 const maxOutput = 4 << 10
@@ -46,14 +53,15 @@ func commandEnv(node string, a RunCommand) []string {
 		EnvAttempt+"="+strconv.Itoa(a.Attempt))
 }
 
-// logindTimeout bounds a call to logind, which answers as soon as systemd has queued the job:
-// one that has not answered in this long is counted as failed and retried.
+// logindTimeout bounds a call to logind, which answers as soon as systemd has queued the job.
 const logindTimeout = time.Minute
 
 // runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff),
 // bounded by the command timeout and at most logindTimeout, or a shell command, bounded by the
-// command timeout.
-func (a *Agent) runOperation(command string, act RunCommand) (output string, err error) {
+// command timeout. A logind call for an operation that takes the node down and that got no
+// answer counts as done: the node then has the reboot timeout to go down. It runs off the
+// agent's loop: it logs to entry, made on the loop, and reads only a.cfg.
+func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry) (output string, err error) {
 	if !IsLogindCommand(command) {
 		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
 	}
@@ -63,7 +71,15 @@ func (a *Agent) runOperation(command string, act RunCommand) (output string, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return "", runLogind(ctx, a.cfg.SystemBus, command)
+	err = runLogind(ctx, a.cfg.SystemBus, command)
+	if errors.Is(err, errNoAnswer) && act.Operation.goesDown(a.cfg.Policy) {
+		// Calling again could take the node down twice; waiting for it to go down is the
+		// safe answer, and if it stays up past the reboot timeout the call is made again.
+		entry.WithError(err).Warnf("no answer from logind: waiting for the node to go down, as after a reboot command returns; if it is still up after %s the %s is asked for again",
+			a.cfg.Policy.RebootTimeout, act.Operation)
+		return err.Error() + "; treated as under way", nil
+	}
+	return "", err
 }
 
 // runCommand runs command with `sh -c` for the operation a and waits for it, at most timeout
@@ -77,7 +93,7 @@ func runCommand(command, node string, a RunCommand, timeout time.Duration) (outp
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
+	cmd := exec.CommandContext(ctx, Shell, "-c", command)
 	cmd.Env = commandEnv(node, a)
 	cmd.Dir = "/"
 	var out tailBuffer

@@ -63,6 +63,9 @@ func runLogind(ctx context.Context, address, command string) error {
 	}
 	conn, err := dbus.Connect(address, dbus.WithContext(ctx))
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: the system D-Bus at %s did not let the agent in: %w", command, address, ctx.Err())
+		}
 		return fmt.Errorf("%s: cannot reach the system D-Bus at %s (mount the host's /run/dbus and run the agent as root): %w", command, address, err)
 	}
 	defer conn.Close()
@@ -71,17 +74,31 @@ func runLogind(ctx context.Context, address, command string) error {
 		return nil
 	}
 	var derr dbus.Error
+	isReply := errors.As(call.Err, &derr)
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("%s: logind did not answer: %w", command, ctx.Err())
-	case errors.As(call.Err, &derr) && derr.Name == "org.freedesktop.DBus.Error.ServiceUnknown":
+		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, ctx.Err())
+	case !isReply || noAnswer[derr.Name]:
+		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, call.Err)
+	case derr.Name == "org.freedesktop.DBus.Error.ServiceUnknown":
 		return fmt.Errorf("%s: systemd-logind is not on the system bus at %s (is the host running systemd?): %w", command, address, call.Err)
-	case errors.As(call.Err, &derr) && (derr.Name == "org.freedesktop.DBus.Error.AccessDenied" ||
-		derr.Name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"):
-		return fmt.Errorf("%s: logind refused (the agent must run as root, uid 0, on the host's bus): %w", command, call.Err)
+	case derr.Name == "org.freedesktop.DBus.Error.AccessDenied" || derr.Name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired":
+		return fmt.Errorf("%s: refused (the agent must run as root, uid 0, on the host's bus, and no AppArmor or SELinux policy may stop it): %w", command, call.Err)
 	default:
 		return fmt.Errorf("%s: logind: %w", command, call.Err)
 	}
+}
+
+// errNoAnswer marks a call that went out but got no answer: the time ran out or the connection
+// closed. logind may well have queued the job: the bus goes away as the host shuts down.
+var errNoAnswer = errors.New("sent to logind, but no answer")
+
+// noAnswer holds the bus's own errors for a call that got no reply.
+var noAnswer = map[string]bool{
+	"org.freedesktop.DBus.Error.NoReply":      true,
+	"org.freedesktop.DBus.Error.Timeout":      true,
+	"org.freedesktop.DBus.Error.TimedOut":     true,
+	"org.freedesktop.DBus.Error.Disconnected": true,
 }
 
 // LogindAvailable checks, within timeout, that logind owns its name on the bus at address; the

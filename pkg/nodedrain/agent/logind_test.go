@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,7 +16,7 @@ import (
 // The logind commands call login1.Manager on a real dbus-daemon, where a stand-in owns logind's
 // name: Reboot and PowerOff, never interactive.
 func TestLogindCommandsCallLogind(t *testing.T) {
-	addr := testenv.StartDBus(t)
+	addr := testenv.StartDBus(t).Address
 	logind := testenv.StartLogind(t, addr, nil)
 	ctx := context.Background()
 
@@ -41,33 +42,41 @@ func TestLogindFailuresSayWhy(t *testing.T) {
 		assert.ErrorContains(t, LogindAvailable(addr, time.Second), "cannot reach the system D-Bus")
 	})
 	t.Run("no logind on the bus", func(t *testing.T) {
-		addr := testenv.StartDBus(t)
+		addr := testenv.StartDBus(t).Address
 		err := runLogind(ctx, addr, LogindReboot)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "systemd-logind is not on the system bus")
 		assert.ErrorContains(t, LogindAvailable(addr, 5*time.Second), "is not on the system D-Bus")
 	})
 	t.Run("refused", func(t *testing.T) {
-		addr := testenv.StartDBus(t)
+		addr := testenv.StartDBus(t).Address
 		logind := testenv.StartLogind(t, addr, nil)
 		logind.Fail("org.freedesktop.DBus.Error.AccessDenied", "Permission denied")
 		err := runLogind(ctx, addr, LogindPowerOff)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "logind refused (the agent must run as root")
+		assert.Contains(t, err.Error(), "refused (the agent must run as root")
 		assert.Contains(t, err.Error(), "Permission denied")
 		logind.Fail("org.freedesktop.login1.OperationInProgress", "busy")
 		assert.ErrorContains(t, runLogind(ctx, addr, LogindReboot), "logind:reboot: logind: busy")
 	})
 	t.Run("no answer within the timeout", func(t *testing.T) {
-		addr := testenv.StartDBus(t)
+		addr := testenv.StartDBus(t).Address
 		block := make(chan struct{})
 		t.Cleanup(func() { close(block) })
 		testenv.StartLogind(t, addr, func(testenv.LogindCall) { <-block })
 		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		err := runLogind(tctx, addr, LogindReboot)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "logind did not answer")
+		require.ErrorIs(t, err, errNoAnswer)
+		assert.Contains(t, err.Error(), "sent to logind, but no answer")
+	})
+	t.Run("the bus goes away before the answer", func(t *testing.T) {
+		bus := testenv.StartDBus(t)
+		block := make(chan struct{})
+		t.Cleanup(func() { close(block) })
+		testenv.StartLogind(t, bus.Address, func(testenv.LogindCall) { bus.Kill(); <-block })
+		err := runLogind(ctx, bus.Address, LogindPowerOff)
+		require.ErrorIs(t, err, errNoAnswer)
 	})
 	t.Run("unknown logind command", func(t *testing.T) {
 		assert.ErrorContains(t, runLogind(ctx, "unix:path=/nonexistent", "logind:suspend"), "the logind commands are logind:reboot and logind:poweroff")
@@ -86,4 +95,34 @@ func TestLogindCommandsAreValidated(t *testing.T) {
 	cfg.Commands[OpShutdown] = LogindPowerOff
 	cfg.SystemBus = ""
 	assert.ErrorContains(t, cfg.ValidateSettings(), "the system bus address is empty")
+}
+
+// A reboot or shutdown whose logind call got no answer counts as under way (the node then has
+// the reboot timeout to go down, then it is asked again): calling again at once could take the
+// node down twice. An operation that does not take the node down keeps the error and is retried.
+func TestLogindNoAnswerCountsAsUnderWay(t *testing.T) {
+	addr := testenv.StartDBus(t).Address
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	logind := testenv.StartLogind(t, addr, func(testenv.LogindCall) { <-block })
+	cfg := DefaultConfig()
+	cfg.SystemBus, cfg.CommandTimeout = addr, 300*time.Millisecond
+	cfg.Commands[OpUpdate] = LogindReboot
+	a := &Agent{cfg: cfg}
+	entry := logrus.NewEntry(logrus.New())
+
+	out, err := a.runOperation(LogindReboot, RunCommand{Operation: OpReboot, RequestID: "r1", Attempt: 1}, entry)
+	require.NoError(t, err)
+	assert.Contains(t, out, "sent to logind, but no answer")
+	assert.Contains(t, out, "treated as under way")
+	out, err = a.runOperation(LogindPowerOff, RunCommand{Operation: OpShutdown, RequestID: "r2", Attempt: 1}, entry)
+	require.NoError(t, err, out)
+
+	_, err = a.runOperation(LogindReboot, RunCommand{Operation: OpUpdate, RequestID: "r3", Attempt: 1}, entry)
+	require.ErrorIs(t, err, errNoAnswer, "an update that does not reboot is not waited on")
+	assert.Len(t, logind.Calls(), 3)
+
+	logind.Fail("org.freedesktop.DBus.Error.AccessDenied", "Permission denied")
+	_, err = a.runOperation(LogindReboot, RunCommand{Operation: OpReboot, RequestID: "r4", Attempt: 1}, entry)
+	assert.ErrorContains(t, err, "refused", "a refusal is an answer: it fails and is retried")
 }
