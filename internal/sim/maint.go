@@ -226,11 +226,13 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		switch {
 		case s.hist.on("ready/"+st.Node, at, freshness):
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
-		case declared && !s.hist.on("declared", at, 0) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
-			// As of the decision (a release that could not be published goes out later, seed
-			// 931624: the declaration had ended by then); one decided now may follow a status
-			// published in this same event that made the declaration (seed 931687), which the
-			// history records only after the event.
+		case declared && !s.hist.any("declared", s.downSince(st.Node, at), at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
+			// Gone down under the declaration: declared at some moment between the node's going
+			// down and the decision, which may come later (a release that could not be published
+			// goes out later, seed 931624; a coordinator frozen meanwhile decides when it wakes,
+			// seed 993922: the declaration had ended by then, the node had gone down under it).
+			// One decided now may follow a status published in this same event that made the
+			// declaration (seed 931687), which the history records only after the event.
 			s.violate("R2", "%s released its admission slot as gone down under a whole-cluster shutdown none declared", st.Node)
 		case declared:
 			// Gone down under the declaration: released at once, and for good.
@@ -327,6 +329,25 @@ func (h history) set(key string, on bool, now time.Time) {
 	case !on && holding:
 		sp[len(sp)-1].to = now
 	}
+}
+
+// any reports whether the condition held at some moment in [from, to].
+func (h history) any(key string, from, to time.Time) bool {
+	for _, sp := range h[key] {
+		if !sp.from.After(to) && (sp.to.IsZero() || sp.to.After(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// downSince is when node's current time not Ready began (its machine went down, or its Node
+// went missing), or at if it is Ready.
+func (s *Sim) downSince(node string, at time.Time) time.Time {
+	if since, ok := s.notReadySince[node]; ok && since.Before(at) {
+		return since
+	}
+	return at
 }
 
 // on reports whether the condition held at t and had for at least tol before it.
