@@ -59,7 +59,7 @@ const logindTimeout = time.Minute
 // runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff),
 // bounded by the command timeout and at most logindTimeout, or a shell command, bounded by the
 // command timeout. A logind call for an operation that takes the node down and that got no
-// answer counts as done: the node then has the reboot timeout to go down. It runs off the
+// answer, or that logind answers with a shutdown already in progress, counts as done: the node then has the reboot timeout to go down. It runs off the
 // agent's loop: it logs to entry, made on the loop, and reads only a.cfg.
 func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry) (output string, err error) {
 	if !IsLogindCommand(command) {
@@ -72,11 +72,12 @@ func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err = runLogind(ctx, a.cfg.SystemBus, command)
-	if errors.Is(err, errNoAnswer) && act.Operation.goesDown(a.cfg.Policy) {
+	if (errors.Is(err, errNoAnswer) || errors.Is(err, errInProgress)) && act.Operation.goesDown(a.cfg.Policy) {
 		// Calling again could take the node down twice; waiting for it to go down is the
-		// safe answer, and if it stays up past the reboot timeout the call is made again.
-		entry.WithError(err).Warnf("no answer from logind: waiting for the node to go down, as after a reboot command returns; if it is still up after %s the %s is asked for again",
-			a.cfg.Policy.RebootTimeout, act.Operation)
+		// safe answer, and if it stays up past the reboot timeout the drain is confirmed
+		// again and the call made again.
+		entry.WithError(err).Warnf("treating the %s as under way: waiting for the node to go down, as after a command returns; if it is still up after %s the %s is asked for again",
+			act.Operation, a.cfg.Policy.RebootTimeout, act.Operation)
 		return err.Error() + "; treated as under way", nil
 	}
 	return "", err

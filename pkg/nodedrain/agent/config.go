@@ -138,6 +138,11 @@ func (c Config) ValidateSettings() error {
 				errs = append(errs, fmt.Errorf("%s %w", op, err))
 			} else if c.SystemBus == "" {
 				errs = append(errs, fmt.Errorf("%s command %s: the system bus address is empty", op, command))
+			} else if op.Valid() && !op.goesDown(c.Policy) {
+				// The agent would count the operation over when logind answers and withdraw
+				// its request: the node uncordoned while it goes down.
+				errs = append(errs, fmt.Errorf("%s command %s takes the node down, but %s is over when its command returns (%s)",
+					op, command, op.withArticle(), logindMisfit(op)))
 			}
 		}
 	}
@@ -180,4 +185,12 @@ func joinConfig(errs ...error) error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// logindMisfit says what to use instead of a logind command for op.
+func logindMisfit(op Operation) string {
+	if op == OpUpdate {
+		return "--update-reboots says an update reboots the node"
+	}
+	return "a decommission needs a shell command that stops the kubelet first"
 }

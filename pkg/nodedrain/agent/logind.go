@@ -80,6 +80,8 @@ func runLogind(ctx context.Context, address, command string) error {
 		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, ctx.Err())
 	case !isReply || noAnswer[derr.Name]:
 		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, call.Err)
+	case derr.Name == "org.freedesktop.login1.OperationInProgress":
+		return fmt.Errorf("%s: %w: %w", command, errInProgress, call.Err)
 	case derr.Name == "org.freedesktop.DBus.Error.ServiceUnknown":
 		return fmt.Errorf("%s: systemd-logind is not on the system bus at %s (is the host running systemd?): %w", command, address, call.Err)
 	case derr.Name == "org.freedesktop.DBus.Error.AccessDenied" || derr.Name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired":
@@ -89,17 +91,18 @@ func runLogind(ctx context.Context, address, command string) error {
 	}
 }
 
-// errNoAnswer marks a call that went out but got no answer: the time ran out or the connection
-// closed. logind may well have queued the job: the bus goes away as the host shuts down.
-var errNoAnswer = errors.New("sent to logind, but no answer")
+// errNoAnswer marks a call that got no answer: the time ran out or the connection closed
+// (before or after the call went out). logind may well have queued the job: the bus goes away
+// as the host shuts down.
+var errNoAnswer = errors.New("no answer from logind (the call may have gone out)")
 
-// noAnswer holds the bus's own errors for a call that got no reply.
-var noAnswer = map[string]bool{
-	"org.freedesktop.DBus.Error.NoReply":      true,
-	"org.freedesktop.DBus.Error.Timeout":      true,
-	"org.freedesktop.DBus.Error.TimedOut":     true,
-	"org.freedesktop.DBus.Error.Disconnected": true,
-}
+// errInProgress is logind's answer that a shutdown or reboot is already under way (a slow one
+// of ours, or someone else's): the node is going down.
+var errInProgress = errors.New("logind says a shutdown is already under way")
+
+// noAnswer holds the bus's own errors for a call that got no reply: dbus-daemon's reply timeout,
+// or logind leaving the bus before it answered.
+var noAnswer = map[string]bool{"org.freedesktop.DBus.Error.NoReply": true}
 
 // LogindAvailable checks, within timeout, that logind owns its name on the bus at address; the
 // agent warns at start when it does not, instead of learning it at the first reboot.

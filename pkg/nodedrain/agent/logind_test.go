@@ -56,7 +56,7 @@ func TestLogindFailuresSayWhy(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "refused (the agent must run as root")
 		assert.Contains(t, err.Error(), "Permission denied")
-		logind.Fail("org.freedesktop.login1.OperationInProgress", "busy")
+		logind.Fail("org.freedesktop.DBus.Error.Failed", "busy")
 		assert.ErrorContains(t, runLogind(ctx, addr, LogindReboot), "logind:reboot: logind: busy")
 	})
 	t.Run("no answer within the timeout", func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestLogindFailuresSayWhy(t *testing.T) {
 		defer cancel()
 		err := runLogind(tctx, addr, LogindReboot)
 		require.ErrorIs(t, err, errNoAnswer)
-		assert.Contains(t, err.Error(), "sent to logind, but no answer")
+		assert.Contains(t, err.Error(), "no answer from logind")
 	})
 	t.Run("the bus goes away before the answer", func(t *testing.T) {
 		bus := testenv.StartDBus(t)
@@ -95,6 +95,16 @@ func TestLogindCommandsAreValidated(t *testing.T) {
 	cfg.Commands[OpShutdown] = LogindPowerOff
 	cfg.SystemBus = ""
 	assert.ErrorContains(t, cfg.ValidateSettings(), "the system bus address is empty")
+	cfg.SystemBus = DefaultSystemBus
+
+	// An update or decommission is over when its command returns: with a logind command the
+	// request would be withdrawn, and the node uncordoned, while it goes down.
+	cfg.Commands[OpUpdate] = LogindReboot
+	assert.ErrorContains(t, cfg.ValidateSettings(), "update command logind:reboot takes the node down, but an update is over when its command returns (--update-reboots")
+	cfg.Policy.UpdateReboots = true
+	require.NoError(t, cfg.ValidateSettings(), "an update that reboots may reboot through logind")
+	cfg.Commands[OpDecommission] = LogindPowerOff
+	assert.ErrorContains(t, cfg.ValidateSettings(), "a decommission needs a shell command that stops the kubelet first")
 }
 
 // A reboot or shutdown whose logind call got no answer counts as under way (the node then has
@@ -113,7 +123,7 @@ func TestLogindNoAnswerCountsAsUnderWay(t *testing.T) {
 
 	out, err := a.runOperation(LogindReboot, RunCommand{Operation: OpReboot, RequestID: "r1", Attempt: 1}, entry)
 	require.NoError(t, err)
-	assert.Contains(t, out, "sent to logind, but no answer")
+	assert.Contains(t, out, "no answer from logind")
 	assert.Contains(t, out, "treated as under way")
 	out, err = a.runOperation(LogindPowerOff, RunCommand{Operation: OpShutdown, RequestID: "r2", Attempt: 1}, entry)
 	require.NoError(t, err, out)
@@ -125,4 +135,13 @@ func TestLogindNoAnswerCountsAsUnderWay(t *testing.T) {
 	logind.Fail("org.freedesktop.DBus.Error.AccessDenied", "Permission denied")
 	_, err = a.runOperation(LogindReboot, RunCommand{Operation: OpReboot, RequestID: "r4", Attempt: 1}, entry)
 	assert.ErrorContains(t, err, "refused", "a refusal is an answer: it fails and is retried")
+
+	// A shutdown already under way (a slow one of ours whose reboot timeout ran out, or
+	// someone else's): the node is going down; calling again would only be refused again.
+	logind.Fail("org.freedesktop.login1.OperationInProgress", "There's already a shutdown or sleep operation in progress")
+	out, err = a.runOperation(LogindReboot, RunCommand{Operation: OpReboot, RequestID: "r5", Attempt: 2}, entry)
+	require.NoError(t, err)
+	assert.Contains(t, out, "a shutdown is already under way")
+	_, err = a.runOperation(LogindReboot, RunCommand{Operation: OpUpdate, RequestID: "r6", Attempt: 1}, entry)
+	assert.ErrorIs(t, err, errInProgress)
 }
