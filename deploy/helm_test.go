@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +18,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 )
@@ -62,7 +66,7 @@ func chartCases() []chartCase {
 		{name: "operator-access", set: []string{"operatorAccess.enabled=true"}, kust: kustomizeWith("base", "operator-access")},
 		{name: "decommission", set: []string{"decommission.enabled=true"}, kust: kustomizeWith("base", "decommission")},
 		{name: "rebootMethod=command", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=ghcr.io/edgedrain/edgedrain"},
-			kust: kustomizeWith("base", "nsenter-reboot")},
+			kust: kustomizeDebianAgent},
 		{name: "rebootMethod=command+image", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
 			more: checkCommandMethod},
 		{name: "settings", set: []string{
@@ -71,17 +75,19 @@ func chartCases() []chartCase {
 			"image.pullPolicy=Always",
 			"nats.embedded.storage.storageClassName=local-path",
 			"coordinator.metricsPort=9190",
-			"coordinator.extraArgs={--max-concurrent-drains=2}",
-			"coordinator.extraEnv[0].name=EDGEDRAIN_LOG_LEVEL", "coordinator.extraEnv[0].value=debug",
+			"coordinator.extraArgs={--max-concurrent-drains=2,--log-level=debug}",
+			"coordinator.extraEnv[0].name=GOMEMLIMIT", "coordinator.extraEnv[0].value=200MiB",
 			"coordinator.nodeSelector.node-role\\.kubernetes\\.io/control-plane=",
-			"agent.sentinels.update=/host/run/update-ready",
-			"agent.extraEnv[0].name=EDGEDRAIN_COMMAND_TIMEOUT", "agent.extraEnv[0].value=30m",
+			"agent.sentinels.update=/host/run/update-ready", "agent.commands.update=logind:reboot",
+			"agent.extraArgs={--update-reboots,--command-timeout=30m}",
+			"agent.extraEnv[0].name=GOMEMLIMIT", "agent.extraEnv[0].value=48MiB",
 			"agent.nodeSelector.edgedrain\\.io/agent=enabled",
 			"agent.priorityClassName=",
 			"agent.metricsPort=9191",
 			"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
 		}, more: checkSettings},
 		{name: "no-networkpolicy", set: []string{"networkPolicy.enabled=false"}},
+		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
 	}
 }
 
@@ -176,7 +182,9 @@ func TestHelmTemplatePassesServerSideDryRun(t *testing.T) {
 	for _, tc := range chartCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			rendered := helmTemplate(t, tc.set...)
-			out := string(kubectl(t, c, rendered, "apply", "--dry-run=server", "-f", "-"))
+			// As Helm 4 applies: server-side, which also refuses what client-side apply lets
+			// through, such as an environment variable given twice.
+			out := string(kubectl(t, c, rendered, "apply", "--server-side", "--field-manager=helm", "--dry-run=server", "-f", "-"))
 			text := string(rendered)
 			enabled := func(s string) bool { return slices.Contains(tc.set, s) }
 			assert.Contains(t, out, "deployment.apps/edgedrain-coordinator")
@@ -201,6 +209,8 @@ func TestHelmTemplatePassesServerSideDryRun(t *testing.T) {
 			assert.Equal(t, external, strings.Contains(text, "EDGEDRAIN_AUTH_CALLOUT_ISSUER_SEED_FILE"))
 			assert.Equal(t, !external, strings.Contains(out, "persistentvolumeclaim/edgedrain-nats"))
 			assert.Equal(t, !external, strings.Contains(out, "service/edgedrain-nats "))
+			assert.Equal(t, !external && !enabled("nats.embedded.storage.keepOnUninstall=false"),
+				strings.Contains(text, "helm.sh/resource-policy: keep"), "helm uninstall keeps the bus's store unless told otherwise")
 			if tc.more != nil {
 				tc.more(t, rendered, documents(t, rendered))
 			}
@@ -216,7 +226,7 @@ func checkCommandMethod(t *testing.T, rendered []byte, _ []map[string]any) {
 	pod := ds.Spec.Template.Spec
 	assert.True(t, pod.HostPID)
 	ctr := pod.Containers[0]
-	assert.Equal(t, shellImage+":v0.1.0", ctr.Image, "the appVersion tag on the shell image")
+	assert.Equal(t, shellImage+":v0.1.0-debian", ctr.Image, "the appVersion's -debian tag on the shell image")
 	var coord appsv1.Deployment
 	decodeKind(t, rendered, "Deployment", "edgedrain-coordinator", &coord)
 	assert.Equal(t, "ghcr.io/edgedrain/edgedrain:v0.1.0", coord.Spec.Template.Spec.Containers[0].Image,
@@ -254,9 +264,9 @@ func checkSettings(t *testing.T, rendered []byte, docs []map[string]any) {
 	require.NotNil(t, pvc.Spec.StorageClassName)
 	assert.Equal(t, "local-path", *pvc.Spec.StorageClassName)
 
-	assert.Equal(t, []string{"--max-concurrent-drains=2"}, cc.Args)
+	assert.Equal(t, []string{"--max-concurrent-drains=2", "--log-level=debug"}, cc.Args)
 	cenv := envOf(cc)
-	assert.Equal(t, "debug", cenv["EDGEDRAIN_LOG_LEVEL"])
+	assert.Equal(t, "200MiB", cenv["GOMEMLIMIT"])
 	assert.Equal(t, ":9190", cenv["EDGEDRAIN_LISTEN"], "the coordinator listens on the port it declares")
 	assert.Equal(t, map[string]string{"node-role.kubernetes.io/control-plane": ""}, coord.Spec.Template.Spec.NodeSelector)
 	assert.Equal(t, int32(9190), containerPort(t, cc, "metrics"))
@@ -265,8 +275,10 @@ func checkSettings(t *testing.T, rendered []byte, docs []map[string]any) {
 	aenv := envOf(ac)
 	assert.Equal(t, "/host/run/update-ready", aenv["EDGEDRAIN_UPDATE_SENTINEL"])
 	assert.Equal(t, "/host/run/reboot-required", aenv["EDGEDRAIN_REBOOT_SENTINEL"], "the default sentinel stays")
-	assert.NotContains(t, aenv, "EDGEDRAIN_UPDATE_COMMAND", "no update command unless given")
-	assert.Equal(t, "30m", aenv["EDGEDRAIN_COMMAND_TIMEOUT"])
+	assert.Equal(t, "logind:reboot", aenv["EDGEDRAIN_UPDATE_COMMAND"])
+	assert.NotContains(t, aenv, "EDGEDRAIN_DECOMMISSION_COMMAND", "no decommission command unless given")
+	assert.Equal(t, []string{"--update-reboots", "--command-timeout=30m"}, ac.Args)
+	assert.Equal(t, "48MiB", aenv["GOMEMLIMIT"])
 	assert.Equal(t, ":9191", aenv["EDGEDRAIN_LISTEN"])
 	assert.Equal(t, int32(9191), containerPort(t, ac, "metrics"))
 	assert.Equal(t, map[string]string{"edgedrain.io/agent": "enabled"}, agent.Spec.Template.Spec.NodeSelector)
@@ -339,35 +351,73 @@ func TestHelmReleaseNamespace(t *testing.T) {
 	assert.Equal(t, "nats://edgedrain-nats."+other+".svc:4222", envOf(ds.Spec.Template.Spec.Containers[0])["EDGEDRAIN_NATS_URL"])
 }
 
-// The chart renders the same objects as kustomize: for the defaults the base (whose Namespace
-// Helm leaves to --create-namespace), for external NATS the overlay, for each feature and for
-// rebootMethod=command the base (or overlay) with its component. Helm's own labels aside, every
-// object must be equal; lists of named items (env, volumes, ports, ...) are matched by name.
-func TestHelmChartMatchesKustomize(t *testing.T) {
+// An upgrade from external NATS to the embedded bus and back, as Helm 4 applies it (server-side,
+// one field manager), changes the coordinator's strategy between RollingUpdate and Recreate. A
+// rollingUpdate left to the API server's defaults belongs to no manager and would stay beside
+// Recreate, which the API server refuses: the chart gives it, and so owns and removes it.
+func TestHelmUpgradeBetweenExternalAndEmbeddedNATS(t *testing.T) {
 	c := testenv.RequireCluster(t, cluster)
-	for _, tc := range chartCases() {
-		if tc.kust == nil {
-			continue
-		}
-		t.Run(tc.name, func(t *testing.T) {
-			want := objectsByKey(t, tc.kust(t, c))
-			delete(want, "Namespace/"+namespace)
-			got := objectsByKey(t, helmTemplate(t, tc.set...))
-			assert.Equal(t, sortedKeys(want), sortedKeys(got), "the chart and kustomize render different objects")
-			for _, key := range sortedKeys(want) {
-				if g, ok := got[key]; ok {
-					if diffs := differences("", want[key], g); len(diffs) > 0 {
-						t.Errorf("%s differs between kustomize and the chart:\n%s", key, strings.Join(diffs, "\n"))
-					}
-				}
+	const ns = "edgedrain-upgrade"
+	_, err := c.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.AppsV1().Deployments(ns).Delete(context.Background(), "edgedrain-coordinator", metav1.DeleteOptions{})
+	})
+	apply := func(dryRun bool, set ...string) {
+		args := append([]string{"template", releaseName, "charts/edgedrain", "--namespace", ns}, setFlags(set)...)
+		out, stderr, err := runHelm(t, args...)
+		require.NoError(t, err, "helm %v: %s", args, stderr)
+		var deploy []byte
+		for _, doc := range documents(t, []byte(out)) {
+			if doc["kind"] == "Deployment" {
+				deploy, err = json.Marshal(doc)
+				require.NoError(t, err)
 			}
-		})
+		}
+		kubectl(t, c, deploy, "apply", "--server-side", "--field-manager=helm", "--dry-run="+map[bool]string{true: "server", false: "none"}[dryRun], "-f", "-")
+	}
+	apply(false, externalNATS...)
+	apply(false) // to the embedded bus
+	apply(true, externalNATS...)
+}
+
+// NOTES.txt names the images rendered and logind only when the agents reboot through it, and
+// says whether helm uninstall keeps the bus's store.
+func TestHelmNotes(t *testing.T) {
+	helmBinary(t)
+	for _, tc := range []struct {
+		set       []string
+		want, not []string
+	}{
+		{nil, []string{"the agents ghcr.io/edgedrain/edgedrain:v0.1.0.", "through systemd-logind", "helm uninstall keeps the PVC"}, nil},
+		{[]string{"agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
+			[]string{"the agents " + shellImage + ":v0.1.0-debian.", "systemctl reboot\", privileged"}, []string{"logind"}},
+		{[]string{"agent.commands.reboot=/sbin/reboot", "agent.commandImage.repository=" + shellImage},
+			[]string{`reboot with the shell command "/sbin/reboot".`}, []string{"logind"}},
+		{[]string{"nats.embedded.storage.keepOnUninstall=false"}, []string{"helm uninstall deletes the PVC"}, []string{"keeps"}},
+	} {
+		args := append([]string{"install", releaseName, "charts/edgedrain", "--namespace", namespace, "--dry-run=client"}, setFlags(tc.set)...)
+		out, stderr, err := runHelm(t, args...)
+		require.NoError(t, err, "helm %v: %s", args, stderr)
+		_, notes, ok := strings.Cut(out, "\nNOTES:\n")
+		require.True(t, ok, "helm install printed no notes: %s", out)
+		for _, w := range tc.want {
+			assert.Contains(t, notes, w, "%v", tc.set)
+		}
+		for _, n := range tc.not {
+			assert.NotContains(t, notes, n, "%v", tc.set)
+		}
 	}
 }
 
 // Wrong values fail helm template with a message that names the value: a missing external NATS
 // URL (the templates' required), values of the wrong type or outside their set
-// (values.schema.json), a shell command without an image that has a shell.
+// (values.schema.json), a shell command without an image that has a shell, and what the agent
+// would refuse at start or server-side apply at install: a sentinel without its command, logind
+// commands where the agent does not wait for the node to go down, extraEnv names the chart sets.
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	helmBinary(t)
 	for _, tc := range []struct {
@@ -391,6 +441,31 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 			"needs an image with /bin/sh (and nsenter for rebootMethod=command)"},
 		{"shell update command without a shell image", []string{"agent.commands.update=/usr/local/bin/update"},
 			"set agent.commandImage.repository"},
+		{"command image that is the chart's image", []string{"agent.rebootMethod=command",
+			"agent.commandImage.repository=ghcr.io/edgedrain/edgedrain", "agent.commandImage.tag=v0.1.0"},
+			"agent.commandImage resolves to ghcr.io/edgedrain/edgedrain:v0.1.0, the chart's image, which has no /bin/sh"},
+		{"sentinel without its command", []string{"agent.sentinels.update=/host/run/update-ready"},
+			"agent.sentinels.update is set (/host/run/update-ready) but no update command is"},
+		{"logind update command without --update-reboots", []string{"agent.commands.update=logind:reboot",
+			"agent.extraArgs={--update-reboots=false}"}, "add --update-reboots to agent.extraArgs"},
+		{"logind decommission command", []string{"agent.commands.decommission=logind:poweroff", "agent.extraArgs={--update-reboots}"},
+			"the agent refuses logind commands for a decommission"},
+		{"unknown logind command", []string{"agent.commands.shutdown=logind:halt"}, "the logind commands are logind:reboot and logind:poweroff"},
+		{"agent extraEnv of the chart's EDGEDRAIN_ name", []string{"agent.extraEnv[0].name=EDGEDRAIN_LOG_FORMAT", "agent.extraEnv[0].value=text"},
+			"agent.extraEnv: EDGEDRAIN_LOG_FORMAT: EDGEDRAIN_ variables are the chart's"},
+		{"agent extraEnv of a flag's EDGEDRAIN_ name", []string{"agent.extraEnv[0].name=EDGEDRAIN_COMMAND_TIMEOUT", "agent.extraEnv[0].value=30m"},
+			"give the flag in agent.extraArgs instead (e.g. --command-timeout=30m"},
+		{"agent extraEnv of the bus address", []string{"agent.extraEnv[0].name=DBUS_SYSTEM_BUS_ADDRESS", "agent.extraEnv[0].value=x"},
+			"agent.extraEnv: DBUS_SYSTEM_BUS_ADDRESS is set by the chart itself"},
+		{"coordinator extraEnv of an EDGEDRAIN_ name", []string{"coordinator.extraEnv[0].name=EDGEDRAIN_LOG_LEVEL", "coordinator.extraEnv[0].value=debug"},
+			"give the flag in coordinator.extraArgs instead (e.g. --log-level=debug"},
+		{"coordinator extraEnv of the pod's name", []string{"coordinator.extraEnv[0].name=POD_NAME", "coordinator.extraEnv[0].value=x"},
+			"coordinator.extraEnv: POD_NAME is set by the chart itself"},
+		{"extraEnv name given twice", []string{"agent.extraEnv[0].name=TZ", "agent.extraEnv[0].value=UTC",
+			"agent.extraEnv[1].name=TZ", "agent.extraEnv[1].value=CET"}, "agent.extraEnv: TZ is given twice"},
+		{"misspelt resources", []string{"agent.resources.limit.memory=1Gi"},
+			"at '/agent/resources': additional properties 'limit' not allowed"},
+		{"storage size not a quantity", []string{"nats.embedded.storage.size=1GB"}, "at '/nats/embedded/storage/size'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"template", releaseName, "charts/edgedrain", "--namespace", namespace}, setFlags(tc.set)...)

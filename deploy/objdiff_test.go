@@ -4,17 +4,69 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
 )
 
 // Comparing rendered manifests object by object: the chart's against kustomize's.
 
+// The chart renders the same objects as kustomize: for the defaults the base (whose Namespace
+// Helm leaves to --create-namespace), for external NATS the overlay, for each feature and for
+// rebootMethod=command the base with nsenter-reboot and the agent on the -debian image. Helm's own
+// labels and annotations aside, every object must be equal; lists of named items (env, volumes,
+// ports, ...) are matched by name.
+func TestHelmChartMatchesKustomize(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	for _, tc := range chartCases() {
+		if tc.kust == nil {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			want := objectsByKey(t, tc.kust(t, c))
+			delete(want, "Namespace/"+namespace)
+			got := objectsByKey(t, helmTemplate(t, tc.set...))
+			assert.Equal(t, sortedKeys(want), sortedKeys(got), "the chart and kustomize render different objects")
+			for _, key := range sortedKeys(want) {
+				if g, ok := got[key]; ok {
+					if diffs := differences("", want[key], g); len(diffs) > 0 {
+						t.Errorf("%s differs between kustomize and the chart:\n%s", key, strings.Join(diffs, "\n"))
+					}
+				}
+			}
+		})
+	}
+}
+
+// kustomizeDebianAgent renders the base with nsenter-reboot and the agent on the -debian variant
+// of edgedrain's image (which has a shell), the chart's default tag of agent.commandImage.
+func kustomizeDebianAgent(t *testing.T, c *testenv.Cluster) []byte {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+	}
+	write("all.yaml", string(withComponent(t, c, "base", "nsenter-reboot")))
+	write("kustomization.yaml", `resources: [all.yaml]
+patches:
+- target: {kind: DaemonSet, name: edgedrain-agent}
+  patch: '[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "ghcr.io/edgedrain/edgedrain:v0.1.0-debian"}]'
+`)
+	return kubectl(t, c, nil, "kustomize", dir)
+}
+
 // helmLabels are the labels the chart adds to what kustomize renders.
 var helmLabels = []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart"}
+
+// helmAnnotations are the annotations, meaningful to Helm only, that the chart adds.
+var helmAnnotations = []string{"helm.sh/resource-policy"}
 
 // objectsByKey decodes rendered manifests into normalised objects keyed by kind/name.
 func objectsByKey(t *testing.T, rendered []byte) map[string]map[string]any {
@@ -27,6 +79,14 @@ func objectsByKey(t *testing.T, rendered []byte) map[string]map[string]any {
 			}
 			if len(labels) == 0 {
 				delete(nested(doc, "metadata"), "labels")
+			}
+		}
+		if annotations := nested(doc, "metadata", "annotations"); annotations != nil {
+			for _, a := range helmAnnotations {
+				delete(annotations, a)
+			}
+			if len(annotations) == 0 {
+				delete(nested(doc, "metadata"), "annotations")
 			}
 		}
 		key := objectKey(doc)

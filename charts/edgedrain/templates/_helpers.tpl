@@ -19,8 +19,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{/*
-An image reference from {repository, tag, digest}; the tag defaults to the chart's appVersion
-unless a digest alone is given. Call with (dict "image" .Values.image "root" $).
+An image reference from {repository, tag, digest}; the tag defaults to defaultTag (else the
+chart's appVersion) unless a digest alone is given. Call with (dict "image" .Values.image "root"
+$), with "defaultTag" as well for another default.
 */}}
 {{- define "edgedrain.imageRef" -}}
 {{- $img := .image -}}
@@ -29,7 +30,7 @@ unless a digest alone is given. Call with (dict "image" .Values.image "root" $).
 {{- else if $img.digest -}}
 {{- printf "%s:%s@%s" $img.repository $img.tag $img.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $img.repository (default .root.Chart.AppVersion $img.tag) -}}
+{{- printf "%s:%s" $img.repository (default (default .root.Chart.AppVersion (get . "defaultTag")) $img.tag) -}}
 {{- end -}}
 {{- end }}
 
@@ -74,7 +75,11 @@ else the chart's image.
 {{- if not .Values.agent.commandImage.repository -}}
 {{- fail "agent: a shell command (agent.rebootMethod=command, or a command in agent.commands not starting with logind:) needs an image with /bin/sh (and nsenter for rebootMethod=command), e.g. one built from the repository's Dockerfile: set agent.commandImage.repository" -}}
 {{- end -}}
-{{- include "edgedrain.imageRef" (dict "image" .Values.agent.commandImage "root" .) -}}
+{{- $ref := include "edgedrain.imageRef" (dict "image" .Values.agent.commandImage "root" . "defaultTag" (printf "%s-debian" .Chart.AppVersion)) -}}
+{{- if eq $ref (include "edgedrain.image" .) -}}
+{{- fail (printf "agent.commandImage resolves to %s, the chart's image, which has no /bin/sh: name an image with a shell (its tag defaults to %s-debian, the variant the repository's Dockerfile builds)" $ref .Chart.AppVersion) -}}
+{{- end -}}
+{{- $ref -}}
 {{- else -}}
 {{- include "edgedrain.image" . -}}
 {{- end -}}
@@ -100,4 +105,61 @@ else the chart's image.
 - name: EDGEDRAIN_LISTEN
   value: {{ printf ":%d" (int .port) | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+Checks of the agent's commands and sentinels, failing where the agent would refuse to start:
+a sentinel without a command for its operation; a logind command other than logind:reboot and
+logind:poweroff; a logind command for a decommission (which must stop the kubelet first); a
+logind command for an update without --update-reboots (the agent would count the update over
+when logind answers and uncordon a node going down).
+*/}}
+{{- define "edgedrain.checkAgentCommands" -}}
+{{- $commands := include "edgedrain.agentCommands" . | fromJson -}}
+{{- $args := .Values.agent.extraArgs | default list -}}
+{{- $updateReboots := false -}}
+{{- range $flag := list "--update-reboots" "--update-reboots=true" "-update-reboots" "-update-reboots=true" -}}
+{{- if has $flag $args }}{{ $updateReboots = true }}{{ end -}}
+{{- end -}}
+{{- range $op := list "reboot" "shutdown" "update" "decommission" -}}
+{{- $cmd := get $commands $op -}}
+{{- with get $.Values.agent.sentinels $op -}}
+{{- if not $cmd -}}
+{{- fail (printf "agent.sentinels.%s is set (%s) but no %s command is, and the agent would refuse to start: set agent.commands.%s too, or leave the sentinel empty" $op . $op $op) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasPrefix "logind:" $cmd -}}
+{{- if not (has $cmd (list "logind:reboot" "logind:poweroff")) -}}
+{{- fail (printf "agent.commands.%s=%s: the logind commands are logind:reboot and logind:poweroff" $op $cmd) -}}
+{{- else if eq $op "decommission" -}}
+{{- fail (printf "agent.commands.decommission=%s: the agent refuses logind commands for a decommission, which needs a shell command that stops the kubelet first (with agent.commandImage)" $cmd) -}}
+{{- else if and (eq $op "update") (not $updateReboots) -}}
+{{- fail (printf "agent.commands.update=%s takes the node down, and the agent refuses it unless told that updates reboot: add --update-reboots to agent.extraArgs (an update is then over when the node is back)" $cmd) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Refuses extraEnv entries that would give a variable twice, which server-side apply (Helm 4)
+refuses ("duplicate entries for key"): EDGEDRAIN_ names (the chart's own, and the flags'), the
+names in reserved that the chart sets, and a name given twice. Call with (dict "what"
+"agent.extraEnv" "env" .Values.agent.extraEnv "reserved" (list ...) "example" "--command-timeout=30m").
+*/}}
+{{- define "edgedrain.checkExtraEnv" -}}
+{{- $what := .what -}}
+{{- $example := .example -}}
+{{- $reserved := .reserved -}}
+{{- $seen := dict -}}
+{{- range .env -}}
+{{- $name := .name -}}
+{{- if hasPrefix "EDGEDRAIN_" $name -}}
+{{- fail (printf "%s: %s: EDGEDRAIN_ variables are the chart's (a name the chart sets as well makes server-side apply fail with duplicate entries): give the flag in %sextraArgs instead (e.g. %s; flags given on the command line win over EDGEDRAIN_ variables), or the chart's own value" $what $name (trimSuffix "extraEnv" $what) $example) -}}
+{{- else if has $name $reserved -}}
+{{- fail (printf "%s: %s is set by the chart itself (a name given twice makes server-side apply fail with duplicate entries)" $what $name) -}}
+{{- else if hasKey $seen $name -}}
+{{- fail (printf "%s: %s is given twice (server-side apply fails with duplicate entries)" $what $name) -}}
+{{- end -}}
+{{- $_ := set $seen $name true -}}
+{{- end -}}
 {{- end }}
