@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -231,4 +232,25 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 	// Nothing beyond the documented verbs: the role cannot, e.g., delete pods.
 	err = client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the coordinator's role allows deleting pods: %v", err)
+}
+
+// An overlay that puts edgedrain in another namespace moves everything there: no object, binding
+// subject or agent setting still names edgedrain-system (the agents reach the embedded bus's
+// Service by its short name, in their own namespace).
+func TestKustomizeIntoAnotherNamespace(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	tmp := t.TempDir()
+	rel := func(p string) string {
+		abs, err := filepath.Abs(p)
+		require.NoError(t, err)
+		r, err := filepath.Rel(tmp, abs)
+		require.NoError(t, err)
+		return r
+	}
+	k := "namespace: maintenance\nresources:\n- " + rel("base") + "\ncomponents:\n- " + rel("components/decommission") +
+		"\n- " + rel("components/orphan-deletion") + "\n- " + rel("components/operator-access") + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "kustomization.yaml"), []byte(k), 0o600))
+	rendered := kubectl(t, c, nil, "kustomize", tmp)
+	assert.NotContains(t, string(rendered), "edgedrain-system")
+	assert.Contains(t, string(rendered), "nats://edgedrain-nats:4222")
 }

@@ -348,7 +348,8 @@ func TestHelmReleaseNamespace(t *testing.T) {
 	assert.Equal(t, 6, subjectsSeen, "the coordinator's four bindings and the two components'")
 	var ds appsv1.DaemonSet
 	decodeKind(t, []byte(out), "DaemonSet", "edgedrain-agent", &ds)
-	assert.Equal(t, "nats://edgedrain-nats."+other+".svc:4222", envOf(ds.Spec.Template.Spec.Containers[0])["EDGEDRAIN_NATS_URL"])
+	assert.Equal(t, "nats://edgedrain-nats:4222", envOf(ds.Spec.Template.Spec.Containers[0])["EDGEDRAIN_NATS_URL"],
+		"the embedded bus's Service in the agent's own namespace")
 }
 
 // An upgrade from external NATS to the embedded bus and back, as Helm 4 applies it (server-side,

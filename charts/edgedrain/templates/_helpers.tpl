@@ -90,7 +90,7 @@ else the chart's image.
 {{- if .Values.nats.external.enabled -}}
 {{- include "edgedrain.externalNATSURL" . -}}
 {{- else -}}
-{{- printf "nats://%s.%s.svc:4222" (include "edgedrain.nats" .) .Release.Namespace -}}
+{{- printf "nats://%s:4222" (include "edgedrain.nats" .) -}}
 {{- end -}}
 {{- end }}
 
