@@ -59,8 +59,9 @@ const logindTimeout = time.Minute
 // runOperation runs an operation's command: a call to logind (LogindReboot, LogindPowerOff),
 // bounded by the command timeout and at most logindTimeout, or a shell command, bounded by the
 // command timeout. A logind call for an operation that takes the node down and that got no
-// answer, or that logind answers with a shutdown already in progress, counts as done: the node then has the reboot timeout to go down. It runs off the
-// agent's loop: it logs to entry, made on the loop, and reads only a.cfg.
+// answer, or that logind answers with a shutdown already in progress, counts as done: the node
+// then has the reboot timeout to go down. It runs off the agent's loop: it logs to entry, made
+// on the loop, and reads only a.cfg.
 func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry) (output string, err error) {
 	if !IsLogindCommand(command) {
 		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)

@@ -78,7 +78,7 @@ func runLogind(ctx context.Context, address, command string) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, ctx.Err())
-	case !isReply || noAnswer[derr.Name]:
+	case !isReply || derr.Name == noReply:
 		return fmt.Errorf("%s: %w: %w", command, errNoAnswer, call.Err)
 	case derr.Name == "org.freedesktop.login1.OperationInProgress":
 		return fmt.Errorf("%s: %w: %w", command, errInProgress, call.Err)
@@ -100,9 +100,9 @@ var errNoAnswer = errors.New("no answer from logind (the call may have gone out)
 // of ours, or someone else's): the node is going down.
 var errInProgress = errors.New("logind says a shutdown is already under way")
 
-// noAnswer holds the bus's own errors for a call that got no reply: dbus-daemon's reply timeout,
-// or logind leaving the bus before it answered.
-var noAnswer = map[string]bool{"org.freedesktop.DBus.Error.NoReply": true}
+// noReply is the bus's own error for a call that got no reply: dbus-daemon's reply timeout, or
+// logind leaving the bus before it answered.
+const noReply = "org.freedesktop.DBus.Error.NoReply"
 
 // LogindAvailable checks, within timeout, that logind owns its name on the bus at address; the
 // agent warns at start when it does not, instead of learning it at the first reboot.
