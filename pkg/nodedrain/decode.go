@@ -85,6 +85,10 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"DeclaredShutdown", boolField(&s.DeclaredShutdown)},
 		{"Decommission", boolField(&s.Decommission)},
 		{"CompleteSent", boolField(&s.CompleteSent)},
+		{"Term", intField(&s.Term)},
+		{"Seq", intField(&s.Seq)},
+		{"SignedBy", stringField(&s.SignedBy)},
+		{"Signature", stringField(&s.Signature)},
 	})
 	if err == nil && !present[0] {
 		err = newPayloadError(subjectStatus, ErrInvalid, errors.New("drain status has no Status"))

@@ -12,6 +12,9 @@ const (
 	MaxBlockers = 1000
 )
 
+// maxSignatureField bounds SignedBy and Signature (an Ed25519 signature is 86 base64 bytes).
+const maxSignatureField = 128
+
 // Subjects used in error messages.
 const (
 	subjectRequest  = "drain request"
@@ -122,6 +125,15 @@ type NodeDrainStatus struct {
 	// have landed all the same (a lost reply) and the node gone down on it, so a withdrawal
 	// starts the return gate as after a COMPLETE (also for a coordinator resuming later).
 	CompleteSent bool `json:"CompleteSent,omitempty"`
+	// Term and Seq order the coordinator's statuses: Term is the bus revision of the term record
+	// of the coordinator run that published it (a later run has a higher one), Seq counts that
+	// run's publications. An agent refuses a status older than one it already accepted.
+	Term int `json:"Term,omitempty"`
+	Seq  int `json:"Seq,omitempty"`
+	// SignedBy names the key (KeyID) whose Signature covers every other field and the key the
+	// status is stored under (DESIGN §10); agents act on no status that does not verify.
+	SignedBy  string `json:"SignedBy,omitempty"`
+	Signature string `json:"Signature,omitempty"`
 }
 
 // RequestOf is the request st answers, as far as the status tells (a coordinator resuming
@@ -165,6 +177,12 @@ func (s NodeDrainStatus) Validate() error {
 	checkTime(&p, "ReturningSince", s.ReturningSince)
 	if s.Attempt < 0 {
 		p.addf("Attempt", "%d is negative", s.Attempt)
+	}
+	if s.Term < 0 || s.Seq < 0 {
+		p.addf("Term", "term %d and sequence %d must not be negative", s.Term, s.Seq)
+	}
+	if len(s.SignedBy) > maxSignatureField || len(s.Signature) > maxSignatureField {
+		p.addf("Signature", "longer than %d bytes", maxSignatureField)
 	}
 	if len(s.Blockers) > MaxBlockers {
 		p.addf("Blockers", "%d blockers, more than the limit of %d", len(s.Blockers), MaxBlockers)
