@@ -30,6 +30,7 @@ var usageName = "edgedrainctl"
 const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--watch] [--js-domain SITE,...]
        edgedrainctl [flags] withdraw NODE
        edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
+       edgedrainctl [flags] keys generate|init ... (see keys --help)
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
           blocks the drain (pods that refuse eviction, volumes not yet safe), read from the bus
@@ -44,7 +45,9 @@ withdraw  delete NODE's drain request, as its agent does when the node is back: 
           NOTREQUESTED. For a node that will not come back to withdraw by itself.
 check     predict, from the Kubernetes API and changing nothing, what would block a drain of
           NODE if it started now. Exit status 0: nothing would block, 1: something would, 2: the
-          prediction failed.`
+          prediction failed.
+keys      the coordinator's status-signing key: generate writes a key pair to files, init
+          creates the Secret and ConfigMap the manifests mount, as the edgedrain-keys Job does.`
 
 // PluginName is the name under which kubectl finds edgedrainctl as a plugin: installed on PATH
 // as kubectl-edgedrain, `kubectl edgedrain status` runs it.
@@ -91,12 +94,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
 	case "check":
 		return check(ctx, rest, stdout, stderr)
+	case "keys":
+		return keys(ctx, rest, stdout, stderr)
 	case "status":
 		err = status(ctx, life, nats, rest, stdout, stderr)
 	case "withdraw":
 		err = withdraw(ctx, nats, rest, stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (want status, withdraw or check; see --help)", cmd)
+		err = fmt.Errorf("unknown command %q (want status, withdraw, check or keys; see --help)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "edgedrainctl:", err)
