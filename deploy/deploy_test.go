@@ -79,6 +79,11 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 			assert.Contains(t, string(out), "daemonset.apps/edgedrain-agent")
 			assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator")
 			assert.Contains(t, string(out), "networkpolicy.networking.k8s.io/edgedrain-coordinator")
+			// The status-signing key: the Job that creates it, with its own RBAC (keys.yaml).
+			assert.Contains(t, string(out), "job.batch/edgedrain-keys")
+			assert.Contains(t, string(out), "role.rbac.authorization.k8s.io/edgedrain-keys")
+			assert.Contains(t, string(rendered), "EDGEDRAIN_SIGNING_KEY")
+			assert.Contains(t, string(rendered), "EDGEDRAIN_TRUSTED_KEYS")
 			if strings.Contains(name, orphanDeletion) {
 				assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-orphan-deletion")
 				assert.Contains(t, string(rendered), "EDGEDRAIN_DELETE_DRAINED_ORPHANS")
@@ -179,6 +184,7 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, gate.Start(ctx), "the volume gate cannot start with the coordinator's RBAC")
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.NodeSelector, cfg.Gate = client, js, testenv.GroupLabel+"=rbac-deploy", gate
 	cfg.Policy.CordonAttempts = 2
 	engine, err := coordinator.NewEngine(cfg)

@@ -130,6 +130,7 @@ func (b *bench) edgedrain(ctx context.Context, s *setup, secured bool, start fun
 		return err
 	}
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.NodeSelector = client, js, testenv.GroupLabel+"="+s.group
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel) // the engine's warnings go to stderr

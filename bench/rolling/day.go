@@ -197,6 +197,7 @@ func (d *day) startCoordinator(js jetstream.JetStream) error {
 		return fmt.Errorf("start the volume gate: %w", err)
 	}
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.Gate = client, js, gate
 	cfg.NodeSelector, cfg.MaxConcurrentDrains = testenv.GroupLabel+"="+d.group, d.p.concurrency
 	cfg.Policy.GateRecheck = d.p.volumeRecheck

@@ -111,6 +111,7 @@ func (f *fleet) startCoordinator(bin string) error {
 	f.coord = exec.Command(bin, "--kubeconfig", f.c.Kubeconfig, "--nats-url", f.nats.ClientURL(), "--leader-elect=false",
 		"--node-selector", testenv.GroupLabel+"="+f.group, "--max-concurrent-drains", strconv.Itoa(f.p.concurrency),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", f.port), "--log-level", map[bool]string{true: "warn", false: "error"}[f.p.verbose])
+	f.coord.Env = append(os.Environ(), testenv.KeyEnv()...)
 	f.coord.Stdout, f.coord.Stderr = os.Stdout, os.Stderr
 	f.coord.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := f.coord.Start(); err != nil {
@@ -190,6 +191,7 @@ func (f *fleet) startAgent(ctx context.Context, node string, log logrus.FieldLog
 	}
 	cfg := agent.DefaultConfig()
 	cfg.Node, cfg.JetStream, cfg.Metrics, cfg.Logger = node, js, f.metrics, log.WithField("node", node)
+	cfg.TrustedKeys = testenv.TrustedKeys
 	cfg.Commands = map[agent.Operation]string{agent.OpUpdate: "touch " + f.path(node, "updated")}
 	cfg.Sentinels = nil // asked through the local socket, as `agent request update` does
 	cfg.StateDir, cfg.BootIDFile, cfg.BootTimeFile = f.path(node, "state"), f.path(node, "boot_id"), ""

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
@@ -32,14 +33,14 @@ func BenchmarkCompleteToCommand(b *testing.B) {
 		req := s.request("bench-0", last)
 		last = req.RequestID
 		published := time.Now()
-		_, err = s.Statuses.Publish(ctx, "bench-0", nodedrain.NodeDrainStatus{Node: "bench-0", RequestID: req.RequestID,
-			Status: nodedrain.StatusComplete, UpdatedAt: published})
+		_, err = s.Statuses.Publish(ctx, "bench-0", testenv.SignStatus(nodedrain.NodeDrainStatus{Node: "bench-0", RequestID: req.RequestID,
+			Status: nodedrain.StatusComplete, UpdatedAt: published}))
 		require.NoError(b, err)
 		runs := a.waitRuns(i+1, 10*time.Second)
 		lat = append(lat, runs[i].at.Sub(published))
 		// The update is over: the agent withdraws; answer as the coordinator does.
 		s.waitWithdrawn("bench-0")
-		_, err = s.Statuses.Publish(ctx, "bench-0", nodedrain.NodeDrainStatus{Node: "bench-0", Status: nodedrain.StatusNotRequested})
+		_, err = s.Statuses.Publish(ctx, "bench-0", testenv.SignStatus(nodedrain.NodeDrainStatus{Node: "bench-0", Status: nodedrain.StatusNotRequested}))
 		require.NoError(b, err)
 		require.Eventually(b, func() bool {
 			st, err := agent.QueryStatus(ctx, a.socket)

@@ -60,6 +60,7 @@ func newScene(t testing.TB, group string, n int) *scene {
 func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
 	s.t.Helper()
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream = s.c.Client, s.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + s.group
 	cfg.Policy = testenv.FastPolicy()

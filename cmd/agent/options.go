@@ -19,6 +19,7 @@ type options struct {
 	commands  map[agent.Operation]*string
 	sentinels map[agent.Operation]*string
 	listen    string
+	trusted   string
 	busCheck  time.Duration
 	logFormat string
 	logLevel  string
@@ -29,6 +30,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	c, p := &o.cfg, &o.cfg.Policy
 	fs.StringVar(&c.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (required; on Kubernetes from the downward API, spec.nodeName; NODE_NAME is read too)")
 	o.nats.Register(fs)
+	fs.StringVar(&o.trusted, "trusted-keys", "", "PEM public keys of the coordinator, a file or a directory of *.pem (required; the ConfigMap edgedrain-trusted-keys, docs/status-signing.md): the agent acts on no status they do not verify; read again when it changes (key rotation)")
 	for _, op := range agent.Operations {
 		o.commands[op] = fs.String(string(op)+"-command", c.Commands[op], commandHelp(op))
 		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(

@@ -17,6 +17,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	trusted, err := cli.NewTrustedKeys(o.trusted, log)
+	if err != nil {
+		return err
+	}
 	natsOpts := o.nats.Options("edgedrain-agent/" + o.cfg.Node)
 	// The bus lets an agent subscribe only under its node's inbox prefix (DESIGN §10).
 	natsOpts.InboxPrefix = nodedrain.AgentInboxPrefix(o.cfg.Node)
@@ -28,6 +32,7 @@ func run(ctx context.Context, o *options) error {
 	reg := cli.NewRegistry()
 	cfg := o.cfg
 	cfg.JetStream, cfg.Logger, cfg.Metrics = js, log, agent.NewMetrics(reg)
+	cfg.TrustedKeys = trusted.Keys
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

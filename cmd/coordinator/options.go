@@ -39,6 +39,8 @@ type options struct {
 	maxConcurrent      int
 	unreachableTimeout time.Duration
 	nonMigratable      string
+	signingKey         string
+	trustedKeys        string
 }
 
 func registerFlags(fs *flag.FlagSet) *options {
@@ -54,6 +56,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.natsStoreDir, "nats-store-dir", "/var/lib/edgedrain/nats", "with --nats-embedded: JetStream file store (keep it on a volume)")
 	registerEmbeddedTLSFlags(fs, &o.natsServer)
 	registerAuthFlags(fs, &o.auth)
+	fs.StringVar(&o.signingKey, "signing-key", "", "PEM file of the Ed25519 private key every status is signed with (required; the Secret edgedrain-signing-key, docs/status-signing.md): agents act on no status that does not verify")
+	fs.StringVar(&o.trustedKeys, "trusted-keys", "", "PEM public keys the agents trust, a file or a directory of *.pem (required; the ConfigMap edgedrain-trusted-keys): the signing key must be among them; the coordinator resumes only from statuses they verify and repairs any other value under a node's status key")
 	fs.BoolVar(&o.cfg.NodeConditions, "node-condition", o.cfg.NodeConditions, "keep each node's maintenance state as the Node condition EdgedrainMaintenance (reason: the status, message: its message; removed when idle), for kubectl describe node; needs nodes/status patch")
 	fs.IntVar(&o.cfg.BucketReplicas, "bucket-replicas", o.cfg.BucketReplicas, "replicas of the bus buckets: 1 embedded, 3 on a NATS cluster")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent-drains", o.cfg.MaxConcurrentDrains, "nodes in maintenance at once, cluster-wide; the rest wait in REQUESTED, oldest first")

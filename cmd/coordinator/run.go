@@ -31,6 +31,19 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	signer, err := cli.LoadSigningKey(o.signingKey)
+	if err != nil {
+		return err
+	}
+	trusted, err := cli.NewTrustedKeys(o.trustedKeys, log)
+	if err != nil {
+		return err
+	}
+	if !trusted.Keys().Has(signer.KeyID()) {
+		return fmt.Errorf("the signing key %s (--signing-key) is not among the trusted keys %v (--trusted-keys): agents would refuse "+
+			"every status it signs; add its public key to the trusted keys first (docs/status-signing.md)", signer.KeyID(), trusted.Keys().IDs())
+	}
+	log.WithField("key", signer.KeyID()).Info("statuses are signed with this key")
 	rc, err := kubeConfig(o.kubeconfig)
 	if err != nil {
 		return err
@@ -89,6 +102,10 @@ func run(ctx context.Context, o *options) error {
 	cfg.Maintenance = maintenance
 	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
+	cfg.Signer, cfg.TrustedKeys = signer, trusted.Keys
+	if err := coordinator.CheckTermKey(ctx, js, trusted.Keys()); err != nil {
+		return err
+	}
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {
 		return err

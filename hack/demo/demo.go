@@ -36,6 +36,7 @@ type demo struct {
 	natsURL string
 	metrics string
 	start   time.Time
+	keyEnv  []string // points the programs at the demo's status signing key
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -59,6 +60,9 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("building coordinator, agent and edgedrainctl...")
 	if d.bin, err = buildBinaries(ctx, d.dir); err != nil {
+		return err
+	}
+	if err := d.makeKeys(); err != nil {
 		return err
 	}
 	d.say("starting a local control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok)...")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/edgedrain/edgedrain/pkg/busauth"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -31,6 +32,7 @@ func (d *demo) spawn(name string, args ...string) (*process, error) {
 	}
 	bin := filepath.Join(d.bin, args[0])
 	cmd := exec.Command(bin, args[1:]...)
+	cmd.Env = append(os.Environ(), d.keyEnv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -151,4 +153,23 @@ func (d *demo) connect() (jetstream.JetStream, func(), error) {
 		return nil, nil, err
 	}
 	return js, nc.Close, nil
+}
+
+// makeKeys writes a new status signing key and its public half (as the coordinator's Secret and
+// everyone's trusted-keys ConfigMap hold them in a cluster) and points the programs at them.
+func (d *demo) makeKeys() error {
+	private, public, err := nodedrain.GenerateSigningKey()
+	if err != nil {
+		return err
+	}
+	signing, trusted := filepath.Join(d.dir, "signing.pem"), filepath.Join(d.dir, "trusted.pem")
+	if err := os.WriteFile(signing, private, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(trusted, public, 0o644); err != nil {
+		return err
+	}
+	d.keyEnv = []string{"EDGEDRAIN_SIGNING_KEY=" + signing, "EDGEDRAIN_TRUSTED_KEYS=" + trusted}
+	d.say("statuses are signed with a new key (%s): agents act only on statuses it signs", filepath.Base(signing))
+	return nil
 }

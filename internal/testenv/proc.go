@@ -74,7 +74,7 @@ type Proc struct {
 }
 
 // StartProc starts path with args and the extra environment variables env (added to the test's
-// own environment), logging to <dir>/<name>.log.
+// own environment and the tests' status keys, KeyEnv), logging to <dir>/<name>.log.
 func StartProc(t testing.TB, dir, name, path string, env []string, args ...string) *Proc {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
@@ -83,7 +83,8 @@ func StartProc(t testing.TB, dir, name, path string, env []string, args ...strin
 		t.Fatalf("start %s: %v", name, err)
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// The tests' key files come first: a test's own env (a rotation) wins.
+	cmd.Env = append(append(os.Environ(), KeyEnv()...), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

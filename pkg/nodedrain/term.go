@@ -21,6 +21,9 @@ type Term struct {
 	Coordinator string `json:"coordinator"`
 	// Since is when it became active.
 	Since time.Time `json:"since"`
+	// KeyID names the key its statuses are signed with (nodedrain.KeyID): a replica started
+	// with a key the others do not trust is told at start.
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // TermCodec encodes and strictly decodes Terms for a typed bus bucket.

@@ -170,3 +170,56 @@ func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], err
 	}
 	return out, nil
 }
+
+// GetChecked returns key's current value and revision as Get does, and whether that value is a
+// server copy of another message (Copied) or a client's write (Written). It reads with one
+// direct get, which needs no permission beyond Get's: the server adds its Nats-Stream,
+// Nats-Subject and Nats-Sequence headers to a direct get's reply after the stored ones, so a
+// stored copy, which already has them, comes back with each twice.
+func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Origin, error) {
+	var zero T
+	if err := ValidKey(key); err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
+	}
+	subj := "$KV." + b.name + "." + key
+	reply, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	if err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	}
+	hdr := reply.Header
+	switch st := hdr.Get("Status"); {
+	case st == "404":
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	case st != "":
+		return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
+	}
+	seqs := hdr.Values(jetstream.SequenceHeader)
+	if len(seqs) == 0 {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: the reply has no %s header", b.name, key, jetstream.SequenceHeader)
+	}
+	// The server's own headers come last: the stored message's revision is the last value.
+	rev, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
+	if err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: revision %q: %w", b.name, key, seqs[len(seqs)-1], err)
+	}
+	origin := Written
+	for _, h := range copyHeaders {
+		if len(hdr.Values(h)) > 1 {
+			origin = Copied
+		}
+	}
+	if subjs := hdr.Values(jetstream.SubjectHeader); len(subjs) == 0 || subjs[len(subjs)-1] != subj {
+		return zero, rev, Copied, fmt.Errorf("get %s/%s: the reply is for subject %v", b.name, key, subjs)
+	}
+	if op := hdr.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return zero, rev, origin, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	}
+	if origin == Written && hdr.Get(RestoredHeader) != "" {
+		origin = Restored
+	}
+	v, err := b.decode(key, rev, reply.Data)
+	if err != nil {
+		return zero, rev, origin, err
+	}
+	return v, rev, origin, nil
+}

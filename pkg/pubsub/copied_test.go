@@ -88,3 +88,50 @@ func TestOpenOnlyNeverCreates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "later", b.Name())
 }
+
+// GetChecked reads a key with one direct get and tells a server copy (aimed there by another
+// client's direct get) from a client's write, a delete, and a missing key.
+func TestGetCheckedTellsCopies(t *testing.T) {
+	_, js, b := setup(t, "checked", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	revA := publish(t, b, "a", 1)
+	publish(t, b, "b", 2)
+
+	v, rev, o, err := b.GetChecked(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, record{N: 1, S: "a"}, v)
+	require.Equal(t, revA, rev)
+	require.Equal(t, pubsub.Written, o)
+
+	nc := js.Conn()
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_checked.$KV.checked.a", "$KV.checked.b", nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool {
+		v, _, err := b.Get(ctx, "b")
+		return err == nil && v.N == 1
+	}, 5*time.Second, 20*time.Millisecond, "a's value was copied under b")
+	v, rev, o, err = b.GetChecked(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, record{N: 1, S: "a"}, v, "the copy's payload is a's")
+	require.Greater(t, rev, revA)
+	require.Equal(t, pubsub.Copied, o)
+
+	// A copy of the copy keeps being one.
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_checked.$KV.checked.b", "$KV.checked.c", nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool {
+		_, _, o, err := b.GetChecked(ctx, "c")
+		return err == nil && o == pubsub.Copied
+	}, 5*time.Second, 20*time.Millisecond)
+
+	_, _, _, err = b.GetChecked(ctx, "missing")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	require.NoError(t, b.Unpublish(ctx, "a"))
+	_, _, _, err = b.GetChecked(ctx, "a")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	_, err = b.PublishIfRevision(ctx, "b", record{N: 2, S: "b"}, rev, true)
+	require.NoError(t, err)
+	_, _, o, err = b.GetChecked(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Restored, o)
+}

@@ -39,6 +39,7 @@ func startVMWorld(t *testing.T, group string, mode NonMigratable) *vmWorld {
 	w := &vmWorld{Bus: testenv.StartBus(t), t: t, c: c, nodes: c.AddNodes(t, group, 2), ns: c.Namespace(t)}
 	w.kv = testenv.StartKubeVirt(t, c, w.ns, w.nodes[1], 1500*time.Millisecond)
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream = c.Client, w.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
 	cfg.Policy = testenv.FastPolicy()

@@ -28,6 +28,7 @@ func startDrainWorld(t testing.TB, c *testenv.Cluster, group string, gate coordi
 	t.Helper()
 	w := &drainWorld{Bus: testenv.StartBus(t), t: t}
 	cfg := coordinator.DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.Gate = c.Client, w.JS, gate
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
 	cfg.Policy = testenv.FastPolicy()

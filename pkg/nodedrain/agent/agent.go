@@ -103,7 +103,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer os.Remove(a.cfg.Socket)
 		go serveSocket(ctx, l, a.calls, a.log)
 	}
-	a.bus = newBus(a.cfg.JetStream, a.cfg.Node, a.log.WithField("component", "bus"), a.metrics, a.events)
+	a.bus = newBus(a.cfg.JetStream, a.cfg.Node, a.cfg.TrustedKeys, a.log.WithField("component", "bus"), a.metrics, a.events)
 	go a.bus.run(ctx)
 	a.timer = time.NewTimer(time.Hour)
 	a.timer.Stop()

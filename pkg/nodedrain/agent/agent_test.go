@@ -55,6 +55,7 @@ func newWorld(t *testing.T) *world {
 	cmd := `echo "$EDGEDRAIN_OPERATION $EDGEDRAIN_CONTEXT $EDGEDRAIN_REQUEST_ID" >> ` + w.ran
 	cfg := agent.DefaultConfig()
 	cfg.Node, cfg.JetStream = node, js
+	cfg.TrustedKeys = testenv.TrustedKeys
 	cfg.Commands = map[agent.Operation]string{agent.OpReboot: cmd, agent.OpUpdate: cmd}
 	cfg.Sentinels = nil
 	cfg.StateDir, cfg.BootIDFile, cfg.OverrideFile = filepath.Join(dir, "state"), bootID, filepath.Join(dir, "force.json")
@@ -111,7 +112,7 @@ func (w *world) request() nodedrain.NodeDrainRequest {
 
 func (w *world) publish(status nodedrain.DrainStatus, id string) {
 	w.t.Helper()
-	_, err := w.statuses.Publish(context.Background(), node, nodedrain.NodeDrainStatus{Node: node, Status: status, RequestID: id})
+	_, err := w.statuses.Publish(context.Background(), node, testenv.SignStatus(nodedrain.NodeDrainStatus{Node: node, Status: status, RequestID: id}))
 	require.NoError(w.t, err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,10 +50,67 @@ type bus struct {
 
 	// warnings samples the warnings about single status payloads; metrics count them all.
 	warnings ratelog.Limiter
+
+	// guard judges every status read or delivered (the watch and the reads run apart).
+	guardMu sync.Mutex
+	guard   StatusGuard
 }
 
-func newBus(js jetstream.JetStream, node string, log logrus.FieldLogger, m *Metrics, out chan<- Event) *bus {
-	return &bus{js: js, node: node, log: log, metrics: m, ops: make(chan busOp, busQueueSize), out: out}
+func newBus(js jetstream.JetStream, node string, keys func() nodedrain.KeySet, log logrus.FieldLogger, m *Metrics, out chan<- Event) *bus {
+	return &bus{js: js, node: node, log: log, metrics: m, ops: make(chan busOp, busQueueSize), out: out,
+		guard: StatusGuard{Keys: keys}}
+}
+
+// judge runs the guard on the status st stored at rev (copied: a server copy), counting and
+// logging (sampled) a refusal; it reports whether st may be taken.
+func (b *bus) judge(st nodedrain.NodeDrainStatus, rev uint64, copied bool) bool {
+	b.guardMu.Lock()
+	v, err := b.guard.Check(b.node, rev, st, copied)
+	b.guardMu.Unlock()
+	if v == VerdictRefuse {
+		reason := nodedrain.RefusalReason(err)
+		b.metrics.RefusedStatuses.WithLabelValues(reason).Inc()
+		b.warnings.Logger("status-refused-"+reason, b.log).WithError(err).WithFields(logrus.Fields{
+			"status": st.Status, "request": st.RequestID, "revision": rev, "signedBy": st.SignedBy,
+		}).Warn("refusing a drain status under this node's key: not one the coordinator wrote for it now")
+	}
+	return v == VerdictTake
+}
+
+// judgeDelete runs the guard on the removal of the node's status at rev.
+func (b *bus) judgeDelete(rev uint64) bool {
+	b.guardMu.Lock()
+	defer b.guardMu.Unlock()
+	return b.guard.CheckDelete(rev) == VerdictTake
+}
+
+// checkedRead is a read of the node's status that went through the bus's copy check and the
+// guard: a status to take (nil: the key has none), or nothing to take (refused: a forgery, copy,
+// replay or stale value; err without refused: the read failed).
+type checkedRead struct {
+	status  *nodedrain.NodeDrainStatus
+	rev     uint64
+	refused bool
+	err     error
+}
+
+// readChecked reads the node's status with the bus's copy check and the guard.
+func (b *bus) readChecked(ctx context.Context, statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]) checkedRead {
+	st, rev, origin, err := statuses.GetChecked(ctx, b.node)
+	switch {
+	case errors.Is(err, pubsub.ErrNotFound):
+		if rev != 0 && !b.judgeDelete(rev) {
+			return checkedRead{rev: rev, refused: true, err: fmt.Errorf("the status read is older than one already taken (revision %d)", rev)}
+		}
+		return checkedRead{rev: rev}
+	case errors.Is(err, pubsub.ErrDecode):
+		return checkedRead{rev: rev, refused: true, err: err}
+	case err != nil:
+		return checkedRead{err: err}
+	case !b.judge(st, rev, origin == pubsub.Copied):
+		return checkedRead{rev: rev, refused: true, err: fmt.Errorf("the status read (revision %d) is not one the agent takes", rev)}
+	}
+	return checkedRead{status: &st, rev: rev}
 }
 
 // enqueue queues op without blocking; it fails when the queue is full.
@@ -97,7 +155,7 @@ func (b *bus) run(ctx context.Context) {
 	}
 	defer func() { _ = watcher.Stop() }()
 	b.log.Info("bus buckets open; watching this node's drain status")
-	go b.forward(ctx, watcher)
+	go b.forward(ctx, watcher, statuses)
 	for {
 		select {
 		case <-ctx.Done():
@@ -137,16 +195,8 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 	defer cancel()
 	switch {
 	case op.read:
-		st, rev, err := statuses.Get(octx, b.node)
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound):
-			return EvStatusRead{}
-		case err != nil:
-			return EvStatusRead{Err: err}
-		case st.Node != b.node:
-			return EvStatusRead{Err: fmt.Errorf("the status under this node's key names node %q", st.Node)}
-		}
-		return EvStatusRead{Status: &st, Revision: rev}
+		r := b.readChecked(octx, statuses)
+		return EvStatusRead{Status: r.status, Revision: r.rev, Err: r.err}
 	case op.publish:
 		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own)}
 	}
@@ -186,8 +236,11 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 	return requests.UnpublishRevision(ctx, b.node, rev)
 }
 
-// forward turns the status watch's events for this node into machine events.
-func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrainStatus]) {
+// forward turns the status watch's events for this node into machine events. A delivered
+// status is taken as a checked read of the key gives it: the watch cannot tell a server copy
+// (KV watch entries carry no headers), the read can. When the read fails, the delivery itself
+// is judged by its signature and order alone; the agent still acts only after a checked read.
+func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrainStatus], statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]) {
 	live := false // past the first snapshot: a status delivered now was just published
 	for ev := range w.Events() {
 		if ev.Kind != pubsub.EventSnapshotDone && ev.Key != b.node {
@@ -195,18 +248,22 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 		}
 		switch ev.Kind {
 		case pubsub.EventPut:
-			if ev.Value.Node != b.node {
-				b.metrics.BusDecodeErrors.Inc()
-				b.warnings.Logger("status-wrong-node", b.log).WithField("status", ev.Value.Status).Warnf("ignoring a drain status for node %q published under this node's key", ev.Value.Node)
+			st, rev, ok := b.checkDelivery(ctx, statuses, ev)
+			if !ok {
 				continue
 			}
-			st := ev.Value
+			if st == nil {
+				b.send(ctx, EvBusStatus{Revision: rev})
+				continue
+			}
 			if live && !st.UpdatedAt.IsZero() {
 				b.metrics.StatusDelay.Observe(max(time.Since(st.UpdatedAt), 0).Seconds())
 			}
-			b.send(ctx, EvBusStatus{Status: &st, Revision: ev.Revision})
+			b.send(ctx, EvBusStatus{Status: st, Revision: rev})
 		case pubsub.EventDelete:
-			b.send(ctx, EvBusStatus{Revision: ev.Revision})
+			if b.judgeDelete(ev.Revision) {
+				b.send(ctx, EvBusStatus{Revision: ev.Revision})
+			}
 		case pubsub.EventSnapshotDone:
 			live = true
 			b.send(ctx, EvBusSnapshot{})
@@ -217,4 +274,26 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 	if err := w.Err(); err != nil && ctx.Err() == nil {
 		b.log.WithError(err).Error("status watch ended")
 	}
+}
+
+// checkDelivery judges a delivered status through a checked read of the key: what the read
+// gives (the delivered revision, or a newer value or delete superseding it) is what is taken.
+// ok false: nothing to take; a nil status with ok: the key's status was removed since.
+func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedrain.NodeDrainStatus],
+	ev pubsub.Event[nodedrain.NodeDrainStatus]) (st *nodedrain.NodeDrainStatus, rev uint64, ok bool) {
+	rctx, cancel := context.WithTimeout(ctx, busOpTimeout)
+	defer cancel()
+	r := b.readChecked(rctx, statuses)
+	switch {
+	case r.refused:
+		return nil, 0, false
+	case r.err == nil:
+		return r.status, max(r.rev, ev.Revision), true
+	}
+	// The read failed: the delivery is judged by its signature and order alone.
+	v := ev.Value
+	if !b.judge(v, ev.Revision, false) {
+		return nil, 0, false
+	}
+	return &v, ev.Revision, true
 }

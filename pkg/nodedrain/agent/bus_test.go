@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,7 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 	const node = "edge-1.shop.example"
-	b := &bus{node: node, log: logrus.New(), metrics: NewMetrics(nil)}
+	b := newBus(js, node, testenv.TrustedKeys, logrus.New(), NewMetrics(nil), nil)
 	publish := func(id string) {
 		t.Helper()
 		_, err := requests.Publish(ctx, node, nodedrain.NodeDrainRequest{Node: node, RequestID: id, RequestedAt: t0,
@@ -85,7 +86,7 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 	t.Run("read", func(t *testing.T) {
 		assert.Equal(t, EvStatusRead{}, b.do(ctx, requests, statuses, busOp{read: true}), "no status published")
 		st := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, RequestID: "r1", Message: "request withdrawn"}
-		_, err := statuses.Publish(ctx, node, st)
+		_, err := statuses.Publish(ctx, node, testenv.SignStatus(st))
 		require.NoError(t, err)
 		ev, ok := b.do(ctx, requests, statuses, busOp{read: true}).(EvStatusRead)
 		require.True(t, ok)
@@ -94,13 +95,14 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		assert.Equal(t, nodedrain.StatusNotRequested, ev.Status.Status)
 		assert.Equal(t, "r1", ev.Status.RequestID)
 
-		other := &bus{node: "edge-2.shop.example", log: b.log, metrics: b.metrics}
-		_, err = statuses.Publish(ctx, other.node, st) // names edge-1 under edge-2's key
+		other := newBus(js, "edge-2.shop.example", testenv.TrustedKeys, b.log, b.metrics, nil)
+		_, err = statuses.Publish(ctx, other.node, testenv.SignStatus(st)) // names edge-1 under edge-2's key
 		require.NoError(t, err)
 		ev, ok = other.do(ctx, requests, statuses, busOp{read: true}).(EvStatusRead)
 		require.True(t, ok)
-		assert.ErrorContains(t, ev.Err, "names node")
+		assert.ErrorContains(t, ev.Err, "not one the agent takes")
 		assert.Nil(t, ev.Status)
+		assert.Equal(t, 1.0, testutil.ToFloat64(b.metrics.RefusedStatuses.WithLabelValues("wrong-key")))
 	})
 }
 
@@ -115,13 +117,13 @@ func TestBusObservesTheStatusDelay(t *testing.T) {
 	require.NoError(t, err)
 	const node = "edge-1.shop.example"
 	old := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, UpdatedAt: time.Now().Add(-time.Hour)}
-	_, err = statuses.Publish(ctx, node, old)
+	_, err = statuses.Publish(ctx, node, testenv.SignStatus(old))
 	require.NoError(t, err)
 	out := make(chan Event, 16)
-	b := &bus{node: node, log: logrus.New(), metrics: NewMetrics(nil), out: out}
+	b := newBus(js, node, testenv.TrustedKeys, logrus.New(), NewMetrics(nil), out)
 	w, err := statuses.Watch(ctx, node)
 	require.NoError(t, err)
-	go b.forward(ctx, w)
+	go b.forward(ctx, w, statuses)
 	next := func() Event {
 		t.Helper()
 		select {
@@ -142,7 +144,7 @@ func TestBusObservesTheStatusDelay(t *testing.T) {
 	assert.Zero(t, samples().GetSampleCount(), "the snapshot's status is not a delivery delay")
 
 	published := time.Now().Add(-20 * time.Millisecond) // as if published 20 ms ago
-	_, err = statuses.Publish(ctx, node, nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusRequested, RequestID: "r1", UpdatedAt: published})
+	_, err = statuses.Publish(ctx, node, testenv.SignStatus(nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusRequested, RequestID: "r1", UpdatedAt: published}))
 	require.NoError(t, err)
 	require.IsType(t, EvBusStatus{}, next())
 	h := samples()

@@ -52,6 +52,9 @@ type Config struct {
 	Node string
 	// JetStream is the bus. Required.
 	JetStream jetstream.JetStream
+	// TrustedKeys returns the public keys whose signatures make a status one the agent takes
+	// (DESIGN §10); it may return a different set over time (a rotation). Required.
+	TrustedKeys func() nodedrain.KeySet
 	// Commands holds the command of each operation: LogindReboot or LogindPowerOff, or a shell
 	// command (run with /bin/sh -c); an operation without one is refused (by default OpUpdate
 	// and OpDecommission have none).
@@ -117,6 +120,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.JetStream == nil {
 		errs = append(errs, errors.New("a JetStream context is required"))
+	}
+	if c.TrustedKeys == nil {
+		errs = append(errs, errors.New("trusted keys are required: the agent takes only statuses signed by the coordinator"))
 	}
 	return joinConfig(append(errs, c.ValidateSettings())...)
 }

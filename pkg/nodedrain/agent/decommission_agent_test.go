@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
@@ -44,8 +45,8 @@ func TestAgentDecommissionThroughTheSocket(t *testing.T) {
 	require.Eventually(t, func() bool { return w.status().State.Phase == agent.PhaseCleared }, 10*time.Second, 10*time.Millisecond)
 	assert.Never(t, func() bool { return len(w.ranLines()) > 0 }, 300*time.Millisecond, 10*time.Millisecond,
 		"the decommission ran on a COMPLETE that does not say the node was decommissioned")
-	_, err = w.statuses.Publish(context.Background(), node, nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusComplete,
-		RequestID: r.RequestID, Decommission: true})
+	_, err = w.statuses.Publish(context.Background(), node, testenv.SignStatus(nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusComplete,
+		RequestID: r.RequestID, Decommission: true}))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(w.ranLines()) == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, []string{"decommission decommission disk failed"}, w.ranLines())

@@ -1,6 +1,10 @@
 package agent
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
 
 // Metrics are the agent's Prometheus metrics (DESIGN §6).
 type Metrics struct {
@@ -27,6 +31,10 @@ type Metrics struct {
 	// ForeignStatuses counts status values on the bus answering a request this agent never
 	// made; they clear nothing.
 	ForeignStatuses prometheus.Counter
+	// RefusedStatuses counts statuses the agent would not take, by reason (nodedrain.RefusalReason):
+	// unsigned, signed by a key it does not trust, not verifying, stored under another node's key,
+	// a server copy, or a replay of an older one. None of them changes anything.
+	RefusedStatuses *prometheus.CounterVec
 	// StatusDelay observes, for each status the watch delivers after its first snapshot, the
 	// time from the coordinator's publication (the status's UpdatedAt) to its arrival here.
 	StatusDelay prometheus.Histogram
@@ -79,11 +87,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_agent_foreign_statuses_total",
 			Help: "Drain statuses on the bus for a request this agent never made (another agent under this node's name, a lost state file, or a forgery); they clear nothing.",
 		}),
+		RefusedStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_agent_refused_statuses_total",
+			Help: "Drain statuses under this node's key the agent refused, by reason: unsigned, untrusted-key, bad-signature, wrong-key, copied (a server copy of another message), replayed (older than one already taken); they change nothing.",
+		}, []string{"reason"}),
 		StatusDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edgedrain_agent_status_delay_seconds",
 			Help:    "Time from the coordinator's publication of this node's status (its UpdatedAt) to its arrival at the agent's watch; includes any clock offset between the two machines.",
 			Buckets: statusDelayBuckets,
 		}),
+	}
+	for _, r := range nodedrain.RefusalReasons() {
+		m.RefusedStatuses.WithLabelValues(r)
 	}
 	for _, op := range Operations {
 		m.DeferredOperations.WithLabelValues(string(op))
@@ -91,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
-			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses, m.StatusDelay)
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses, m.RefusedStatuses, m.StatusDelay)
 	}
 	return m
 }

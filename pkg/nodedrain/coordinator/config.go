@@ -25,6 +25,12 @@ type Config struct {
 	Client kubernetes.Interface
 	// JetStream is the bus. Required.
 	JetStream jetstream.JetStream
+	// Signer signs every status the coordinator publishes (DESIGN §10). Required.
+	Signer *nodedrain.Signer
+	// TrustedKeys returns the keys the agents trust; it must hold the Signer's. The coordinator
+	// resumes only from statuses signed by one of them, and repairs any other value under a
+	// node's status key. Required.
+	TrustedKeys func() nodedrain.KeySet
 	// Gate is the volume gate; nil allows every node (AllowAll).
 	Gate VolumeGate
 	// Policy holds the retry limits and delays of one drain.
@@ -98,6 +104,15 @@ func (c Config) Validate() error {
 	}
 	if c.JetStream == nil {
 		errs = append(errs, errors.New("a JetStream context is required"))
+	}
+	switch {
+	case c.Signer == nil:
+		errs = append(errs, errors.New("a signing key is required: agents take only signed statuses"))
+	case c.TrustedKeys == nil:
+		errs = append(errs, errors.New("the trusted keys are required"))
+	case !c.TrustedKeys().Has(c.Signer.KeyID()):
+		errs = append(errs, fmt.Errorf("the signing key %s is not among the trusted keys (%v): agents would refuse every status "+
+			"it signs; add its public key to the trusted keys (docs/status-signing.md)", c.Signer.KeyID(), c.TrustedKeys().IDs()))
 	}
 	return errors.Join(append(errs, c.ValidateSettings())...)
 }

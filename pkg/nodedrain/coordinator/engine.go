@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,6 +36,10 @@ type Engine struct {
 	core         *Core
 	terms        *pubsub.Bucket[nodedrain.Term] // the status bucket, for the term record
 	lastSeq      uint64                         // the status bucket's revision of our last write
+	term         uint64                         // this run's term: its term record's revision
+	seq          int                            // statuses this run published (each status's Seq)
+	ownRevs      map[string]uint64              // the revision of this run's last write under each node's key
+	statusesLive bool                           // the status watch is past its snapshot
 	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
 	recheck      map[string]bool                // request keys whose change could not be checked; every tick
 	apiDownSince time.Time
@@ -86,11 +91,11 @@ func (e *Engine) claimTerm(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	rev, err := e.terms.Publish(pctx, nodedrain.TermKey, nodedrain.Term{Coordinator: id, Since: e.cfg.Now()})
+	rev, err := e.terms.Publish(pctx, nodedrain.TermKey, nodedrain.Term{Coordinator: id, Since: e.cfg.Now(), KeyID: e.cfg.Signer.KeyID()})
 	if err != nil {
 		return fmt.Errorf("write the coordinator's term record to %s: %w", nodedrain.StatusBucket, err)
 	}
-	e.lastSeq = rev
+	e.lastSeq, e.term, e.seq, e.ownRevs = rev, rev, 0, map[string]uint64{}
 	return nil
 }
 
@@ -223,6 +228,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", nodedrain.RequestsBucket, err)
 	}
 	defer func() { _ = watcher.Stop() }()
+	// Watched from before the resume reads them, so that no forgery falls between the two.
+	e.statusesLive = false
+	statusWatch, err := e.statuses.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", nodedrain.StatusBucket, err)
+	}
+	defer func() { _ = statusWatch.Stop() }()
 	e.conds = nil
 	if e.cfg.NodeConditions {
 		e.conds = newConditions(e.cfg.Client, e.nodes, e.log, e.cfg.Now)
@@ -266,6 +278,11 @@ func (e *Engine) Run(ctx context.Context) error {
 				return nil
 			}
 			e.requestEvent(ctx, ev)
+		case ev, ok := <-statusWatch.Events():
+			if !ok {
+				return fmt.Errorf("status watch ended: %w", statusWatch.Err())
+			}
+			e.statusEvent(ctx, ev)
 		case r := <-e.results:
 			if !fromThisRun(ctx, r) {
 				continue
@@ -343,6 +360,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		}
 	}
 	statuses := map[string]nodedrain.NodeDrainStatus{}
+	forged := map[string]uint64{} // keys whose value no coordinator wrote, at that revision
 	keys, err := e.statuses.Keys(ctx)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
@@ -351,14 +369,22 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		if k == nodedrain.TermKey {
 			continue
 		}
-		st, _, err := e.statuses.Get(ctx, k)
-		if err != nil {
-			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
+		if errors.Is(err, pubsub.ErrNotFound) {
 			continue
 		}
-		if st.Node != k {
-			// Not this coordinator's: it writes each node's status under that node's key.
-			e.warnings.Logger("status-wrong-key", e.log).WithField("node", k).Warnf("ignoring a published status for node %q under key %q", st.Node, k)
+		if err == nil {
+			err = e.checkStatus(k, st, origin == pubsub.Copied)
+			if err != nil {
+				// Not a coordinator's: resumed from, it would be signed as ours. Put right once
+				// resumed (forged).
+				e.forgedStatus(k, rev, err)
+				forged[k] = rev
+				continue
+			}
+		}
+		if err != nil {
+			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
 			continue
 		}
 		statuses[k] = st
@@ -427,6 +453,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	e.act(ctx, actions)
 	for _, k := range slices.Sorted(maps.Keys(found)) {
 		e.settleKey(ctx, k, found[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(forged)) {
+		e.repairStatus(ctx, k, forged[k])
 	}
 	return nil
 }

@@ -281,11 +281,15 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	defer cancel()
 	var rev uint64
 	var err error
+	e.seq++
+	signed := st
+	signed.Term, signed.Seq = int(e.term), e.seq
+	signed = e.cfg.Signer.Sign(signed)
 	if leading {
-		rev, err = e.statuses.Publish(pctx, st.Node, st)
+		rev, err = e.statuses.Publish(pctx, st.Node, signed)
 	} else {
 		// API-outage mode: only if nobody (a coordinator that took over) wrote since our last write.
-		rev, err = e.statuses.PublishIfLast(pctx, st.Node, st, e.lastSeq)
+		rev, err = e.statuses.PublishIfLast(pctx, st.Node, signed, e.lastSeq)
 		if errors.Is(err, pubsub.ErrConflict) {
 			e.metrics.FencedWrites.Inc()
 			e.log.WithFields(statusFields(st)).WithError(err).Warn("status not published: another coordinator has " +
@@ -305,6 +309,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		return
 	}
 	e.lastSeq = max(e.lastSeq, rev)
+	e.ownRevs[st.Node] = rev
 	delete(e.unpublished, st.Node)
 	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
 	e.metrics.observeStatus(st)

@@ -27,6 +27,7 @@ func TestRequestFloodIsCountedAndLogsASample(t *testing.T) {
 	bus := testenv.StartBus(t)
 	log, hook := test.NewNullLogger()
 	cfg := DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.Logger = fake.NewSimpleClientset(), bus.JS, log
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry())
 	e, err := NewEngine(cfg)

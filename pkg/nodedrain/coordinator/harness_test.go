@@ -51,6 +51,7 @@ func newHarness(t *testing.T, group string, nodes int) *harness {
 // config is a Config with delays short enough for tests and this harness's clients.
 func (h *harness) config(client kubernetes.Interface) Config {
 	cfg := DefaultConfig()
+	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream = client, h.js
 	cfg.NodeSelector = testenv.GroupLabel + "=" + h.group
 	cfg.Policy = testenv.FastPolicy()

@@ -31,6 +31,10 @@ type Metrics struct {
 	// ForgedRequests counts request changes that were server copies of another key's message
 	// (a client redirected a reply into a node's request key); they were ignored.
 	ForgedRequests prometheus.Counter
+	// ForgedStatuses counts values under a node's status key that the coordinator did not write
+	// (a server copy, unsigned, or not verifying under a trusted key), by reason; each is
+	// repaired (the coordinator's own status put back, or the key emptied).
+	ForgedStatuses *prometheus.CounterVec
 	// HeldSeconds accumulates the time drains waited in REQUESTED held by the maintenance
 	// policy, by reason (window, blockers, preflight, checking, policy-invalid); Held is how
 	// many wait now.
@@ -90,6 +94,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_coordinator_forged_requests_total",
 			Help: "Drain request changes ignored because the server wrote them as a copy of another key's message (a client redirected a reply into a node's request key).",
 		}),
+		ForgedStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_coordinator_forged_statuses_total",
+			Help: "Values under a node's status key the coordinator did not write, by reason (copied: a server copy of another message; unsigned, untrusted-key, bad-signature, wrong-key); each is repaired.",
+		}, []string{"reason"}),
 		HeldSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgedrain_admission_held_seconds_total",
 			Help: "Seconds drains waited in REQUESTED held by the maintenance policy, by reason (window, blockers, preflight, checking, policy-invalid).",
@@ -115,12 +123,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Each result's series exists from the start at 0: an alert on increase() sees the first
 	// timeout (a series born at 1 has no increase to show).
+	for _, r := range nodedrain.RefusalReasons() {
+		m.ForgedStatuses.WithLabelValues(r)
+	}
 	for _, r := range []string{nodedrain.ReturnHealthy, nodedrain.ReturnTimedOut, nodedrain.ReturnNewRequest} {
 		m.ReturnGate.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
-			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests,
+			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests, m.ForgedStatuses,
 			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases, m.AdmissionDecision)
 	}
 	return m

@@ -1,0 +1,95 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Only the coordinator writes statuses, and it signs each (DESIGN §10). Anything else under a
+// node's status key is a forgery: a server copy aimed there by a client's direct get, or a
+// value without a valid signature. Agents refuse such values; the coordinator also recognises
+// them, so that it never resumes from one, and puts its own word back, so that status views,
+// dashboards and the Node condition do not show what an attacker wrote.
+
+// checkStatus tells whether st, stored under key at rev (copied: a server copy), is one a
+// coordinator wrote: nil, or the reason it is not.
+func (e *Engine) checkStatus(key string, st nodedrain.NodeDrainStatus, copied bool) error {
+	if copied {
+		return nodedrain.ErrCopied
+	}
+	return e.cfg.TrustedKeys().Verify(key, st)
+}
+
+// forgedStatus counts and logs (sampled) a value under key that no coordinator wrote.
+func (e *Engine) forgedStatus(key string, rev uint64, err error) {
+	reason := nodedrain.RefusalReason(err)
+	e.metrics.ForgedStatuses.WithLabelValues(reason).Inc()
+	e.warnings.Logger("status-forged-"+reason, e.log).WithError(err).WithFields(logrus.Fields{"node": key, "revision": rev}).
+		Warn("a value under this node's status key was not written by the coordinator; putting the coordinator's back")
+}
+
+// statusEvent checks a change of a node's status key that this run did not make itself, and
+// repairs a forgery.
+func (e *Engine) statusEvent(ctx context.Context, ev pubsub.Event[nodedrain.NodeDrainStatus]) {
+	if ev.Kind == pubsub.EventSnapshotDone {
+		e.statusesLive = true
+		return
+	}
+	if ev.Key == nodedrain.TermKey || nodedrain.ValidNodeName(ev.Key) != nil {
+		return
+	}
+	if ev.Revision != 0 && ev.Revision == e.ownRevs[ev.Key] {
+		return
+	}
+	switch ev.Kind {
+	case pubsub.EventPut:
+		// The snapshot's values were checked as the run resumed from them: signatures only.
+		o := pubsub.Written
+		if e.statusesLive {
+			var err error
+			switch o, err = e.statuses.Origin(ctx, ev.Key, ev.Revision); {
+			case err != nil:
+				// Unknown: judged by the signature alone now; agents check copies themselves.
+				o = pubsub.Written
+			case o == pubsub.Superseded:
+				return // a newer value's event follows
+			}
+		}
+		if err := e.checkStatus(ev.Key, ev.Value, o == pubsub.Copied); err != nil {
+			e.forgedStatus(ev.Key, ev.Revision, err)
+			e.repairStatus(ctx, ev.Key, ev.Revision)
+		}
+	case pubsub.EventDecodeError:
+		e.forgedStatus(ev.Key, ev.Revision, ev.Err)
+		e.repairStatus(ctx, ev.Key, ev.Revision)
+	case pubsub.EventDelete:
+		// A delete this run did not make (a copied delete marker, or a coordinator before it):
+		// a drain under way gets its status back.
+		if d, ok := e.core.Drain(ev.Key); ok && d.Request != nil {
+			e.unpublished[ev.Key] = true
+		}
+	}
+}
+
+// repairStatus puts the coordinator's word back under key: the node's current status if this
+// run serves the node (published again, signed, with the next tick's retries), else no status
+// (removed at the forged revision only, so that a newer write stays).
+func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
+	if _, ok := e.core.Drain(key); ok {
+		e.unpublished[key] = true
+		return
+	}
+	if !e.mayAct(ctx) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if err := e.statuses.UnpublishRevision(pctx, key, rev); err != nil && !errors.Is(err, pubsub.ErrConflict) {
+		e.log.WithField("node", key).WithError(err).Warn("cannot remove a forged status; it stays until the node's next status")
+	}
+}
