@@ -16,8 +16,9 @@ import (
 // The agent reboots through logind on the host's D-Bus and so runs with no privileges but root's
 // uid: not privileged, not in the host's PID namespace, no capabilities, a read-only root; the
 // bus socket it is told to use is on its mount of the host's /run, and its local socket has a
-// writable directory. So in the kustomize base, its external-NATS overlay and the Helm chart's
-// defaults; the nsenter-reboot component alone brings the old privileges back.
+// writable directory; it reads the trusted public keys and holds no Secret, so never the
+// coordinator's signing key. So in the kustomize base, its external-NATS overlay and the Helm
+// chart's defaults; the nsenter-reboot component alone brings the old privileges back.
 func TestAgentRunsWithoutPrivileges(t *testing.T) {
 	c := testenv.RequireCluster(t, cluster)
 	for name, rendered := range map[string][]byte{
@@ -74,6 +75,7 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 			}
 			assert.True(t, onHostRun, "the D-Bus socket %s is not on a mount of the host's /run", socket)
 			assert.True(t, socketDir, "no writable /run/edgedrain for the agent's socket (%s)", agent.DefaultSocket)
+			assertAgentTrustsWithoutSigning(t, pod)
 		})
 	}
 	t.Run("nsenter-reboot", func(t *testing.T) {
@@ -88,5 +90,6 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 		assert.True(t, strings.HasPrefix(env["EDGEDRAIN_REBOOT_COMMAND"], "nsenter --target 1 "), env["EDGEDRAIN_REBOOT_COMMAND"])
 		assert.True(t, strings.HasPrefix(env["EDGEDRAIN_SHUTDOWN_COMMAND"], "nsenter --target 1 "), env["EDGEDRAIN_SHUTDOWN_COMMAND"])
 		assert.NotContains(t, env, "DBUS_SYSTEM_BUS_ADDRESS")
+		assertAgentTrustsWithoutSigning(t, pod)
 	})
 }

@@ -58,7 +58,7 @@ func kustomizeWith(dir, component string) func(*testing.T, *testenv.Cluster) []b
 // chartCases are the value sets every test renders.
 func chartCases() []chartCase {
 	return []chartCase{
-		{name: "defaults", kust: kustomize("base")},
+		{name: "defaults", kust: kustomize("base"), more: checkKeysHooks},
 		{name: "external-nats", set: externalNATS, kust: kustomize("overlays/external-nats")},
 		{name: "orphan-deletion", set: []string{"orphanDeletion.enabled=true"}, kust: kustomizeWith("base", orphanDeletion)},
 		{name: "external-nats+orphan-deletion", set: append([]string{"orphanDeletion.enabled=true"}, externalNATS...),
@@ -70,7 +70,7 @@ func chartCases() []chartCase {
 		{name: "rebootMethod=command+image", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
 			more: checkCommandMethod},
 		{name: "settings", set: []string{
-			"createNamespace=true",
+			"createNamespace=true", "signing.createKeys=false", // a pre-install hook runs before the chart's Namespace exists
 			"image.digest=sha256:" + strings.Repeat("ab", 32),
 			"image.pullPolicy=Always",
 			"nats.embedded.storage.storageClassName=local-path",
@@ -87,6 +87,7 @@ func chartCases() []chartCase {
 			"networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
 		}, more: checkSettings},
 		{name: "no-networkpolicy", set: []string{"networkPolicy.enabled=false"}},
+		{name: "own-keys", set: ownKeys, more: checkOwnKeys},
 		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
 	}
 }
@@ -209,6 +210,11 @@ func TestHelmTemplatePassesServerSideDryRun(t *testing.T) {
 			assert.Equal(t, external, strings.Contains(text, "EDGEDRAIN_AUTH_CALLOUT_ISSUER_SEED_FILE"))
 			assert.Equal(t, !external, strings.Contains(out, "persistentvolumeclaim/edgedrain-nats"))
 			assert.Equal(t, !external, strings.Contains(out, "service/edgedrain-nats "))
+			keys := !enabled("signing.createKeys=false")
+			assert.Equal(t, keys, strings.Contains(out, "job.batch/edgedrain-keys"))
+			assert.Equal(t, keys, strings.Contains(out, "role.rbac.authorization.k8s.io/edgedrain-keys"))
+			assert.Contains(t, text, "EDGEDRAIN_SIGNING_KEY")
+			assert.Contains(t, text, "EDGEDRAIN_TRUSTED_KEYS")
 			assert.Equal(t, !external && !enabled("nats.embedded.storage.keepOnUninstall=false"),
 				strings.Contains(text, "helm.sh/resource-policy: keep"), "helm uninstall keeps the bus's store unless told otherwise")
 			if tc.more != nil {
@@ -345,7 +351,7 @@ func TestHelmReleaseNamespace(t *testing.T) {
 			subjectsSeen++
 		}
 	}
-	assert.Equal(t, 6, subjectsSeen, "the coordinator's four bindings and the two components'")
+	assert.Equal(t, 7, subjectsSeen, "the coordinator's four bindings, the two components' and the keys Job's")
 	var ds appsv1.DaemonSet
 	decodeKind(t, []byte(out), "DaemonSet", "edgedrain-agent", &ds)
 	assert.Equal(t, "nats://edgedrain-nats:4222", envOf(ds.Spec.Template.Spec.Containers[0])["EDGEDRAIN_NATS_URL"],
@@ -399,6 +405,9 @@ func TestHelmNotes(t *testing.T) {
 		{[]string{"agent.commands.reboot=/sbin/reboot", "agent.commandImage.repository=" + shellImage},
 			[]string{`reboot with the shell command "/sbin/reboot".`}, []string{"logind"}},
 		{[]string{"nats.embedded.storage.keepOnUninstall=false"}, []string{"helm uninstall deletes the PVC"}, []string{"keeps"}},
+		{nil, []string{"the hook Job edgedrain-keys created them if missing. helm uninstall leaves\nboth"}, nil},
+		{ownKeys, []string{"the Secret site-signing-key (signing.pem)", "ConfigMap site-trusted-keys (*.pem): create both"},
+			[]string{"edgedrain-keys"}},
 	} {
 		args := append([]string{"install", releaseName, "charts/edgedrain", "--namespace", namespace, "--dry-run=client"}, setFlags(tc.set)...)
 		out, stderr, err := runHelm(t, args...)
@@ -467,6 +476,9 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		{"misspelt resources", []string{"agent.resources.limit.memory=1Gi"},
 			"at '/agent/resources': additional properties 'limit' not allowed"},
 		{"storage size not a quantity", []string{"nats.embedded.storage.size=1GB"}, "at '/nats/embedded/storage/size'"},
+		{"createKeys with createNamespace", []string{"createNamespace=true"},
+			"install with --create-namespace instead of createNamespace=true, or set signing.createKeys=false"},
+		{"signing Secret name not a name", []string{"signing.secretName=Signing_Key"}, "at '/signing/secretName'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"template", releaseName, "charts/edgedrain", "--namespace", namespace}, setFlags(tc.set)...)

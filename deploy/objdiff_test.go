@@ -65,8 +65,11 @@ patches:
 // helmLabels are the labels the chart adds to what kustomize renders.
 var helmLabels = []string{"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart"}
 
-// helmAnnotations are the annotations, meaningful to Helm only, that the chart adds.
-var helmAnnotations = []string{"helm.sh/resource-policy"}
+// helmAnnotations are the annotations, meaningful to Helm only, that the chart adds: the hook
+// annotations make the Job edgedrain-keys and its RBAC run before install and upgrade, where
+// kustomize applies them with the rest (TestKeysHelmHooks checks them).
+var helmAnnotations = []string{"helm.sh/resource-policy", "helm.sh/hook", "helm.sh/hook-weight",
+	"helm.sh/hook-delete-policy", "helm.sh/hook-output-log-policy"}
 
 // objectsByKey decodes rendered manifests into normalised objects keyed by kind/name.
 func objectsByKey(t *testing.T, rendered []byte) map[string]map[string]any {

@@ -163,3 +163,14 @@ names in reserved that the chart sets, and a name given twice. Call with (dict "
 {{- $_ := set $seen $name true -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The annotations that make an object of the Job edgedrain-keys a hook before install and upgrade
+(dict "weight" W): lower weights first, so the RBAC exists when the Job starts. Deleted before
+the next run and once all succeeded; Helm deletes succeeded hooks only after the last one.
+*/}}
+{{- define "edgedrain.keysHook" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ .weight | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
