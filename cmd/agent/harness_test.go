@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,8 +57,8 @@ func newScene(t testing.TB, group string, n int) *scene {
 }
 
 // runCoordinator starts a coordinator engine for the scene's nodes, with delays short enough
-// for tests; tune may change its config.
-func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
+// for tests; tune may change its config. It runs until the test ends, or stop.
+func (s *scene) runCoordinator(tune func(*coordinator.Config)) (stop func()) {
 	s.t.Helper()
 	cfg := coordinator.DefaultConfig()
 	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
@@ -77,10 +78,15 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	s.t.Cleanup(func() {
-		cancel()
-		require.NoError(s.t, <-done)
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(s.t, <-done)
+		})
+	}
+	s.t.Cleanup(stop)
+	return stop
 }
 
 // deploy runs a Deployment on the scene's nodes, waits until its pods run, and returns the node
@@ -192,6 +198,19 @@ func (a *agentProc) start() {
 	require.Eventually(a.s.t, func() bool {
 		st, err := a.statusErr()
 		return err == nil && st.Source != agent.SourceNone
+	}, 30*time.Second, 20*time.Millisecond, "agent for %s not up\n%s", a.node, a.proc.Tail(20))
+	a.metricsURL = ""
+}
+
+// startUnanswered starts the agent and waits until it answers on its socket, with or without a
+// status taken from the bus.
+func (a *agentProc) startUnanswered() {
+	a.s.t.Helper()
+	a.starts++
+	a.proc = testenv.StartProc(a.s.t, a.dir, "agent", agentBin, nil, a.args...)
+	require.Eventually(a.s.t, func() bool {
+		_, err := a.statusErr()
+		return err == nil
 	}, 30*time.Second, 20*time.Millisecond, "agent for %s not up\n%s", a.node, a.proc.Tail(20))
 	a.metricsURL = ""
 }

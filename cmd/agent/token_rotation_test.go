@@ -44,6 +44,7 @@ type authScene struct {
 	*scene
 	reg     *prometheus.Registry // the Authenticator's decision counter
 	authLog *syncBuffer          // the Authenticator's log (refusal reasons), shown on failure
+	opPW    string               // the operator identity's password (edgedrainctl, dashboards)
 }
 
 func newAuthScene(t *testing.T, group string, n int) *authScene {
@@ -59,7 +60,9 @@ func newAuthScene(t *testing.T, group string, n int) *authScene {
 	log := logrus.New()
 	log.SetOutput(s.authLog)
 	log.SetLevel(logrus.DebugLevel)
-	auth, err := busauth.New(busauth.Config{Tokens: verifier, CoordinatorPassword: coordPW, Registerer: s.reg, Logger: log})
+	s.opPW, err = busauth.NewPassword()
+	require.NoError(t, err)
+	auth, err := busauth.New(busauth.Config{Tokens: verifier, CoordinatorPassword: coordPW, OperatorPassword: s.opPW, Registerer: s.reg, Logger: log})
 	require.NoError(t, err)
 	// The test's connection (the status recorder) and the engine's are the coordinator's: they
 	// create the buckets; agents never do.

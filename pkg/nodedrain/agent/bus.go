@@ -276,11 +276,18 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 	}
 }
 
-// checkDelivery judges a delivered status through a checked read of the key: what the read
-// gives (the delivered revision, or a newer value or delete superseding it) is what is taken.
-// ok false: nothing to take; a nil status with ok: the key's status was removed since.
+// checkDelivery judges a delivered status: first as delivered (signature and order: a forgery
+// is refused even if something newer follows at once), then through a checked read of the key,
+// which tells a server copy (KV watch entries carry no headers); what the read gives (this
+// revision, or a newer value or delete superseding it) is what is taken. When the read fails,
+// the delivery stands on its signature and order; the agent still acts only after a checked
+// read. ok false: nothing to take; a nil status with ok: the key's status was removed since.
 func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedrain.NodeDrainStatus],
 	ev pubsub.Event[nodedrain.NodeDrainStatus]) (st *nodedrain.NodeDrainStatus, rev uint64, ok bool) {
+	v := ev.Value
+	if !b.judge(v, ev.Revision, false) {
+		return nil, 0, false
+	}
 	rctx, cancel := context.WithTimeout(ctx, busOpTimeout)
 	defer cancel()
 	r := b.readChecked(rctx, statuses)
@@ -289,11 +296,6 @@ func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedra
 		return nil, 0, false
 	case r.err == nil:
 		return r.status, max(r.rev, ev.Revision), true
-	}
-	// The read failed: the delivery is judged by its signature and order alone.
-	v := ev.Value
-	if !b.judge(v, ev.Revision, false) {
-		return nil, 0, false
 	}
 	return &v, ev.Revision, true
 }

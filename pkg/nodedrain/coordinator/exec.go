@@ -281,10 +281,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	defer cancel()
 	var rev uint64
 	var err error
-	e.seq++
-	signed := st
-	signed.Term, signed.Seq = int(e.term), e.seq
-	signed = e.cfg.Signer.Sign(signed)
+	signed := e.sign(st)
 	if leading {
 		rev, err = e.statuses.Publish(pctx, st.Node, signed)
 	} else {

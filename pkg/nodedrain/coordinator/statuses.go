@@ -76,9 +76,18 @@ func (e *Engine) statusEvent(ctx context.Context, ev pubsub.Event[nodedrain.Node
 	}
 }
 
+// sign numbers st as this run's next status and signs it.
+func (e *Engine) sign(st nodedrain.NodeDrainStatus) nodedrain.NodeDrainStatus {
+	e.seq++
+	st.Term, st.Seq = int(e.term), e.seq
+	return e.cfg.Signer.Sign(st)
+}
+
 // repairStatus puts the coordinator's word back under key: the node's current status if this
-// run serves the node (published again, signed, with the next tick's retries), else no status
-// (removed at the forged revision only, so that a newer write stays).
+// run serves the node (published again, signed, with the next tick's retries); else the newest
+// status a coordinator wrote there (signed anew: a status a node's agent missed, such as the
+// NOTREQUESTED of a withdrawal, must not give way to a forgery), or no status. Both writes are
+// conditional on the forged revision, so that a newer write stays.
 func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
 	if _, ok := e.core.Drain(key); ok {
 		e.unpublished[key] = true
@@ -89,7 +98,55 @@ func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	if err := e.statuses.UnpublishRevision(pctx, key, rev); err != nil && !errors.Is(err, pubsub.ErrConflict) {
-		e.log.WithField("node", key).WithError(err).Warn("cannot remove a forged status; it stays until the node's next status")
+	own, err := e.lastOwnStatus(pctx, key)
+	switch {
+	case err != nil:
+		e.recheckStatusLater(key, rev, err)
+		return
+	case own != nil:
+		var put uint64
+		if put, err = e.statuses.PublishIfRevision(pctx, key, e.sign(*own), rev, true); err == nil {
+			e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
+		}
+	default:
+		err = e.statuses.UnpublishRevision(pctx, key, rev)
 	}
+	if err != nil && !errors.Is(err, pubsub.ErrConflict) {
+		e.recheckStatusLater(key, rev, err)
+	}
+}
+
+// recheckStatusLater logs a repair that failed; the forgery stays until the node's next status
+// (agents refuse it meanwhile).
+func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
+	e.log.WithFields(logrus.Fields{"node": key, "revision": rev}).WithError(err).
+		Warn("cannot repair a forged status; it stays until the node's next status (agents refuse it)")
+}
+
+// lastOwnStatus is the newest status under key, in the bucket's kept history, that a
+// coordinator wrote (no copy, signed by a trusted key); nil: none is kept, or a coordinator
+// removed the key's status after it.
+func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.NodeDrainStatus, error) {
+	hist, err := e.statuses.History(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range hist {
+		if !r.Deleted && (r.Err != nil || e.cfg.TrustedKeys().Verify(key, r.Value) != nil) {
+			continue
+		}
+		o, err := e.statuses.Origin(ctx, key, r.Rev)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case o != pubsub.Written && o != pubsub.Restored:
+			continue // a copy, or superseded meanwhile
+		case r.Deleted:
+			return nil, nil // removed by a coordinator (a forgotten node): nothing to put back
+		}
+		st := r.Value
+		return &st, nil
+	}
+	return nil, nil
 }
