@@ -17,7 +17,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	trusted, err := cli.NewTrustedKeys(o.trusted, log)
+	trusted, err := cli.NewTrustedKeys(o.trusted, 0, log)
 	if err != nil {
 		return err
 	}

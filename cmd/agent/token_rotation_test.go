@@ -79,7 +79,7 @@ func newAuthScene(t *testing.T, group string, n int) *authScene {
 
 // blockEvictions creates a PodDisruptionBudget that lets no pod of app go, and returns a
 // function that lifts it.
-func (s *authScene) blockEvictions(app string, replicas int32) (unblock func()) {
+func (s *scene) blockEvictions(app string, replicas int32) (unblock func()) {
 	s.t.Helper()
 	ctx := context.Background()
 	all := intstr.FromInt32(replicas)
@@ -215,7 +215,7 @@ func (s *authScene) waitReconnected(a *agentProc, since time.Time, timeout time.
 }
 
 // waitBlocked waits until node's drain for id is CORDONED with a PodDisruptionBudget blocking it.
-func (s *authScene) waitBlocked(node, id string) {
+func (s *scene) waitBlocked(node, id string) {
 	s.t.Helper()
 	s.waitFor(node, drainTimeout, "CORDONED, blocked by the PodDisruptionBudget", func(st nodedrain.NodeDrainStatus) bool {
 		if st.Status != nodedrain.StatusCordoned || st.RequestID != id {
@@ -232,7 +232,7 @@ func (s *authScene) waitBlocked(node, id string) {
 
 // requireStillDeferred checks that the agent holds the reboot for request id, has run nothing,
 // and that id is still the request on the bus.
-func (s *authScene) requireStillDeferred(a *agentProc, id string) {
+func (s *scene) requireStillDeferred(a *agentProc, id string) {
 	s.t.Helper()
 	st := a.status()
 	require.Equal(s.t, agent.PhaseDeferred, st.State.Phase, "the agent no longer holds its reboot")
@@ -246,7 +246,7 @@ func (s *authScene) requireStillDeferred(a *agentProc, id string) {
 
 // finishOnce lifts the block and checks the reboot runs exactly once, for request id, after
 // COMPLETE for it, and that no other request of this node was ever served.
-func (s *authScene) finishOnce(a *agentProc, id string, unblock func()) {
+func (s *scene) finishOnce(a *agentProc, id string, unblock func()) {
 	s.t.Helper()
 	unblock()
 	complete := waitDeferredUntilComplete(a, id)
@@ -280,7 +280,7 @@ func writeToken(t *testing.T, path, token string) {
 
 // deferReboot makes a's reboot wait on the blocked drain: the sentinel appears, the agent
 // publishes its request and defers; it returns the request.
-func (s *authScene) deferReboot(a *agentProc) nodedrain.NodeDrainRequest {
+func (s *scene) deferReboot(a *agentProc) nodedrain.NodeDrainRequest {
 	s.t.Helper()
 	require.NoError(s.t, os.WriteFile(a.sentinel, []byte("*** System restart required ***\n"), 0o644))
 	req := s.request(a.node, "")

@@ -35,7 +35,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	trusted, err := cli.NewTrustedKeys(o.trustedKeys, log)
+	trusted, err := cli.NewTrustedKeys(o.trustedKeys, 0, log)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func LoadTrustedKeys(path string) (nodedrain.KeySet, error) {
 }
 
 // TrustedKeys holds the keys of a --trusted-keys path and reads them again, at most every
-// TrustedKeysInterval, when asked for them: a ConfigMap mount changes under a running agent when a key is
+// interval, when asked for them: a ConfigMap mount changes under a running agent when a key is
 // rotated. A read that fails keeps the keys read before, and says so once.
 type TrustedKeys struct {
 	path     string
@@ -120,20 +120,26 @@ type TrustedKeys struct {
 	failed bool
 }
 
-// TrustedKeysInterval is how often TrustedKeys reads its path again at most.
-const TrustedKeysInterval = 10 * time.Second
+// TrustedKeysInterval is how often TrustedKeys reads its path again at most, by default: the
+// files are tiny and read only when a status is judged (and by the agent every 10 s), so a
+// rotation's new key is taken at once.
+const TrustedKeysInterval = time.Second
 
-// NewTrustedKeys reads path once; it fails when no key can be read.
-func NewTrustedKeys(path string, log logrus.FieldLogger) (*TrustedKeys, error) {
+// NewTrustedKeys reads path once; it fails when no key can be read. It reads the path again at
+// most every interval (0: TrustedKeysInterval).
+func NewTrustedKeys(path string, interval time.Duration, log logrus.FieldLogger) (*TrustedKeys, error) {
+	if interval <= 0 {
+		interval = TrustedKeysInterval
+	}
 	ks, err := LoadTrustedKeys(path)
 	if err != nil {
 		return nil, err
 	}
 	log.WithField("keys", strings.Join(ks.IDs(), ",")).Infof("statuses are taken only when signed by a trusted key (from %s)", path)
-	return &TrustedKeys{path: path, log: log, interval: TrustedKeysInterval, keys: ks, readAt: time.Now()}, nil
+	return &TrustedKeys{path: path, log: log, interval: interval, keys: ks, readAt: time.Now()}, nil
 }
 
-// Keys returns the trusted keys, read again first when TrustedKeysInterval has passed.
+// Keys returns the trusted keys, read again first when the interval has passed.
 func (t *TrustedKeys) Keys() nodedrain.KeySet {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -18,10 +18,11 @@ import (
 
 // Bus timings.
 const (
-	busOpTimeout   = 5 * time.Second
-	openBackoffMin = 500 * time.Millisecond
-	openBackoffMax = 30 * time.Second
-	busQueueSize   = 32
+	trustedKeysRefresh = 10 * time.Second
+	busOpTimeout       = 5 * time.Second
+	openBackoffMin     = 500 * time.Millisecond
+	openBackoffMax     = 30 * time.Second
+	busQueueSize       = 32
 )
 
 // errBusQueueFull is the result of a bus action queued while too many wait.
@@ -156,8 +157,14 @@ func (b *bus) run(ctx context.Context) {
 	defer func() { _ = watcher.Stop() }()
 	b.log.Info("bus buckets open; watching this node's drain status")
 	go b.forward(ctx, watcher, statuses)
+	// The trusted keys are read again now and then even without a status to judge: a rotation
+	// shows in the log when the new key arrives, before the coordinator signs with it.
+	refresh := time.NewTicker(trustedKeysRefresh)
+	defer refresh.Stop()
 	for {
 		select {
+		case <-refresh.C:
+			b.guard.Keys()
 		case <-ctx.Done():
 			return
 		case op := <-b.ops:

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -359,35 +358,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			}
 		}
 	}
-	statuses := map[string]nodedrain.NodeDrainStatus{}
-	forged := map[string]uint64{} // keys whose value no coordinator wrote, at that revision
-	keys, err := e.statuses.Keys(ctx)
+	statuses, forged, resign, err := e.readStatuses(ctx)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
-	}
-	for _, k := range keys {
-		if k == nodedrain.TermKey {
-			continue
-		}
-		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
-		if errors.Is(err, pubsub.ErrNotFound) {
-			continue
-		}
-		if err == nil {
-			err = e.checkStatus(k, st, origin == pubsub.Copied)
-			if err != nil {
-				// Not a coordinator's: resumed from, it would be signed as ours. Put right once
-				// resumed (forged).
-				e.forgedStatus(k, rev, err)
-				forged[k] = rev
-				continue
-			}
-		}
-		if err != nil {
-			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
-			continue
-		}
-		statuses[k] = st
+		return err
 	}
 	// A node carrying our cordon annotation is ours to uncordon even if its status was lost.
 	nodes, err := e.nodes.List(labels.Everything())
@@ -456,6 +429,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 	}
 	for _, k := range slices.Sorted(maps.Keys(forged)) {
 		e.repairStatus(ctx, k, forged[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(resign)) {
+		e.resignStatus(ctx, k, statuses[k], resign[k])
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sirupsen/logrus"
 
@@ -116,6 +117,30 @@ func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
 	}
 }
 
+// resignStatus signs anew, with this run's key, the status st another trusted key signed under
+// key at rev (a key being rotated out): once the old key is no longer trusted, agents would
+// refuse it and this coordinator would take it for a forgery. A drain this run serves publishes
+// its own status anyway.
+func (e *Engine) resignStatus(ctx context.Context, key string, st nodedrain.NodeDrainStatus, rev uint64) {
+	if _, ok := e.core.Drain(key); ok {
+		e.unpublished[key] = true
+		return
+	}
+	if !e.mayAct(ctx) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	put, err := e.statuses.PublishIfRevision(pctx, key, e.sign(st), rev, false)
+	if err != nil {
+		if !errors.Is(err, pubsub.ErrConflict) {
+			e.log.WithField("node", key).WithError(err).Warn("cannot sign a status anew with the current key")
+		}
+		return
+	}
+	e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
+}
+
 // recheckStatusLater logs a repair that failed; the forgery stays until the node's next status
 // (agents refuse it meanwhile).
 func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
@@ -149,4 +174,39 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 		return &st, nil
 	}
 	return nil, nil
+}
+
+// readStatuses reads every node's published status for a resume: the ones a coordinator wrote
+// (statuses), the keys holding anything else (forged, at that revision: resumed from, a forgery
+// would be signed as this coordinator's own; repaired once resumed), and the statuses signed
+// by another trusted key (resign, at that revision: a key being rotated out).
+func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrain.NodeDrainStatus, forged, resign map[string]uint64, err error) {
+	statuses, forged, resign = map[string]nodedrain.NodeDrainStatus{}, map[string]uint64{}, map[string]uint64{}
+	keys, err := e.statuses.Keys(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+	}
+	for _, k := range keys {
+		if k == nodedrain.TermKey {
+			continue
+		}
+		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
+		switch {
+		case errors.Is(err, pubsub.ErrNotFound):
+			continue
+		case err != nil:
+			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+			continue
+		}
+		if err := e.checkStatus(k, st, origin == pubsub.Copied); err != nil {
+			e.forgedStatus(k, rev, err)
+			forged[k] = rev
+			continue
+		}
+		statuses[k] = st
+		if st.SignedBy != e.cfg.Signer.KeyID() {
+			resign[k] = rev
+		}
+	}
+	return statuses, forged, resign, nil
 }
