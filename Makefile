@@ -80,7 +80,7 @@ bench:
 	$(GO) test -run '^$$' -bench SafeToComplete -benchtime 10x ./pkg/volumes
 	$(GO) test -short -run '^$$' -bench . -benchtime 50x ./cmd/agent
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./pkg/busauth
-	$(GO) test -short -run '^$$' -bench Admit ./pkg/nodedrain ./pkg/nodedrain/coordinator
+	$(GO) test -short -run '^$$' -bench 'Admit|SignStatus|VerifyStatus' ./pkg/nodedrain ./pkg/nodedrain/coordinator
 	$(GO) run ./bench/rolling
 	$(GO) run ./bench/scale
 
