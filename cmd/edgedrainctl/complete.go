@@ -48,7 +48,7 @@ func complete(ctx context.Context, args []string, out io.Writer) {
 			fs.VisitAll(func(f *flag.Flag) { offer("--" + f.Name) })
 			return
 		}
-		offer("status", "withdraw", "check")
+		offer("status", "withdraw", "check", "keys")
 		return
 	}
 	switch cmd, prev := rest[0], before[len(before)-1]; {
@@ -56,6 +56,8 @@ func complete(ctx context.Context, args []string, out io.Writer) {
 		offer("table", "json")
 	case cmd == "status":
 		offer("-o", "--watch", "--js-domain")
+	case cmd == "keys" && len(rest) == 1:
+		offer("generate", "init")
 	case cmd == "withdraw" || cmd == "check":
 		if len(rest) > 1 {
 			return // one NODE

@@ -250,6 +250,9 @@ func TestKubectlPlugin(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "status\n")
 	assert.NotContains(t, out, "withdraw")
+	out, err = kubectl("__complete", "edgedrain", "keys", "")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "generate\ninit\n")
 	assert.Contains(t, out, ":4")
 	out, err = kubectl("__complete", "edgedrain", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW,
 		"withdraw", "edge-")
