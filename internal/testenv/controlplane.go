@@ -69,9 +69,12 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		return nil, err
 	}
 	cp = &ControlPlane{Dir: cfg.Dir, Kubeconfig: filepath.Join(cfg.Dir, "kubeconfig"), BinDir: cfg.BinDir, ca: ca}
+	// A failed start returns a nil ControlPlane (the named result): stop what was started
+	// through a copy of the pointer, not through the result (a nil dereference hid the error).
+	started := cp
 	defer func() {
 		if err != nil {
-			cp.Stop()
+			started.Stop()
 		}
 	}()
 	ports, err := freePorts(6)
