@@ -20,9 +20,11 @@ type agentProc struct {
 	inc       int
 	m         agent.Machine
 	persisted agent.State
-	conn      *conn
-	watch     *watcher
-	timerGen  int
+	// guard is the process's agent.StatusGuard: a new process starts with a fresh one.
+	guard    *agent.StatusGuard
+	conn     *conn
+	watch    *watcher
+	timerGen int
 	// files on the node's disk: sentinel modification times (0: no file) and the override file.
 	sentinel map[agent.Operation]int64
 	override *nodedrain.StatusOverride
@@ -64,6 +66,7 @@ func (a *agentProc) start() {
 	a.inc++
 	a.alive, a.conn.alive = true, true
 	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
+	a.guard = &agent.StatusGuard{Keys: trusted}
 	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
 	a.noState = false
 	a.openWatch()
@@ -85,12 +88,7 @@ func (a *agentProc) openWatch() {
 	inc := a.inc
 	a.watch = a.s.bus.watch(a.conn, bucketStatus, a.node.name, func(_ string, r revision) {
 		if a.alive && a.inc == inc {
-			ev := agent.EvBusStatus{Revision: r.seq}
-			if r.val != nil {
-				st := r.val.(nodedrain.NodeDrainStatus)
-				ev.Status = &st
-			}
-			a.step(ev)
+			a.delivered(r)
 		}
 	}, func() {
 		if a.alive && a.inc == inc {
@@ -180,18 +178,17 @@ func (a *agentProc) perform(act agent.Action) {
 		})
 	case agent.ReadStatus:
 		inc := a.inc
-		var read *nodedrain.NodeDrainStatus
-		var rev uint64
+		var read revision
+		found := false
+		s.forger.onRead(name)
 		s.bus.op(a.conn, func() error {
-			if r, ok := s.bus.latest(bucketStatus, name); ok {
-				if st, ok := r.val.(nodedrain.NodeDrainStatus); ok {
-					read, rev = &st, r.seq
-				}
+			if r, ok := s.bus.latest(bucketStatus, name); ok && r.val != nil {
+				read, found = r, true
 			}
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
-				a.step(agent.EvStatusRead{Status: read, Revision: rev, Err: err})
+				a.step(a.readResult(read, found, err))
 			}
 		})
 	case agent.RunCommand:

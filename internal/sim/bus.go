@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -25,6 +26,11 @@ type revision struct {
 	at  time.Time
 	val any
 	by  string
+	// copied: the server wrote it as a copy of another stored message (what the real bus tells
+	// by the copy headers, and the agent's guard and the coordinator see). forged: no
+	// coordinator wrote it (a copy, or a forger's or an old tool's value) — the checkers' truth,
+	// which no process sees.
+	copied, forged bool
 }
 
 type bucket struct {
@@ -32,6 +38,9 @@ type bucket struct {
 	history int
 	keys    map[string][]revision
 	last    uint64 // the stream's last sequence: of the bucket's last write, to any key
+	// genuine is each key's last revision that was not forged, kept whatever the history
+	// (what the checkers take for the node's status: see Sim.statusOf).
+	genuine map[string]revision
 }
 
 type bus struct {
@@ -42,6 +51,8 @@ type bus struct {
 	watchers []*watcher
 	// lossy makes some operations fail or lose their reply (a fault).
 	lossy bool
+	// onWrite sees every write as it lands (the forger's eyes).
+	onWrite func(bucket, key string, r revision)
 }
 
 // conn is one client's connection; it is connected while its process runs, its network is up
@@ -60,8 +71,8 @@ func (c *conn) connected() bool { return c.alive && !c.cut && c.b.up }
 
 func newBus(w *world) *bus {
 	return &bus{w: w, up: true, buckets: map[string]*bucket{
-		bucketRequests: {name: bucketRequests, history: 1, keys: map[string][]revision{}},
-		bucketStatus:   {name: bucketStatus, history: 8, keys: map[string][]revision{}},
+		bucketRequests: {name: bucketRequests, history: 1, keys: map[string][]revision{}, genuine: map[string]revision{}},
+		bucketStatus:   {name: bucketStatus, history: 8, keys: map[string][]revision{}, genuine: map[string]revision{}},
 	}}
 }
 
@@ -90,14 +101,26 @@ func (b *bus) value(bucket, key string) any {
 
 // write applies a put or delete now and wakes the watchers.
 func (b *bus) write(bucket, key string, val any, by string) uint64 {
+	return b.put(bucket, key, revision{val: val, by: by})
+}
+
+// put stores r (its sequence and time set now) as key's newest revision and wakes the watchers.
+func (b *bus) put(bucket, key string, r revision) uint64 {
 	b.seq++
+	r.seq, r.at = b.seq, b.w.now
 	bk := b.buckets[bucket]
-	revs := append(bk.keys[key], revision{seq: b.seq, at: b.w.now, val: val, by: by})
+	revs := append(bk.keys[key], r)
 	if len(revs) > bk.history {
 		revs = revs[len(revs)-bk.history:]
 	}
 	bk.keys[key] = revs
 	bk.last = b.seq
+	if !r.forged {
+		bk.genuine[key] = r
+	}
+	if b.onWrite != nil {
+		b.onWrite(bucket, key, r)
+	}
 	for _, wt := range b.watchers {
 		if wt.bucket == bucket {
 			wt.pump()
@@ -146,6 +169,8 @@ type watcher struct {
 	stopped bool
 	// slow makes deliveries lag by seconds (a fault).
 	slow bool
+	// rng draws the lags (nil: the world's).
+	rng *rand.Rand
 	// deliver receives each revision; snapshotDone is called once after the snapshot.
 	deliver      func(key string, r revision)
 	snapshotDone func()
@@ -153,7 +178,12 @@ type watcher struct {
 
 // watch starts a watcher: the snapshot of current values, the marker, then every change.
 func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision), snapshotDone func()) *watcher {
-	wt := &watcher{b: b, c: c, bucket: bucket, key: key, deliver: deliver, snapshotDone: snapshotDone}
+	return b.watchWith(nil, c, bucket, key, deliver, snapshotDone)
+}
+
+// watchWith is watch drawing its lags from rng (nil: the world's).
+func (b *bus) watchWith(rng *rand.Rand, c *conn, bucket, key string, deliver func(string, revision), snapshotDone func()) *watcher {
+	wt := &watcher{b: b, c: c, bucket: bucket, key: key, deliver: deliver, snapshotDone: snapshotDone, rng: rng}
 	b.watchers = append(b.watchers, wt)
 	// The snapshot is what the server holds when the watch is created.
 	var snap []struct {
@@ -174,7 +204,7 @@ func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision),
 	}
 	wt.pos = b.seq
 	wt.busy = true
-	delay := b.w.between(time.Millisecond, 30*time.Millisecond)
+	delay := wt.between(time.Millisecond, 30*time.Millisecond)
 	b.w.after(delay, "watch snapshot", func() {
 		wt.busy = false
 		if wt.stopped {
@@ -191,6 +221,13 @@ func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision),
 
 func (wt *watcher) stop() { wt.stopped = true }
 
+func (wt *watcher) between(lo, hi time.Duration) time.Duration {
+	if wt.rng != nil {
+		return betweenR(wt.rng, lo, hi)
+	}
+	return wt.b.w.between(lo, hi)
+}
+
 // pump schedules the delivery of the next revision the watcher has not delivered.
 func (wt *watcher) pump() {
 	if wt.busy || wt.stopped || !wt.c.connected() {
@@ -199,9 +236,9 @@ func (wt *watcher) pump() {
 	if _, _, ok := wt.next(); !ok {
 		return
 	}
-	lag := wt.b.w.between(time.Millisecond, 40*time.Millisecond)
+	lag := wt.between(time.Millisecond, 40*time.Millisecond)
 	if wt.slow {
-		lag = wt.b.w.between(time.Second, 15*time.Second)
+		lag = wt.between(time.Second, 15*time.Second)
 	}
 	wt.busy = true
 	wt.b.w.after(lag, "watch delivery", func() {

@@ -10,7 +10,9 @@ import (
 )
 
 // The invariants of DESIGN §8, as code. S1 and S2 are checked where the act happens (a command
-// starts, a COMPLETE is written); S3–S5 after every event; L1 at the end of the quiet period.
+// starts, a COMPLETE is written), F1 where an agent's guard takes a status (signed.go); S3–S5
+// after every event; L1 at the end of the quiet period. They judge a node's status by what the
+// coordinators last wrote under its key (Sim.statusOf), not by what a forger wrote over it.
 
 // freshness bounds how long before a command starts the status that cleared it may have been
 // replaced on the bus: the time a confirmation read and its reply take.
@@ -22,7 +24,9 @@ const strandedFor = 90 * time.Second
 
 // checkS1: an agent runs its operation only after a COMPLETE (or NOTSUPPORTED) that the active
 // coordinator published for the agent's current request, and that was still the node's status
-// on the bus when the agent last confirmed it.
+// on the bus when the agent last confirmed it. Only a revision a coordinator wrote counts as
+// that COMPLETE (a copy of it, or a forgery naming the request, is none), and any value written
+// over it, forged or not, ends its validity.
 func (s *Sim) checkS1(a *agentProc, rid string) {
 	ok := false
 	for _, st := range s.published[rid] {
@@ -41,7 +45,7 @@ func (s *Sim) checkS1(a *agentProc, rid string) {
 	found := false
 	for i := len(revs) - 1; i >= 0; i-- {
 		st, isStatus := revs[i].val.(nodedrain.NodeDrainStatus)
-		if isStatus && st.RequestID == rid && st.Status.Clears() {
+		if isStatus && !revs[i].forged && st.RequestID == rid && st.Status.Clears() {
 			found = true
 			validUntil = s.w.now
 			if i+1 < len(revs) {
@@ -131,7 +135,7 @@ func (s *Sim) wholeClusterDeclared() bool {
 	for _, name := range s.cluster.order {
 		r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
 		n := s.cluster.nodes[name]
-		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
+		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
 		switch {
 		case ok && st.RequestID == r.RequestID && st.Decommission && st.SlotReleased:
 			// A decommissioned node's request, left until withdrawn: of no node of the cluster
@@ -139,7 +143,7 @@ func (s *Sim) wholeClusterDeclared() bool {
 		case ok && nodedrain.DeclaresClusterShutdown(r):
 			// and the coordinator has taken it up (REQUESTED or later, for this request,
 			// NOTSUPPORTED included)
-			st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
+			st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
 			if st.RequestID != r.RequestID || !(st.Status.InProgress() || st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) {
 				return false
 			}
@@ -164,7 +168,7 @@ func (s *Sim) check() {
 	// bus cleared.
 	var holders []string
 	for _, name := range cl.order {
-		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
+		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
 		req, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
 		n := cl.nodes[name]
 		a := s.agentOf(name)
@@ -193,7 +197,7 @@ func (s *Sim) check() {
 			!(st.SlotReleased && st.RequestID == a.cmdRequest):
 			holders = append(holders, name+" (down)")
 		}
-		s.states[fmt.Sprintf("%d/%s/%v/%v/%v", st.Status, a.m.State.Phase, live, n.unschedulable, n.up)] = true
+		s.states[simState{st.Status, a.m.State.Phase, live, n.unschedulable, n.up}] = true
 	}
 	if len(holders) > s.cfg.MaxConcurrent {
 		s.violate("S3", "%d nodes in maintenance at once, max-concurrent-drains %d: %v", len(holders), s.cfg.MaxConcurrent, holders)
@@ -266,10 +270,16 @@ func (s *Sim) checkEnd() {
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
-		st, _ := s.bus.value(bucketStatus, name).(nodedrain.NodeDrainStatus)
+		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
+		if r, ok := s.bus.latest(bucketStatus, name); ok && r.forged {
+			// The coordinator repairs what it did not write (signed.go).
+			s.violate("L1", "a value no coordinator wrote is still under the status key of %s after the quiet period (by %s, copied %v): %s",
+				name, r.by, r.copied, describe(r.val))
+			return
+		}
 		switch {
-		case returning(s.bus.value(bucketStatus, name)):
-			s.violate("L1", "%s is still in its return gate after the quiet period: %s", name, describe(s.bus.value(bucketStatus, name)))
+		case returning(s.statusOf(name)):
+			s.violate("L1", "%s is still in its return gate after the quiet period: %s", name, describe(s.statusOf(name)))
 		case a.podGone && n.deleted:
 			// Known limit: its Node deleted for a decommission that did not finish (its command
 			// failed within the ~40 s its agent's pod outlives the Node, or an operator withdrew it
@@ -287,19 +297,19 @@ func (s *Sim) checkEnd() {
 			// drain still holding its slot for it is not excused.
 		case s.bus.value(bucketRequests, name) != nil:
 			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
-				describe(s.bus.value(bucketStatus, name)), a.m.State.Phase)
+				describe(s.statusOf(name)), a.m.State.Phase)
 		case n.exists && n.annotation != "":
 			s.violate("L1", "%s still carries edgedrain's cordon after the quiet period (unschedulable %v)", name, n.unschedulable)
 		case n.evictionRequested:
 			s.violate("L1", "the volume gate's eviction request on %s was never released", name)
 		case a.twin != nil && a.twin.alive && a.twin.m.State.Phase != agent.PhaseIdle:
 			s.violate("L1", "the second agent named %s is still %s for its %s after the quiet period (status %s)", name,
-				a.twin.m.State.Phase, a.twin.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
+				a.twin.m.State.Phase, a.twin.m.State.Operation, describe(s.statusOf(name)))
 		case a.alive && a.m.State.Phase != agent.PhaseIdle:
 			s.violate("L1", "the agent of %s is still %s for its %s after the quiet period (status %s)", name,
-				a.m.State.Phase, a.m.State.Operation, describe(s.bus.value(bucketStatus, name)))
+				a.m.State.Phase, a.m.State.Operation, describe(s.statusOf(name)))
 		case s.decommissionStatusLeft(name):
-			s.violate("L1", "the status of decommissioned %s is still on the bus after the quiet period: %s", name, describe(s.bus.value(bucketStatus, name)))
+			s.violate("L1", "the status of decommissioned %s is still on the bus after the quiet period: %s", name, describe(s.statusOf(name)))
 		case n.retired:
 			// Powered off for good: what else was asked of it is moot.
 		case a.sentinel[agent.OpUpdate] != 0 && a.sentinel[agent.OpUpdate] == s.cancelled[name+"/"+string(agent.OpUpdate)]:
@@ -333,6 +343,6 @@ func returning(v any) bool {
 // withdrawn drain, though its Node deletion landed.)
 func (s *Sim) decommissionStatusLeft(node string) bool {
 	rid, done := s.decommissioned[node]
-	st, ok := s.bus.value(bucketStatus, node).(nodedrain.NodeDrainStatus)
+	st, ok := s.statusOf(node).(nodedrain.NodeDrainStatus)
 	return done && ok && st.RequestID == rid
 }

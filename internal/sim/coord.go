@@ -46,6 +46,11 @@ type coord struct {
 	// lastSeq is the status bucket's revision of this run's last write (its term record first).
 	outage  bool
 	lastSeq uint64
+	// termRev is the revision of this run's term record (its statuses' Term), seq the run's
+	// last Seq; statusWatch watches the status bucket for values to repair (signed.go).
+	termRev     uint64
+	seq         int
+	statusWatch *watcher
 	// verdicts are the background policy checks of this engine run (see checkPolicy).
 	verdicts map[string]coordinator.Verdict
 }
@@ -141,6 +146,10 @@ func (c *coord) stopEngine() {
 		c.watch.stop()
 		c.watch = nil
 	}
+	if c.statusWatch != nil {
+		c.statusWatch.stop()
+		c.statusWatch = nil
+	}
 	c.inc++
 	c.running = false
 }
@@ -228,8 +237,11 @@ func (c *coord) resume() {
 	in := coordinator.ResumeInput{Requests: c.snapshot, Statuses: map[string]nodedrain.NodeDrainStatus{}, CordonedByUs: map[string]bool{}}
 	c.snapshot = nil
 	for key := range s.bus.buckets[bucketStatus].keys {
-		if v := s.bus.value(bucketStatus, key); v != nil && key != nodedrain.TermKey {
-			in.Statuses[key] = v.(nodedrain.NodeDrainStatus)
+		if key == nodedrain.TermKey {
+			continue
+		}
+		if st, ok := s.resumeStatus(key); ok {
+			in.Statuses[key] = st
 		}
 	}
 	for _, name := range s.cluster.order {
@@ -257,6 +269,7 @@ func (c *coord) resume() {
 		c.later(time.Second, "engine tick", inc, tick)
 	}
 	c.later(time.Second, "engine tick", inc, tick)
+	c.watchStatuses(inc)
 	c.checkPolicy(inc)
 	c.inform(inc)
 }
@@ -407,7 +420,8 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		c.fenced(st)
 		return
 	}
-	prev, _ := s.bus.value(bucketStatus, st.Node).(nodedrain.NodeDrainStatus)
+	prev, _ := s.statusOf(st.Node).(nodedrain.NodeDrainStatus)
+	st = c.sign(st)
 	seq := s.bus.write(bucketStatus, st.Node, st, c.name)
 	s.onStatusPublished(c, prev, st)
 	if s.bus.lossy && s.w.chance(0.1) {

@@ -19,6 +19,7 @@ type term struct {
 func (c *coord) claimTerm() {
 	s := c.s
 	c.lastSeq = s.bus.write(bucketStatus, nodedrain.TermKey, term{coord: c.name, inc: c.inc}, c.name)
+	c.termRev, c.seq = c.lastSeq, 0
 	s.term = term{coord: c.name, inc: c.inc}
 	s.w.logf("%s writes its term record", c.name)
 }

@@ -108,6 +108,15 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Decommission { // drawn last: the plans of runs without one stay what they were
 		p = append(p, Fault{At: at(), Kind: Decommission, Target: rng.IntN(cfg.Nodes)})
 	}
+	if cfg.Forgers { // after it, for the same reason
+		for range 1 + rng.IntN(3) {
+			d := time.Duration(5+rng.IntN(60)) * time.Second
+			if rng.IntN(3) == 0 {
+				d = time.Duration(60+rng.IntN(240)) * time.Second
+			}
+			p = append(p, Fault{At: at(), Kind: StatusForger, Target: rng.IntN(cfg.Nodes), For: d})
+		}
+	}
 	return p
 }
 
@@ -239,6 +248,10 @@ func (s *Sim) apply(f Fault) {
 		if n.exists {
 			w.logf("%s's Node object is deleted and registered again", n.name)
 			n.exists = false
+			// Its copies stop counting as healthy elsewhere (S2), as when its kubelet stops
+			// reporting: a COMPLETE decided just before is judged on what its checks saw (seed
+			// 2007040: the Node went 2 ms before a COMPLETE for another node).
+			cl.lastUnsafe = w.now
 			w.after(w.between(time.Second, 10*time.Second), "node registers", func() {
 				n.exists, n.unschedulable, n.annotation, n.operatorCordon, n.ready = true, false, "", false, n.up
 				n.rv++
@@ -271,14 +284,14 @@ func (s *Sim) apply(f Fault) {
 		a.cmdRequest = ""
 		s.powerCycle(a, f.For)
 	case ForgedStatus, ForgedOverLive:
-		// Known open until issue 10 (only the coordinator may write statuses): a status forged
-		// over a live drain's COMPLETE is never re-asserted, so that drain stalls. Random plans
-		// put it on a node with no live request (a stale value left by an old tool).
+		// An unsigned value from an old tool: agents refuse it and the coordinator repairs it
+		// (signed.go). Random plans put it on a node with no live request, as before statuses
+		// were signed (StatusForger strikes live drains).
 		n := nodeAt(f.Target)
 		if s.bus.up && (f.Kind == ForgedOverLive || s.bus.value(bucketRequests, n.name) == nil) {
 			w.logf("a status NOTSUPPORTED naming no request appears for %s (not from the coordinator)", n.name)
-			s.bus.write(bucketStatus, n.name, nodedrain.NodeDrainStatus{Node: n.name, Status: nodedrain.StatusNotSupported,
-				Message: "forged"}, "somebody")
+			s.bus.put(bucketStatus, n.name, revision{val: nodedrain.NodeDrainStatus{Node: n.name, Status: nodedrain.StatusNotSupported,
+				Message: "forged"}, by: "somebody", forged: true})
 			s.events[n.name] = append(s.events[n.name], nodedrain.StatusNotSupported) // a change, though no Event
 		}
 	case ClusterShutdown:
@@ -295,6 +308,8 @@ func (s *Sim) apply(f Fault) {
 		w.logf("the PodDisruptionBudget of %s allows no disruption for %s", g.name, f.For)
 		g.blocked++ // faults may overlap: the budget is relaxed when the last one ends
 		back("pdb relaxed", func() { g.blocked-- })
+	case StatusForger:
+		s.forger.start(nodeAt(f.Target).name, f.For)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -307,6 +322,7 @@ func (s *Sim) apply(f Fault) {
 func (s *Sim) heal() {
 	s.quiet = true
 	s.w.logf("faults stop: quiet period of %s", s.cfg.Quiet)
+	s.forger.heal()
 	s.bus.up, s.bus.lossy = true, false
 	s.cluster.setAPI(true)
 	for _, c := range s.coords {

@@ -27,6 +27,9 @@ type Result struct {
 	// Policy counts what the maintenance policy did (holds by reason, return gates by result,
 	// stale releases), to show the runs exercised it.
 	Policy map[string]int
+	// Forged counts the forger's writes, Refused the statuses agents' guards refused, Repairs
+	// the values coordinators repaired.
+	Forged, Refused, Repairs int
 }
 
 // ConfigFor draws a cluster for a seed: 2 to 4 nodes (mostly 3), one or two coordinators,
@@ -73,6 +76,8 @@ func ConfigFor(seed uint64) Config {
 	drng := rand.New(rand.NewPCG(seed, 0xdec0))
 	cfg.Decommission = cfg.Nodes >= 3 && drng.IntN(4) == 0
 	cfg.Policy.DecommissionLinger = time.Duration(60+drng.IntN(240)) * time.Second
+	// Status forgers (signed statuses), from a stream of their own: in one run in three.
+	cfg.Forgers = rand.New(rand.NewPCG(seed, 0xf0a9e5)).IntN(3) == 0
 	return cfg
 }
 
@@ -92,8 +97,12 @@ func RunPlan(seed uint64, cfg Config, plan Plan) Result {
 		s.violate("L1", "livelock: more than %d events, the last %q", maxEvents, s.w.livelock)
 	}
 	s.checkEnd()
-	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: s.states,
-		Outages: s.outages, Fenced: s.fenced, Policy: s.policyCount}
+	states := make(map[string]bool, len(s.states))
+	for k := range s.states {
+		states[k.String()] = true
+	}
+	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: states,
+		Outages: s.outages, Fenced: s.fenced, Policy: s.policyCount, Forged: s.forger.writes, Refused: s.refusals, Repairs: s.repairs}
 }
 
 // Shrink removes happenings from a failing run's plan while the same invariant still breaks,

@@ -50,6 +50,8 @@ type Config struct {
 	// Preflight as the coordinator's flag (with Maintenance): the prediction is the real volume
 	// rules' answer before eviction.
 	Preflight coordinator.Preflight
+	// Forgers adds status forgers to random plans (forger.go).
+	Forgers bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -123,7 +125,7 @@ type Sim struct {
 	// quiet is set once the active phase is over.
 	quiet bool
 	// states counts distinct (coordinator status, agent phase) combinations reached.
-	states map[string]bool
+	states map[simState]bool
 	// maint is the maintenance policy's model; hist records when nodes were blocked,
 	// unhealthy or Ready and windows closed (for the checks of the decisions taken then);
 	// notReadySince is what the node informer says of NotReady nodes.
@@ -136,6 +138,24 @@ type Sim struct {
 	completeAt    map[string]time.Time
 	hist          history
 	notReadySince map[string]time.Time
+	// frng draws the forger's choices and the coordinator's status watch lags: a stream of its
+	// own, so that runs without forgeries keep the schedules they had before it.
+	frng   *rand.Rand
+	forger *forger
+	// repairs counts values the coordinators repaired; refusals statuses the guards refused.
+	repairs, refusals int
+}
+
+// simState is one combination Sim.check counts, a struct rather than a formatted string: it is
+// recorded for every node after every event.
+type simState struct {
+	status                 nodedrain.DrainStatus
+	phase                  agent.Phase
+	live, cordoned, nodeUp bool
+}
+
+func (k simState) String() string {
+	return fmt.Sprintf("%d/%s/%v/%v/%v", k.status, k.phase, k.live, k.cordoned, k.nodeUp)
 }
 
 // newSim builds the cluster: nodes with agents, coordinators, ReplicaSets and volumes.
@@ -145,10 +165,12 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		published: map[string][]nodedrain.DrainStatus{}, reboots: map[string]int{},
 		cordons: map[string]int{}, evicts: map[string]int{},
 		evictions: map[string]map[int]bool{}, cycles: map[string]int{}, events: map[string][]nodedrain.DrainStatus{}, moved: map[string]bool{},
-		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[string]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{},
+		updatesOK: map[string]time.Time{}, strandedSince: map[string]time.Time{}, states: map[simState]bool{}, cancelled: map[string]int64{}, withdrawn: map[string]bool{}, downDeclared: map[string]bool{},
 		decommissioned: map[string]string{}}
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
+	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
+	s.bus.onWrite = s.forger.observe
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}

@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestSimulation(t *testing.T) {
 	}
 	start := time.Now()
 	events, outages, fenced := 0, 0, 0
+	forgedRuns, forged, refused, repairs := 0, 0, 0, 0
 	policy := map[string]int{}
 	states := map[string]bool{}
 	for _, seed := range list {
@@ -45,6 +47,10 @@ func TestSimulation(t *testing.T) {
 			outages++
 		}
 		fenced += r.Fenced
+		if slices.ContainsFunc(r.Plan, func(f Fault) bool { return f.Kind == StatusForger }) {
+			forgedRuns++
+		}
+		forged, refused, repairs = forged+r.Forged, refused+r.Refused, repairs+r.Repairs
 		for k, v := range r.Policy {
 			policy[k] += v
 		}
@@ -59,6 +65,8 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds in %s (%.0f seeds/s), %.0f events per seed, %d distinct states; %d runs with a leader in API-outage mode, %d fenced writes",
 		len(list), el.Round(time.Millisecond), float64(len(list))/el.Seconds(), float64(events)/float64(len(list)), len(states), outages, fenced)
 	t.Logf("maintenance policy: %v", policy)
+	t.Logf("status forgers in %d runs (%.1f%%): %d forged writes, %d statuses refused by agents' guards, %d values repaired by coordinators",
+		forgedRuns, 100*float64(forgedRuns)/float64(len(list)), forged, refused, repairs)
 }
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
@@ -319,6 +327,10 @@ func TestRegressions(t *testing.T) {
 				{At: sec(151.627), Kind: CoordFreeze, Target: 1, For: 19 * time.Second}, {At: sec(107.921), Kind: APIOutage, Target: 2, For: 28 * time.Second}},
 			[][]string{{"coordinator-0 freezes"}, {"node-1.edge goes down"}, {"node-0.edge is up again"},
 				{"node-1.edge COMPLETE", "went down under the declared whole-cluster shutdown"}}},
+		{"a Node deleted right after the gate's last check of another node's COMPLETE is judged as of the check (S2 check, simulator, seed 2007040)", 2007040, ConfigFor(2007040),
+			Plan{{At: 44120997688, Kind: KernelDay}, {At: 83074174170, Kind: NodeReregister, Target: 0, For: 27 * time.Second}},
+			[][]string{{"node-1.edge CORDONED", "all pods evicted"}, {"node-0.edge's Node object is deleted and registered again"},
+				{"node-1.edge COMPLETE"}, {"agent of node-1.edge runs the reboot command"}}},
 		{"a declared whole-cluster shutdown ends without deadlock", 14, three(2, volumes.PolicyWait),
 			Plan{{At: sec(5), Kind: ClusterShutdown}},
 			[][]string{{"declares a whole-cluster shutdown"}, {"NOTSUPPORTED", "declared whole-cluster shutdown"}}},
@@ -360,7 +372,7 @@ func lossyPlan(seed uint64, mod func(*Config)) Plan {
 // noChanges is cfg without the gate's change signals (issue 12): the regressions found before
 // them keep the schedules they were found with.
 func noChanges(cfg Config) Config {
-	cfg.InformerChanges, cfg.Decommission = 0, false
+	cfg.InformerChanges, cfg.Decommission, cfg.Forgers = 0, false, false
 	return cfg
 }
 
@@ -368,7 +380,7 @@ func noChanges(cfg Config) Config {
 // holders, domains): the regressions found before it keep the schedules they were found with.
 func beforePolicy(cfg Config) Config {
 	cfg.Maintenance, cfg.Domains, cfg.StaleHolderTimeout, cfg.Policy.ReturnTimeout = false, 0, 0, 0
-	cfg.InformerChanges, cfg.Decommission = 0, false
+	cfg.InformerChanges, cfg.Decommission, cfg.Forgers = 0, false, false
 	return cfg
 }
 

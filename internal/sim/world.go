@@ -5,9 +5,10 @@
 // whose reply is lost), a model cluster (nodes, pods with PodDisruptionBudgets and grace
 // periods, ReplicaSets, Longhorn replicas that fail and rebuild, API writes that take time and
 // whose reply may be lost) and injected faults (crashes, leadership changes, reboots, bus and
-// API outages, operator actions). It owns time and randomness: one seed replays exactly.
-// After every event it checks the safety invariants S1–S5; at the end, after a quiet period
-// without faults, the liveness invariant L1.
+// API outages, operator actions, a forger writing copies and made-up statuses into status keys).
+// It owns time and randomness: one seed replays exactly. After every event it checks the safety
+// invariants S1–S5 and F1 (agents act only on statuses a coordinator wrote); at the end, after a
+// quiet period without faults, the liveness invariant L1.
 package sim
 
 import (
@@ -101,11 +102,15 @@ func (w *world) runUntil(end time.Time, check func()) {
 }
 
 // between returns a duration uniformly in [lo, hi].
-func (w *world) between(lo, hi time.Duration) time.Duration {
+func (w *world) between(lo, hi time.Duration) time.Duration { return betweenR(w.rng, lo, hi) }
+
+// betweenR is between drawn from rng: parts added later (the forger, the coordinator's status
+// watch) draw from streams of their own, so that every other draw of a seed stays what it was.
+func betweenR(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
 
 // chance returns true with probability p.

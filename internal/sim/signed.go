@@ -1,0 +1,237 @@
+package sim
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// Signed statuses (DESIGN §10), as the real processes handle them: the coordinator signs every
+// status it writes with the real nodedrain.Signer (Term: its term record's revision, Seq: a
+// counter of the run's publications), every agent process judges every status it reads or is
+// delivered with the real agent.StatusGuard, and the coordinator watches its status bucket and
+// repairs any value under a node's key that is a copy or does not verify.
+
+var (
+	// coordSigner is every coordinator's key (the replicas share one Secret); the key is fixed,
+	// so that a seed replays exactly.
+	coordSigner = nodedrain.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0x5e}, ed25519.SeedSize)))
+	// trustedKeys is what every agent trusts: the coordinator's public key.
+	trustedKeys = nodedrain.NewKeySet(coordSigner.Public())
+	// forgerSigner is a key nobody trusts (a forger's own, or a retired one).
+	forgerSigner = nodedrain.NewSigner(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{0xf0}, ed25519.SeedSize)))
+)
+
+func trusted() nodedrain.KeySet { return trustedKeys }
+
+// errStaleRead: a confirmation read older than a value the guard already took (the model's
+// reads see the newest revision, so this does not happen; the agent would retry its read).
+var errStaleRead = errors.New("status read is older than one already taken")
+
+// sign sets the run's Term and next Seq on st and signs it, as the engine does before each
+// publication.
+func (c *coord) sign(st nodedrain.NodeDrainStatus) nodedrain.NodeDrainStatus {
+	c.seq++
+	st.Term, st.Seq = int(c.termRev), c.seq
+	return coordSigner.Sign(st)
+}
+
+// delivered is the agent's bus layer handling one delivery of its status watch: the guard
+// judges it; only what it takes reaches agent.Step.
+func (a *agentProc) delivered(r revision) {
+	a.s.forger.onDelivery(a.node.name, r)
+	ev := agent.EvBusStatus{Revision: r.seq}
+	if r.val == nil {
+		if a.guard.CheckDelete(r.seq) == agent.VerdictStale {
+			return
+		}
+	} else {
+		st := r.val.(nodedrain.NodeDrainStatus)
+		if !a.judge("delivered", r, st) {
+			return
+		}
+		ev.Status = &st
+	}
+	a.step(ev)
+}
+
+// readResult is the agent's bus layer answering a confirmation read (found: the key holds a
+// status at r): a status the guard does not take comes back as a failed read, so the agent
+// reads again after its retry delay.
+func (a *agentProc) readResult(r revision, found bool, err error) agent.EvStatusRead {
+	if err != nil {
+		return agent.EvStatusRead{Err: err}
+	}
+	if !found {
+		a.guard.CheckDelete(0) // (a read of a missing key has no revision)
+		return agent.EvStatusRead{}
+	}
+	st := r.val.(nodedrain.NodeDrainStatus)
+	v, gerr := a.guard.Check(a.node.name, r.seq, st, r.copied)
+	switch v {
+	case agent.VerdictStale:
+		return agent.EvStatusRead{Err: errStaleRead}
+	case agent.VerdictRefuse:
+		a.refused("read", r, gerr)
+		return agent.EvStatusRead{Err: fmt.Errorf("status refused: %w", gerr)}
+	}
+	a.s.checkF1(a, "read", r)
+	return agent.EvStatusRead{Status: &st, Revision: r.seq}
+}
+
+// judge runs the guard on a delivered status; true: taken.
+func (a *agentProc) judge(via string, r revision, st nodedrain.NodeDrainStatus) bool {
+	v, err := a.guard.Check(a.node.name, r.seq, st, r.copied)
+	switch v {
+	case agent.VerdictTake:
+		a.s.checkF1(a, via, r)
+		return true
+	case agent.VerdictRefuse:
+		a.refused(via, r, err)
+	}
+	return false
+}
+
+func (a *agentProc) refused(via string, r revision, err error) {
+	a.s.refusals++
+	a.s.w.logf("agent of %s refuses the status %s at revision %d (%s): %v", a.node.name, via, r.seq, describe(r.val), err)
+}
+
+// checkF1: an agent acts only on statuses the coordinator wrote — no status a guard took was a
+// server copy or another writer's, whatever it says. (Delete markers carry nothing to act on:
+// a copied one is taken as "no status", and the coordinator puts the status back.)
+func (s *Sim) checkF1(a *agentProc, via string, r revision) {
+	if r.forged {
+		s.violate("F1", "the agent of %s took a status it %s at revision %d that no coordinator wrote (copied %v, by %s): %s",
+			a.node.name, via, r.seq, r.copied, r.by, describe(r.val))
+	}
+}
+
+// statusOf is the node's status as the coordinators last wrote it (nil: none, or deleted): what
+// the checkers judge, whatever a forger wrote over it since.
+func (s *Sim) statusOf(node string) any {
+	return s.bus.buckets[bucketStatus].genuine[node].val
+}
+
+// resumeStatus is the status a resuming engine takes for key: the newest value in the key's
+// kept history that is no copy and verifies (as it takes a request's newest value its agent
+// wrote); a delete marker that is no copy means none.
+func (s *Sim) resumeStatus(key string) (nodedrain.NodeDrainStatus, bool) {
+	revs := s.bus.buckets[bucketStatus].keys[key]
+	for i := len(revs) - 1; i >= 0; i-- {
+		r := revs[i]
+		switch {
+		case r.copied:
+		case r.val == nil:
+			return nodedrain.NodeDrainStatus{}, false
+		case trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil:
+			return r.val.(nodedrain.NodeDrainStatus), true
+		}
+	}
+	if s.statusOf(key) != nil {
+		// Forgeries pushed every status a coordinator wrote out of the key's history while none
+		// could repair them: the engine starts the node over and announces its status again
+		// (E1 excuses that Event, as for any status it could not know was announced).
+		s.moved[key] = true
+		s.w.logf("the statuses of %s a coordinator wrote are gone from the key's history (forged over)", key)
+	}
+	return nodedrain.NodeDrainStatus{}, false
+}
+
+// watchStatuses opens the engine run's watch of its status bucket (after Resume: the snapshot
+// shows what is there now), drawing its lags from the forger's stream so that runs without
+// forgeries keep their schedules.
+func (c *coord) watchStatuses(inc int) {
+	s := c.s
+	c.statusWatch = s.bus.watchWith(s.frng, c.conn, bucketStatus, "", func(key string, r revision) {
+		c.run("status event", inc, func() { c.statusEvent(key, r) })
+	}, func() {
+		// The model's snapshot holds values only; the real watch's initial values hold delete
+		// markers too (a copied one deletes a status the engine resumed from older history).
+		c.run("status snapshot", inc, func() {
+			for _, key := range slices.Sorted(maps.Keys(s.bus.buckets[bucketStatus].keys)) {
+				if r, _ := s.bus.latest(bucketStatus, key); r.val == nil && r.copied {
+					c.statusEvent(key, r)
+				}
+			}
+		})
+	})
+}
+
+// statusEvent repairs a value under a node's key that is a copy or does not verify.
+func (c *coord) statusEvent(key string, r revision) {
+	if key == nodedrain.TermKey || c.core == nil {
+		return
+	}
+	if !r.copied && (r.val == nil || trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil) {
+		return
+	}
+	c.repair(key, r.seq)
+}
+
+// repair puts back, on condition that key still holds revision rev, the status this engine has
+// for the node (its drain's), or deletes the key if it has no drain for it.
+func (c *coord) repair(key string, rev uint64) {
+	s := c.s
+	if cur, ok := s.bus.latest(bucketStatus, key); !ok || cur.seq != rev {
+		return // changed since: the newer value's own event decides
+	}
+	d, has := c.core.Drain(key)
+	if has && c.unpublished[key] {
+		return // its publication is pending: the engine's tick writes it over
+	}
+	if c.outage && !c.stillLeading() {
+		// Outage mode writes only if the bucket was not written since its own last write; the
+		// forgery was: refused, the run is fenced (fail-safe).
+		c.fenced(nodedrain.NodeDrainStatus{Node: key, Status: d.Status.Status})
+		return
+	}
+	if !c.stillLeading() {
+		return
+	}
+	inc := c.inc
+	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
+		c.later(time.Second, "status repair retry", inc, func() { c.repair(key, rev) })
+		return
+	}
+	s.repairs++
+	prev, _ := s.statusOf(key).(nodedrain.NodeDrainStatus)
+	if !has {
+		s.w.logf("%s repairs %s: deletes the value at revision %d (%s), it has no drain there", c.name, key, rev, describe(s.bus.value(bucketStatus, key)))
+		s.bus.write(bucketStatus, key, nil, c.name)
+		return
+	}
+	if !sameStatus(prev, d.Status) {
+		// Not what it last published (a status resumed from older history): published as any
+		// new status, with every check.
+		s.w.logf("%s repairs %s: publishes its status over revision %d", c.name, key, rev)
+		c.publishOne(d.Status)
+		return
+	}
+	st := c.sign(d.Status)
+	s.w.logf("%s repairs %s: puts back %s for request %q over revision %d", c.name, key, st.Status, st.RequestID, rev)
+	s.bus.write(bucketStatus, key, st, c.name)
+	// The same decision, published again: S2 and the policy's rules judged it when it was
+	// first published; only the Lease is checked anew.
+	if !s.leads(c) {
+		s.violate("S1", "%s republished %s for %s while it did not hold the Lease (nor, in outage mode, the last term)", c.name, st.Status, key)
+	}
+	if st.RequestID != "" {
+		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
+	}
+}
+
+// sameStatus reports whether a and b are the same status but for its order and signature.
+func sameStatus(a, b nodedrain.NodeDrainStatus) bool {
+	a.Term, a.Seq, a.SignedBy, a.Signature = 0, 0, "", ""
+	b.Term, b.Seq, b.SignedBy, b.Signature = 0, 0, "", ""
+	return reflect.DeepEqual(a, b)
+}
