@@ -203,7 +203,7 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 
 	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
 	require.NoError(t, err)
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 	waitStatus := func(node string, ok func(nodedrain.NodeDrainStatus) bool) nodedrain.NodeDrainStatus {
 		var st nodedrain.NodeDrainStatus

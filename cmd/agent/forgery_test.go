@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -51,10 +52,15 @@ func (s *authScene) agentConn(node string) *nats.Conn {
 }
 
 // copyInto has the server copy the current value of subject from (in stream) to subject to: a
-// direct get whose reply subject is to.
-func copyInto(t *testing.T, nc *nats.Conn, stream, from, to string) {
+// direct get whose reply subject is to. With payloadOnly the server is asked for no headers
+// (no_hdr): the copy is the payload alone.
+func copyInto(t *testing.T, nc *nats.Conn, stream, from, to string, payloadOnly ...bool) {
 	t.Helper()
-	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET."+stream+"."+from, to, nil))
+	var body []byte
+	if len(payloadOnly) > 0 && payloadOnly[0] {
+		body = []byte(`{"no_hdr":true}`)
+	}
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET."+stream+"."+from, to, body))
 	require.NoError(t, nc.Flush())
 }
 
@@ -208,17 +214,31 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 }
 
 // TestReplayedCompleteAfterAWithdrawal: node A's drain is held by a budget; A's agent stops.
-// The drain completes meanwhile and the operator stores a copy of A's COMPLETE under a spare key,
-// then withdraws A's request (the coordinator answers NOTREQUESTED for it). With the coordinator
-// down, the operator copies the stored COMPLETE back under A's key and A's agent starts afresh
-// (remembering nothing it took before): it reads a validly signed COMPLETE of its own request,
-// but the bus shows a server copy, so it refuses it and runs nothing. (It asks again for its
+// The drain completes meanwhile and the attacker keeps a copy of A's COMPLETE; the operator
+// withdraws A's request (the coordinator answers NOTREQUESTED for it). With the coordinator
+// down, the kept COMPLETE is copied back under A's key and A's agent starts afresh (remembering
+// nothing it took before): it reads a validly signed COMPLETE of its own request, but the bus
+// shows it is no coordinator's write, so it refuses it and runs nothing. (It asks again for its
 // reboot, as an agent that missed a withdrawal does.) The coordinator, back, counts the copy as
 // it resumes and puts its own status back; the reboot runs once, after a real drain's COMPLETE.
+// Three ways to replay: the operator's direct get with headers (the copy then has the server's
+// headers twice), the same asking for the payload alone (no headers: no coordinator mark), and
+// node B's agent token with A's COMPLETE sniffed off the wire, published as B's own request
+// value and copied from there, payload alone.
 func TestReplayedCompleteAfterAWithdrawal(t *testing.T) {
 	t.Parallel()
-	s := newAuthScene(t, "replay", 3)
+	for i, mode := range []string{"operator-direct-get", "operator-payload-only", "other-agent-sniffed"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			replayAfterWithdrawal(t, fmt.Sprintf("replay%d", i), mode)
+		})
+	}
+}
+
+func replayAfterWithdrawal(t *testing.T, group, mode string) {
+	s := newAuthScene(t, group, 3)
 	target := s.deploy("web", 2, 1)
+	other := s.nodes[slices.IndexFunc(s.nodes, func(n string) bool { return n != target })]
 	unblock := s.blockEvictions("web", 2)
 	stop := s.runCoordinator(func(c *coordinator.Config) { c.Policy.DrainAttemptTimeout = 5 * time.Minute })
 	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))))
@@ -231,11 +251,23 @@ func TestReplayedCompleteAfterAWithdrawal(t *testing.T) {
 
 	ctx := context.Background()
 	op := s.operator()
-	copyInto(t, op, stStream, stKey+target, reqKey+"stash") // the COMPLETE, kept for later
+	var replay func()
+	switch mode {
+	case "other-agent-sniffed":
+		sniffed, err := json.Marshal(replayed) // as it crossed the network without TLS
+		require.NoError(t, err)
+		b := s.agentConn(other)
+		require.NoError(t, b.Publish(reqKey+other, sniffed))
+		require.NoError(t, b.Flush())
+		replay = func() { copyInto(t, b, reqStream, reqKey+other, stKey+target, true) }
+	default:
+		copyInto(t, op, stStream, stKey+target, reqKey+"stash", mode == "operator-payload-only")
+		replay = func() { copyInto(t, op, reqStream, reqKey+"stash", stKey+target, mode == "operator-payload-only") }
+	}
 	require.Eventually(t, func() bool {
-		h, err := s.Requests.History(ctx, "stash")
+		h, err := s.Requests.History(ctx, map[bool]string{true: other, false: "stash"}[mode == "other-agent-sniffed"])
 		return err == nil && len(h) > 0
-	}, 5*time.Second, 20*time.Millisecond, "the COMPLETE was not stored under the spare key")
+	}, 5*time.Second, 20*time.Millisecond, "the COMPLETE was not kept under a request key")
 	js, err := jetstream.New(op)
 	require.NoError(t, err)
 	requests, err := js.KeyValue(ctx, nodedrain.RequestsBucket)
@@ -244,11 +276,11 @@ func TestReplayedCompleteAfterAWithdrawal(t *testing.T) {
 	s.waitStatus(target, nodedrain.StatusNotRequested, req.RequestID, drainTimeout)
 	stop()
 
-	copyInto(t, op, reqStream, reqKey+"stash", stKey+target)
+	replay()
 	require.Eventually(t, func() bool {
 		st, _, origin, err := s.Statuses.GetChecked(ctx, target)
 		return err == nil && origin == pubsub.Copied && st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID
-	}, 5*time.Second, 20*time.Millisecond, "the replayed COMPLETE did not land under A's key")
+	}, 5*time.Second, 20*time.Millisecond, "the replayed COMPLETE did not land under A's key, or was not told from a coordinator's write")
 
 	a.startUnanswered()
 	waitRefused(a, "copied", 0)
@@ -259,7 +291,7 @@ func TestReplayedCompleteAfterAWithdrawal(t *testing.T) {
 	runs := a.waitRuns(1, drainTimeout)
 	var fresh *nodedrain.NodeDrainStatus
 	for _, st := range s.Seen(target) {
-		if st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID && st.Seq != replayed.Seq {
+		if st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID && st.Newer(replayed) {
 			fresh = &st
 		}
 	}

@@ -71,7 +71,9 @@ func OpenBus(t testing.TB, conn pubsub.ConnectOptions, replicas int) *Bus {
 		t.Fatal(err)
 	}
 	// History above 1 so the recorder sees every transition, not only the latest value.
-	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20, Replicas: replicas}, nodedrain.StatusCodec{})
+	// Marked as the coordinator's writes: a test that publishes a status plays the coordinator.
+	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20, Replicas: replicas,
+		WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}

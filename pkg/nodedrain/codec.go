@@ -10,6 +10,12 @@ const (
 	StatusBucket = "nodedrain-status"
 )
 
+// StatusWriterMark is the header every status the coordinator writes carries
+// (pubsub.BucketConfig.WriterMark): a server copy of a payload alone (a direct get with no_hdr)
+// has none, and a copy with headers has the server's twice, so readers tell both from the
+// coordinator's writes.
+const StatusWriterMark = "Edgedrain-Coordinator"
+
 // RequestCodec encodes and strictly decodes NodeDrainRequests for a typed bus bucket.
 type RequestCodec struct{}
 

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -63,6 +64,12 @@ type BucketConfig struct {
 	// header (KV purges): a client allowed to write one key could otherwise
 	// erase every key with "Nats-Rollup: all". Set on create and on open.
 	NoRollup bool
+	// WriterMark names a header every value this Bucket puts carries (its value "1"), and that
+	// Origin and GetChecked require of every value (not of deletes): a value without it is not
+	// its writer's. A client that may read a key can have the server copy a stored message's
+	// payload alone (a direct get with no_hdr) under another key; such a copy carries no
+	// header at all. The bucket's writer and its readers must agree on it; empty: none.
+	WriterMark string
 	// OpenOnly opens an existing bucket and never creates or changes it: for
 	// clients that do not administer the bus (agents, people's tools). A
 	// missing bucket is ErrBucketMissing; the settings above are ignored.
@@ -96,7 +103,8 @@ type Bucket[T any] struct {
 	log          logrus.FieldLogger
 	decodeMetric prometheus.Counter
 	decodeCount  atomic.Uint64
-	maxValueSize int32 // <= 0: no limit
+	maxValueSize int32  // <= 0: no limit
+	mark         string // BucketConfig.WriterMark
 }
 
 // OpenBucket opens the bucket cfg.Name, creating it if it does not exist and
@@ -139,6 +147,7 @@ func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketCo
 		log:          loggerOrDiscard(cfg.Logger).WithField("bucket", cfg.Name),
 		decodeMetric: cfg.DecodeErrors,
 		maxValueSize: st.Config().MaxValueSize,
+		mark:         cfg.WriterMark,
 	}, nil
 }
 
@@ -249,11 +258,28 @@ func (b *Bucket[T]) Publish(ctx context.Context, key string, v T) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	rev, err := b.kv.Put(ctx, key, data)
+	if b.mark == "" {
+		rev, err := b.kv.Put(ctx, key, data)
+		if err != nil {
+			return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
+		}
+		return rev, nil
+	}
+	ack, err := b.js.PublishMsg(ctx, b.newMsg(key, data))
 	if err != nil {
 		return 0, fmt.Errorf("publish %s/%s: %w", b.name, key, err)
 	}
-	return rev, nil
+	return ack.Sequence, nil
+}
+
+// newMsg is a put of data under key, with the bucket's writer mark.
+func (b *Bucket[T]) newMsg(key string, data []byte) *nats.Msg {
+	msg := nats.NewMsg("$KV." + b.name + "." + key)
+	msg.Data = data
+	if b.mark != "" {
+		msg.Header.Set(b.mark, "1")
+	}
+	return msg
 }
 
 // PublishIfLast stores v as key's value only if nothing at all was written to the bucket since
@@ -266,7 +292,7 @@ func (b *Bucket[T]) PublishIfLast(ctx context.Context, key string, v T, last uin
 	if err != nil {
 		return 0, err
 	}
-	ack, err := b.js.Publish(ctx, "$KV."+b.name+"."+key, data, jetstream.WithExpectLastSequence(last))
+	ack, err := b.js.PublishMsg(ctx, b.newMsg(key, data), jetstream.WithExpectLastSequence(last))
 	if err != nil {
 		if wrongLast(err) {
 			err = fmt.Errorf("%w: the bucket was written after revision %d: %w", ErrConflict, last, err)

@@ -59,7 +59,13 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 		}
 		return Written, nil
 	}
-	if msg.Subject != "$KV."+b.name+"."+key || len(msg.Hdrs) == 0 {
+	if msg.Subject != "$KV."+b.name+"."+key {
+		return Written, nil
+	}
+	if len(msg.Hdrs) == 0 {
+		if b.mark != "" {
+			return Copied, nil // a payload alone: not its writer's (see WriterMark)
+		}
 		return Written, nil
 	}
 	hdr, err := nats.DecodeHeadersMsg(msg.Hdrs)
@@ -70,6 +76,9 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 		if hdr.Get(h) != "" {
 			return Copied, nil
 		}
+	}
+	if b.mark != "" && !isDelete(hdr) && hdr.Get(b.mark) == "" {
+		return Copied, nil
 	}
 	if hdr.Get(RestoredHeader) != "" {
 		return Restored, nil
@@ -125,8 +134,7 @@ func (b *Bucket[T]) PublishIfRevision(ctx context.Context, key string, v T, rev 
 	if err != nil {
 		return 0, err
 	}
-	msg := nats.NewMsg("$KV." + b.name + "." + key)
-	msg.Data = data
+	msg := b.newMsg(key, data)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	if restored {
 		msg.Header.Set(RestoredHeader, "1")
@@ -208,10 +216,13 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 			origin = Copied
 		}
 	}
+	if b.mark != "" && !isDelete(hdr) && len(hdr.Values(b.mark)) != 1 {
+		origin = Copied // a payload copied alone (no_hdr), or a message of another writer
+	}
 	if subjs := hdr.Values(jetstream.SubjectHeader); len(subjs) == 0 || subjs[len(subjs)-1] != subj {
 		return zero, rev, Copied, fmt.Errorf("get %s/%s: the reply is for subject %v", b.name, key, subjs)
 	}
-	if op := hdr.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+	if isDelete(hdr) {
 		return zero, rev, origin, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
 	}
 	if origin == Written && hdr.Get(RestoredHeader) != "" {
@@ -222,4 +233,10 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 		return zero, rev, origin, err
 	}
 	return v, rev, origin, nil
+}
+
+// isDelete reports whether a stored message's headers make it a delete or purge marker.
+func isDelete(hdr nats.Header) bool {
+	op := hdr.Get("KV-Operation")
+	return op == "DEL" || op == "PURGE"
 }

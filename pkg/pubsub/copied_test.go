@@ -135,3 +135,49 @@ func TestGetCheckedTellsCopies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pubsub.Restored, o)
 }
+
+// With a writer mark, a copy of a payload alone (a direct get asking for no headers) is told
+// from the writer's own value too: it carries no header at all.
+func TestWriterMarkTellsPayloadOnlyCopies(t *testing.T) {
+	_, js, b := setup(t, "marked", pubsub.BucketConfig{History: 5, WriterMark: "Test-Writer"})
+	ctx := testCtx(t)
+	revA := publish(t, b, "a", 1)
+	_, _, o, err := b.GetChecked(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Written, o)
+	o, err = b.Origin(ctx, "a", revA)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Written, o)
+
+	nc := js.Conn()
+	for _, c := range []struct {
+		to   string
+		body []byte
+	}{{"nohdr", []byte(`{"no_hdr":true}`)}, {"withhdr", nil}} {
+		require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_marked.$KV.marked.a", "$KV.marked."+c.to, c.body))
+		require.NoError(t, nc.Flush())
+		var rev uint64
+		require.Eventually(t, func() bool {
+			var v record
+			v, rev, o, err = b.GetChecked(ctx, c.to)
+			return err == nil && v.N == 1
+		}, 5*time.Second, 20*time.Millisecond, "a's value was not copied under %s", c.to)
+		require.Equal(t, pubsub.Copied, o, "GetChecked of the %s copy", c.to)
+		o, err = b.Origin(ctx, c.to, rev)
+		require.NoError(t, err)
+		require.Equal(t, pubsub.Copied, o, "Origin of the %s copy", c.to)
+	}
+	// The writer's conditional writes carry the mark too.
+	_, rev, _, err := b.GetChecked(ctx, "nohdr")
+	require.NoError(t, err)
+	rev, err = b.PublishIfRevision(ctx, "nohdr", record{N: 2, S: "nohdr"}, rev, true)
+	require.NoError(t, err)
+	_, _, o, err = b.GetChecked(ctx, "nohdr")
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Restored, o)
+	rev, err = b.PublishIfLast(ctx, "c", record{N: 3, S: "c"}, rev)
+	require.NoError(t, err)
+	o, err = b.Origin(ctx, "c", rev)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Written, o)
+}

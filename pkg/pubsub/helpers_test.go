@@ -112,6 +112,12 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // converge applies watcher events to state until it equals want.
 func converge(t *testing.T, w *pubsub.Watcher[record], state, want map[string]record) {
 	t.Helper()
+	convergeCounting(t, w, state, want, new(int))
+}
+
+// convergeCounting is converge, also counting the EventReplaced events in replaced.
+func convergeCounting(t *testing.T, w *pubsub.Watcher[record], state, want map[string]record, replaced *int) {
+	t.Helper()
 	deadline := time.After(eventTimeout)
 	for !maps.Equal(state, want) {
 		select {
@@ -126,6 +132,8 @@ func converge(t *testing.T, w *pubsub.Watcher[record], state, want map[string]re
 				delete(state, ev.Key)
 			case pubsub.EventDecodeError:
 				t.Fatalf("decode error: %v", ev.Err)
+			case pubsub.EventReplaced:
+				*replaced++
 			}
 		case <-deadline:
 			t.Fatalf("state %v did not become %v within %s", state, want, eventTimeout)

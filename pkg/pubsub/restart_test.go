@@ -114,7 +114,9 @@ func TestWatchRecoversFromReplacedBucket(t *testing.T) {
 	publish(t, pub, "keep", 9)
 	publish(t, pub, "new", 1)
 
-	converge(t, w, state, map[string]record{"keep": {N: 9, S: "keep"}, "new": {N: 1, S: "new"}})
+	replaced := 0
+	convergeCounting(t, w, state, map[string]record{"keep": {N: 9, S: "keep"}, "new": {N: 1, S: "new"}}, &replaced)
+	require.Equal(t, 1, replaced, "the watcher did not say the bucket was replaced")
 	publish(t, pub, "later", 1)
 	converge(t, w, state, map[string]record{"keep": {N: 9, S: "keep"}, "new": {N: 1, S: "new"}, "later": {N: 1, S: "later"}})
 }

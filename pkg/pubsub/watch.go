@@ -271,6 +271,11 @@ func (w *Watcher[T]) resume(ctx context.Context, st *watchState) (*inner, error)
 		w.log.WithField("revision", st.lastRev).Warn("bucket was replaced; reading every key again")
 		st.startResync(created)
 		from = 0
+		select {
+		case w.events <- Event[T]{Kind: EventReplaced}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	} else if !st.snapshotDone && st.lastRev == 0 {
 		from = 0 // nothing delivered yet: a plain snapshot
 	}

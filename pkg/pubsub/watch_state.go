@@ -23,6 +23,10 @@ const (
 	// EventDecodeError reports a payload for Key that did not decode; Err
 	// wraps ErrDecode. The watch goes on.
 	EventDecodeError
+	// EventReplaced reports that the bucket was replaced (deleted and created again, or a
+	// server came back without its store): revisions start again, and every key's value
+	// follows as in a snapshot.
+	EventReplaced
 )
 
 // String returns the kind's name, e.g. "Put".
@@ -36,6 +40,8 @@ func (k EventKind) String() string {
 		return "SnapshotDone"
 	case EventDecodeError:
 		return "DecodeError"
+	case EventReplaced:
+		return "Replaced"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }

@@ -42,7 +42,7 @@ func newWorld(t *testing.T) *world {
 	var err error
 	w.requests, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
 	require.NoError(t, err)
-	w.statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	w.statuses, err = pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 
 	dir := t.TempDir()

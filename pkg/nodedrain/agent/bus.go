@@ -144,7 +144,7 @@ func (b *bus) run(ctx context.Context) {
 			return err
 		}
 		statuses, err = pubsub.OpenBucket(ctx, b.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, Logger: b.log, OpenOnly: true,
-			DecodeErrors: b.metrics.BusDecodeErrors}, nodedrain.StatusCodec{})
+			DecodeErrors: b.metrics.BusDecodeErrors, WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 		if err != nil {
 			return err
 		}
@@ -250,6 +250,13 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrainStatus], statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]) {
 	live := false // past the first snapshot: a status delivered now was just published
 	for ev := range w.Events() {
+		if ev.Kind == pubsub.EventReplaced {
+			b.guardMu.Lock()
+			b.guard.Reset()
+			b.guardMu.Unlock()
+			b.log.Warn("the status bucket was replaced: statuses taken before are forgotten")
+			continue
+		}
 		if ev.Kind != pubsub.EventSnapshotDone && ev.Key != b.node {
 			continue
 		}

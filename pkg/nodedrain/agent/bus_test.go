@@ -26,7 +26,7 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 	ctx := context.Background()
 	requests, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.RequestsBucket}, nodedrain.RequestCodec{})
 	require.NoError(t, err)
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 	const node = "edge-1.shop.example"
 	b := newBus(js, node, testenv.TrustedKeys, logrus.New(), NewMetrics(nil), nil)
@@ -113,7 +113,7 @@ func TestBusObservesTheStatusDelay(t *testing.T) {
 	_, js := testenv.ConnectNATS(t, srv.ClientURL())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	statuses, err := pubsub.OpenBucket(ctx, js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
 	require.NoError(t, err)
 	const node = "edge-1.shop.example"
 	old := nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusNotRequested, UpdatedAt: time.Now().Add(-time.Hour)}

@@ -15,6 +15,9 @@ import (
 //   - it is not older, by the coordinator's order (Term, Seq), than a status already taken:
 //     a validly signed old status stored again later is a replay.
 //
+// Reset forgets what was taken, for a bucket that was replaced (its revisions and the
+// coordinator's terms start again).
+//
 // A status stored at an earlier revision than one already taken is stale (a watch delivery
 // behind a read): dropped without being refused. The guard is pure, so that the simulation runs
 // the very rules the agent does.
@@ -52,7 +55,9 @@ func (g *StatusGuard) Check(key string, rev uint64, st nodedrain.NodeDrainStatus
 	if err := g.Keys().Verify(key, st); err != nil {
 		return VerdictRefuse, err
 	}
-	if g.taken && rev != g.newestRev && !st.Newer(g.newest) {
+	// The same (Term, Seq) again is the same status (a coordinator never reuses a pair): taken;
+	// an older one stored later is a replay.
+	if g.taken && rev != g.newestRev && g.newest.Newer(st) {
 		return VerdictRefuse, fmt.Errorf("%w: term %d sequence %d at revision %d, after term %d sequence %d at revision %d",
 			nodedrain.ErrReplayed, st.Term, st.Seq, rev, g.newest.Term, g.newest.Seq, g.newestRev)
 	}
@@ -72,3 +77,7 @@ func (g *StatusGuard) CheckDelete(rev uint64) Verdict {
 	g.newestRev = max(g.newestRev, rev)
 	return VerdictTake
 }
+
+// Reset forgets every status taken: the bucket was replaced, so its revisions (and the terms,
+// which are revisions of it) start again.
+func (g *StatusGuard) Reset() { g.newest, g.newestRev, g.taken = nodedrain.NodeDrainStatus{}, 0, false }

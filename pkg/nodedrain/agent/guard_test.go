@@ -41,6 +41,10 @@ func TestStatusGuard(t *testing.T) {
 	v, err = check(23, complete, false)
 	require.Equal(t, VerdictRefuse, v)
 	require.ErrorIs(t, err, nodedrain.ErrReplayed)
+	// The newest status stored again is the same status: taken (a copy is refused as one).
+	v, err = check(24, withdrawn, false)
+	require.NoError(t, err)
+	require.Equal(t, VerdictTake, v)
 
 	// A delivery behind what was taken is stale, not an attack.
 	v, err = check(20, complete, false)
@@ -75,4 +79,10 @@ func TestStatusGuard(t *testing.T) {
 	v, err = check(42, withdrawn, false)
 	require.ErrorIs(t, err, nodedrain.ErrReplayed, "the delete does not reset the order")
 	require.Equal(t, VerdictRefuse, v)
+
+	// A replaced bucket starts its revisions and terms again: after Reset they are taken.
+	g.Reset()
+	v, err = check(2, sign(nodedrain.StatusNotRequested, "r3", 1, 1), false)
+	require.NoError(t, err)
+	require.Equal(t, VerdictTake, v)
 }

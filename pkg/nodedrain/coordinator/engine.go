@@ -169,6 +169,7 @@ func (e *Engine) openBuckets(ctx context.Context) error {
 	// snapshot still give the last value.
 	statusCfg := bucket(nodedrain.StatusBucket, "edgedrain: drain status of each node, written by the coordinator")
 	statusCfg.History = statusHistory
+	statusCfg.WriterMark = nodedrain.StatusWriterMark
 	e.statuses, err = pubsub.OpenBucket(ctx, e.cfg.JetStream, statusCfg, nodedrain.StatusCodec{})
 	if err != nil {
 		return err

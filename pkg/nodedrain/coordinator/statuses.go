@@ -148,15 +148,16 @@ func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
 		Warn("cannot repair a forged status; it stays until the node's next status (agents refuse it)")
 }
 
-// lastOwnStatus is the newest status under key, in the bucket's kept history, that a
-// coordinator wrote (no copy, signed by a trusted key); nil: none is kept, or a coordinator
-// removed the key's status after it.
+// lastOwnStatus is the newest status, by the coordinator's order (Term, Seq), among the values
+// under key in the bucket's kept history that a coordinator wrote (no copy, signed by a trusted
+// key) since a coordinator last removed the key's status; nil: none.
 func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.NodeDrainStatus, error) {
 	hist, err := e.statuses.History(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range hist {
+	var newest *nodedrain.NodeDrainStatus
+	for _, r := range hist { // newest revision first
 		if !r.Deleted && (r.Err != nil || e.cfg.TrustedKeys().Verify(key, r.Value) != nil) {
 			continue
 		}
@@ -168,12 +169,14 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 		case o != pubsub.Written && o != pubsub.Restored:
 			continue // a copy, or superseded meanwhile
 		case r.Deleted:
-			return nil, nil // removed by a coordinator (a forgotten node): nothing to put back
+			return newest, nil // removed by a coordinator (a forgotten node): nothing before it
 		}
-		st := r.Value
-		return &st, nil
+		if newest == nil || r.Value.Newer(*newest) {
+			st := r.Value
+			newest = &st
+		}
 	}
-	return nil, nil
+	return newest, nil
 }
 
 // readStatuses reads every node's published status for a resume: the ones a coordinator wrote
