@@ -28,8 +28,9 @@ type Result struct {
 	// stale releases), to show the runs exercised it.
 	Policy map[string]int
 	// Forged counts the forger's writes, Refused the statuses agents' guards refused, Repairs
-	// the values coordinators repaired.
-	Forged, Refused, Repairs int
+	// the values coordinators repaired, CopiesTaken the server copies that reached agent.Step
+	// through a failed checked read (see agentProc.delivered).
+	Forged, Refused, Repairs, CopiesTaken int
 }
 
 // ConfigFor draws a cluster for a seed: 2 to 4 nodes (mostly 3), one or two coordinators,
@@ -102,7 +103,8 @@ func RunPlan(seed uint64, cfg Config, plan Plan) Result {
 		states[k.String()] = true
 	}
 	return Result{Seed: seed, Config: cfg, Plan: plan, Violation: s.violation, Story: s.w.story, Events: s.w.events, States: states,
-		Outages: s.outages, Fenced: s.fenced, Policy: s.policyCount, Forged: s.forger.writes, Refused: s.refusals, Repairs: s.repairs}
+		Outages: s.outages, Fenced: s.fenced, Policy: s.policyCount, Forged: s.forger.writes, Refused: s.refusals, Repairs: s.repairs,
+		CopiesTaken: s.copiesTaken}
 }
 
 // Shrink removes happenings from a failing run's plan while the same invariant still breaks,

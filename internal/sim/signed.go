@@ -44,23 +44,61 @@ func (c *coord) sign(st nodedrain.NodeDrainStatus) nodedrain.NodeDrainStatus {
 	return coordSigner.Sign(st)
 }
 
-// delivered is the agent's bus layer handling one delivery of its status watch: the guard
-// judges it; only what it takes reaches agent.Step.
+// delivered is the agent's bus layer handling one delivery of its status watch, as the real one
+// (bus.checkDelivery): the watch cannot tell a server copy (KV watch entries carry no headers),
+// so the delivery is judged on its signature and order, then a checked read of the key (which
+// tells copies) gives what is taken: this revision, or a newer value superseding it. When that
+// read fails, the delivery stands on its signature and order. The read is modelled at the
+// delivery's instant; it fails on a lossy bus, and under a forger flooding the JetStream API.
 func (a *agentProc) delivered(r revision) {
-	a.s.forger.onDelivery(a.node.name, r)
-	ev := agent.EvBusStatus{Revision: r.seq}
+	s, name := a.s, a.node.name
+	s.forger.onDelivery(name, r)
 	if r.val == nil {
-		if a.guard.CheckDelete(r.seq) == agent.VerdictStale {
-			return
+		if a.guard.CheckDelete(r.seq) == agent.VerdictTake {
+			a.step(agent.EvBusStatus{Revision: r.seq})
 		}
-	} else {
-		st := r.val.(nodedrain.NodeDrainStatus)
-		if !a.judge("delivered", r, st) {
-			return
-		}
-		ev.Status = &st
+		return
 	}
-	a.step(ev)
+	st := r.val.(nodedrain.NodeDrainStatus)
+	if s.cfg.UncheckedDeliveries {
+		if a.judge("delivered", r, st, r.copied) {
+			s.checkF1(a, "was delivered", r)
+			a.step(agent.EvBusStatus{Status: &st, Revision: r.seq})
+		}
+		return
+	}
+	if !a.judge("delivered", r, st, false) {
+		return
+	}
+	if (s.bus.lossy && s.frng.Float64() < 0.1) || (s.forger.forging(name) && s.frng.Float64() < 0.2) {
+		if r.copied {
+			// Known open (the agent's bus.checkDelivery): a server copy of a status the
+			// coordinator signed, delivered while the checked read fails, stands on its
+			// signature and order and reaches agent.Step; only the confirmation read, which
+			// refuses it, keeps the agent from acting on it (S1). Counted, not excused further:
+			// anything unsigned, untrusted or changed is still an F1 violation here.
+			s.copiesTaken++
+			s.w.logf("agent of %s takes a server copy delivered at revision %d, its checked read failed: %s", name, r.seq, describe(r.val))
+		} else {
+			s.checkF1(a, "was delivered (its checked read failed)", r)
+		}
+		a.step(agent.EvBusStatus{Status: &st, Revision: r.seq})
+		return
+	}
+	cur, ok := s.bus.latest(bucketStatus, name)
+	if !ok || cur.val == nil { // removed since
+		if cur.seq != 0 && a.guard.CheckDelete(cur.seq) != agent.VerdictTake {
+			return
+		}
+		a.step(agent.EvBusStatus{Revision: max(cur.seq, r.seq)})
+		return
+	}
+	cst := cur.val.(nodedrain.NodeDrainStatus)
+	if !a.judge("read after a delivery", cur, cst, cur.copied) {
+		return
+	}
+	s.checkF1(a, "read after a delivery", cur)
+	a.step(agent.EvBusStatus{Status: &cst, Revision: max(cur.seq, r.seq)})
 }
 
 // readResult is the agent's bus layer answering a confirmation read (found: the key holds a
@@ -83,21 +121,17 @@ func (a *agentProc) readResult(r revision, found bool, err error) agent.EvStatus
 		a.refused("read", r, gerr)
 		return agent.EvStatusRead{Err: fmt.Errorf("status refused: %w", gerr)}
 	}
-	a.s.checkF1(a, "read", r)
+	a.s.checkF1(a, "read to confirm", r)
 	return agent.EvStatusRead{Status: &st, Revision: r.seq}
 }
 
-// judge runs the guard on a delivered status; true: taken.
-func (a *agentProc) judge(via string, r revision, st nodedrain.NodeDrainStatus) bool {
-	v, err := a.guard.Check(a.node.name, r.seq, st, r.copied)
-	switch v {
-	case agent.VerdictTake:
-		a.s.checkF1(a, via, r)
-		return true
-	case agent.VerdictRefuse:
+// judge runs the guard on a status read or delivered (copied: what the bus tells); true: taken.
+func (a *agentProc) judge(via string, r revision, st nodedrain.NodeDrainStatus, copied bool) bool {
+	v, err := a.guard.Check(a.node.name, r.seq, st, copied)
+	if v == agent.VerdictRefuse {
 		a.refused(via, r, err)
 	}
-	return false
+	return v == agent.VerdictTake
 }
 
 func (a *agentProc) refused(via string, r revision, err error) {
@@ -105,12 +139,13 @@ func (a *agentProc) refused(via string, r revision, err error) {
 	a.s.w.logf("agent of %s refuses the status %s at revision %d (%s): %v", a.node.name, via, r.seq, describe(r.val), err)
 }
 
-// checkF1: an agent acts only on statuses the coordinator wrote — no status a guard took was a
-// server copy or another writer's, whatever it says. (Delete markers carry nothing to act on:
-// a copied one is taken as "no status", and the coordinator puts the status back.)
+// checkF1: an agent acts only on statuses the coordinator wrote — no status its bus layer gives
+// agent.Step was a server copy or another writer's, whatever it says. (Delete markers carry
+// nothing to act on: a copied one is taken as "no status", and the coordinator puts the status
+// back.)
 func (s *Sim) checkF1(a *agentProc, via string, r revision) {
 	if r.forged {
-		s.violate("F1", "the agent of %s took a status it %s at revision %d that no coordinator wrote (copied %v, by %s): %s",
+		s.violate("F1", "the agent of %s took a status it %s, revision %d, that no coordinator wrote (copied %v, by %s): %s",
 			a.node.name, via, r.seq, r.copied, r.by, describe(r.val))
 	}
 }

@@ -52,6 +52,10 @@ type Config struct {
 	Preflight coordinator.Preflight
 	// Forgers adds status forgers to random plans (forger.go).
 	Forgers bool
+	// UncheckedDeliveries: an agent takes a watch delivery as delivered (its copy flag seen, as
+	// if its checked read gave that same revision) instead of what a checked read of the key
+	// gives; regressions found before agents read after each delivery keep their schedules.
+	UncheckedDeliveries bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -142,8 +146,9 @@ type Sim struct {
 	// own, so that runs without forgeries keep the schedules they had before it.
 	frng   *rand.Rand
 	forger *forger
-	// repairs counts values the coordinators repaired; refusals statuses the guards refused.
-	repairs, refusals int
+	// repairs counts values the coordinators repaired; refusals statuses the guards refused;
+	// copiesTaken server copies that reached agent.Step through a failed checked read.
+	repairs, refusals, copiesTaken int
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
