@@ -2,17 +2,16 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/edgedrain/edgedrain/internal/safefile"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -23,30 +22,9 @@ const maxKeyFile = 64 << 10
 const keyHelp = "see docs/status-signing.md: `edgedrainctl keys init` creates the Secret and ConfigMap, " +
 	"`edgedrainctl keys generate` or openssl (genpkey -algorithm ed25519; pkey -pubout) the files"
 
-// readKeyFile reads a regular file of at most maxKeyFile bytes without blocking on a FIFO or
-// reading a device without end.
-func readKeyFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxKeyFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes: not a key file", path, maxKeyFile)
-	}
-	return data, nil
-}
+// readKeyFile reads a key file: a regular file (not a FIFO, not a device) of at most
+// maxKeyFile bytes.
+func readKeyFile(path string) ([]byte, error) { return safefile.ReadFile(path, maxKeyFile) }
 
 // LoadSigningKey reads the coordinator's private key (PEM, PKCS #8 Ed25519).
 func LoadSigningKey(path string) (*nodedrain.Signer, error) {

@@ -86,6 +86,7 @@ func (w *world) start(policy string, tune ...func(*settings)) {
 	s := settings{engine: coordinator.DefaultConfig(),
 		eval: EvaluatorConfig{Source: w.source, Client: w.c.Client, Every: evalEvery, Logger: log}}
 	s.engine.Client, s.engine.JetStream = w.c.Client, w.JS
+	s.engine.Signer, s.engine.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	s.engine.NodeSelector = testenv.GroupLabel + "=" + w.group
 	s.engine.Policy = testenv.FastPolicy()
 	s.engine.EvictRetryDelay, s.engine.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond

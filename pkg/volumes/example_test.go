@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
@@ -22,6 +23,8 @@ func Example() {
 		dyn    dynamic.Interface    // dynamic.NewForConfig of the same rest.Config
 		reg    = prometheus.NewRegistry()
 		log    = logrus.New()
+		signer *nodedrain.Signer // cli.LoadSigningKey(--signing-key)
+		keys   func() nodedrain.KeySet
 	)
 	cfg := volumes.DefaultConfig()
 	cfg.Client, cfg.Dynamic, cfg.Logger = client, dyn, log
@@ -39,7 +42,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	ccfg := coordinator.DefaultConfig()
-	ccfg.Gate = gate // the engine calls Check, and Release when a drain is over
+	ccfg.Gate = gate                             // the engine calls Check, and Release when a drain is over
+	ccfg.Signer, ccfg.TrustedKeys = signer, keys // statuses are signed; agents trust keys()
 	_ = coordinator.RunWithLeaderElection(ctx, coordinator.DefaultLeaderConfig(), func(ctx context.Context) error {
 		go func() { _ = gate.Run(ctx) }() // orphaned PVCs, only on the leader
 		engine, err := coordinator.NewEngine(ccfg)

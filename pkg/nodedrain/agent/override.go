@@ -3,12 +3,12 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/edgedrain/edgedrain/internal/safefile"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -107,14 +107,10 @@ func (o *overrideFile) forget() { o.present, o.active = false, nil }
 
 // readOverride reads and strictly decodes an override file.
 func readOverride(path string) (nodedrain.StatusOverride, error) {
-	f, err := os.Open(path)
+	// One byte past the limit, so that the decoder says a file is too large.
+	data, err := safefile.ReadAtMost(path, nodedrain.MaxPayloadSize+1)
 	if err != nil {
 		return nodedrain.StatusOverride{}, fmt.Errorf("override file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, nodedrain.MaxPayloadSize+1))
-	if err != nil {
-		return nodedrain.StatusOverride{}, fmt.Errorf("override file %s: %w", path, err)
 	}
 	ov, err := nodedrain.DecodeOverride(data)
 	if err != nil {

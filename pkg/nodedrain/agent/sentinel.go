@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/edgedrain/edgedrain/internal/safefile"
 )
 
 // DefaultRebootSentinel is the file whose presence asks for a reboot (written by Debian and
@@ -31,7 +33,7 @@ type sentinelHit struct {
 // request context is the operation followed by the file's first line, if it has a printable one
 // ("update v1.2.3").
 func checkSentinel(op Operation, path string) (hit sentinelHit, found bool, err error) {
-	f, err := os.Open(path)
+	f, fi, err := safefile.Open(path, true)
 	if errors.Is(err, fs.ErrNotExist) {
 		return sentinelHit{}, false, nil
 	}
@@ -39,15 +41,12 @@ func checkSentinel(op Operation, path string) (hit sentinelHit, found bool, err 
 		return sentinelHit{}, false, fmt.Errorf("%s sentinel: %w", op, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return sentinelHit{}, false, fmt.Errorf("%s sentinel: %w", op, err)
-	}
 	hit = sentinelHit{op: op, path: path, modTime: fi.ModTime().UnixNano(), context: string(op)}
 	if fi.IsDir() {
 		return hit, true, nil // a directory asks as well as a file would
 	}
-	line, _ := bufio.NewReaderSize(f, 512).ReadString('\n')
+	// The first line only, bounded: a file of one endless line must not be read to its end.
+	line, _ := bufio.NewReaderSize(io.LimitReader(f, 512), 512).ReadString('\n')
 	if line = cleanLine(line); line != "" {
 		hit.context += " " + line
 	}

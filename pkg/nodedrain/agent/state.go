@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgedrain/edgedrain/internal/safefile"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -48,11 +49,11 @@ func (s *StateStore) Path() string { return s.path }
 // Load reads the state. A missing file is the idle state; a file that cannot be decoded or
 // breaks the contract is an error matching ErrCorruptState that names the file and the reason.
 func (s *StateStore) Load() (State, error) {
-	f, err := os.Open(s.path)
-	if errors.Is(err, os.ErrNotExist) {
+	f, _, err := safefile.Open(s.path, false)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return State{Phase: PhaseIdle}, nil
-	}
-	if err != nil {
+	case err != nil: // also no regular file there (a FIFO, a directory): not moved aside
 		return State{}, fmt.Errorf("read state file: %w", err)
 	}
 	defer f.Close()
@@ -186,14 +187,9 @@ func encodeForCompare(st State) []byte {
 // ReadBootID reads the node's boot ID (a UUID from /proc/sys/kernel/random/boot_id, or any
 // file standing in for it in tests). An empty or unreadable file is an error.
 func ReadBootID(path string) (string, error) {
-	f, err := os.Open(path)
+	data, err := safefile.ReadAtMost(path, 256)
 	if err != nil {
 		return "", fmt.Errorf("boot ID: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 256))
-	if err != nil {
-		return "", fmt.Errorf("boot ID %s: %w", path, err)
 	}
 	id := strings.TrimSpace(string(data))
 	if id == "" || strings.ContainsAny(id, "\n\r\x00") {
@@ -215,14 +211,9 @@ func truncate(s string, n int) string {
 
 // ReadBootTime returns when the node booted, from the kernel's /proc/stat ("btime SECONDS").
 func ReadBootTime(path string) (time.Time, error) {
-	f, err := os.Open(path)
+	data, err := safefile.ReadAtMost(path, 1<<20)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("boot time: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("boot time %s: %w", path, err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, "btime "); ok {
