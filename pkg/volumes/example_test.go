@@ -42,8 +42,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	ccfg := coordinator.DefaultConfig()
-	ccfg.Gate = gate                             // the engine calls Check, and Release when a drain is over
-	ccfg.Signer, ccfg.TrustedKeys = signer, keys // statuses are signed; agents trust keys()
+	ccfg.Gate = gate // the engine calls Check, and Release when a drain is over
+	// Statuses are signed with signer; the agents trust keys().
+	ccfg.Signer, ccfg.TrustedKeys = signer, keys
 	_ = coordinator.RunWithLeaderElection(ctx, coordinator.DefaultLeaderConfig(), func(ctx context.Context) error {
 		go func() { _ = gate.Run(ctx) }() // orphaned PVCs, only on the leader
 		engine, err := coordinator.NewEngine(ccfg)
