@@ -236,12 +236,16 @@ func (c *coord) resume() {
 	}
 	in := coordinator.ResumeInput{Requests: c.snapshot, Statuses: map[string]nodedrain.NodeDrainStatus{}, CordonedByUs: map[string]bool{}}
 	c.snapshot = nil
-	for key := range s.bus.buckets[bucketStatus].keys {
+	forged := map[string]uint64{}
+	for _, key := range slices.Sorted(maps.Keys(s.bus.buckets[bucketStatus].keys)) {
 		if key == nodedrain.TermKey {
 			continue
 		}
-		if st, ok := s.resumeStatus(key); ok {
+		st, ok, rev := s.resumeStatus(key)
+		if ok {
 			in.Statuses[key] = st
+		} else if rev != 0 {
+			forged[key] = rev
 		}
 	}
 	for _, name := range s.cluster.order {
@@ -261,6 +265,9 @@ func (c *coord) resume() {
 	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, s.w.now))
+	for _, key := range slices.Sorted(maps.Keys(forged)) { // repaired once resumed
+		c.repair(key, forged[key])
+	}
 	c.afterEvents()
 	inc := c.inc
 	var tick func()

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -156,44 +155,48 @@ func (s *Sim) statusOf(node string) any {
 	return s.bus.buckets[bucketStatus].genuine[node].val
 }
 
-// resumeStatus is the status a resuming engine takes for key: the newest value in the key's
-// kept history that is no copy and verifies (as it takes a request's newest value its agent
-// wrote); a delete marker that is no copy means none.
-func (s *Sim) resumeStatus(key string) (nodedrain.NodeDrainStatus, bool) {
-	revs := s.bus.buckets[bucketStatus].keys[key]
-	for i := len(revs) - 1; i >= 0; i-- {
-		r := revs[i]
-		switch {
-		case r.copied:
-		case r.val == nil:
-			return nodedrain.NodeDrainStatus{}, false
-		case trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil:
-			return r.val.(nodedrain.NodeDrainStatus), true
-		}
+// resumeStatus is what a resuming engine takes for key, and (forged) the revision of a current
+// value to repair once resumed (0: none). Known open (seed 532): Engine.readStatuses resumes
+// from the current value only, so one forged value current when a coordinator resumes (the
+// forgery itself fences an outage-mode leader, and the next one resumes at once) makes it
+// resume without the node's status: it forgets a decommission whose Node it deleted (L1: the
+// request waits for a Node that never registers), a return gate (S3), a drain under way. The
+// model resumes, as lastOwnStatus repairs, from the newest status a coordinator wrote in the
+// key's kept history, until the engine does; a forger that overwrites that whole history is
+// kept off (forger.flooded).
+func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
+	r, found := s.bus.latest(bucketStatus, key)
+	if !found || (r.val == nil && !r.copied) {
+		return st, false, 0
 	}
-	if s.statusOf(key) != nil {
-		// Forgeries pushed every status a coordinator wrote out of the key's history while none
-		// could repair them: the engine starts the node over and announces its status again
-		// (E1 excuses that Event, as for any status it could not know was announced).
+	if !r.copied && trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil {
+		return r.val.(nodedrain.NodeDrainStatus), true, 0
+	}
+	if r.val != nil {
+		forged = r.seq // (a copied delete marker is the status watch's to see)
+	}
+	if st, ok = s.lastOwnStatus(key); !ok && s.statusOf(key) != nil {
+		// Resumed without the status a coordinator wrote: the engine starts the node over and
+		// announces its status again (E1 excuses that Event, as for any status it could not
+		// know was announced).
 		s.moved[key] = true
 		s.w.logf("the statuses of %s a coordinator wrote are gone from the key's history (forged over)", key)
 	}
-	return nodedrain.NodeDrainStatus{}, false
+	return st, ok, forged
 }
 
-// watchStatuses opens the engine run's watch of its status bucket (after Resume: the snapshot
-// shows what is there now), drawing its lags from the forger's stream so that runs without
-// forgeries keep their schedules.
+// watchStatuses opens the engine run's watch of its status bucket (after Resume), drawing its
+// lags from the forger's stream so that runs without forgeries keep their schedules.
 func (c *coord) watchStatuses(inc int) {
 	s := c.s
 	c.statusWatch = s.bus.watchWith(s.frng, c.conn, bucketStatus, "", func(key string, r revision) {
 		c.run("status event", inc, func() { c.statusEvent(key, r) })
 	}, func() {
 		// The model's snapshot holds values only; the real watch's initial values hold delete
-		// markers too (a copied one deletes a status the engine resumed from older history).
+		// markers too.
 		c.run("status snapshot", inc, func() {
 			for _, key := range slices.Sorted(maps.Keys(s.bus.buckets[bucketStatus].keys)) {
-				if r, _ := s.bus.latest(bucketStatus, key); r.val == nil && r.copied {
+				if r, _ := s.bus.latest(bucketStatus, key); r.val == nil && r.by != c.name {
 					c.statusEvent(key, r)
 				}
 			}
@@ -201,67 +204,85 @@ func (c *coord) watchStatuses(inc int) {
 	})
 }
 
-// statusEvent repairs a value under a node's key that is a copy or does not verify.
+// statusEvent is Engine.statusEvent: a value under a node's key that is a copy or does not
+// verify is repaired; a delete this run did not make gives a drain under way its status back.
 func (c *coord) statusEvent(key string, r revision) {
 	if key == nodedrain.TermKey || c.core == nil {
 		return
 	}
-	if !r.copied && (r.val == nil || trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil) {
+	if r.val == nil {
+		if d, ok := c.core.Drain(key); ok && d.Request != nil && r.by != c.name {
+			c.unpublished[key] = true
+		}
 		return
 	}
-	c.repair(key, r.seq)
+	if r.copied || trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) != nil {
+		c.repair(key, r.seq)
+	}
 }
 
-// repair puts back, on condition that key still holds revision rev, the status this engine has
-// for the node (its drain's), or deletes the key if it has no drain for it.
+// repair is Engine.repairStatus: a node this run serves gets its status published again (the
+// tick's retries); else the newest status a coordinator wrote under key (signed anew), or none,
+// is put back on condition that key still holds revision rev — a condition on the key alone,
+// also in outage mode, whose writes are otherwise conditional on the bucket's last write; the
+// run's last write becomes this one's revision. A repair that fails is not retried: the
+// forgery stays until the node's next status.
 func (c *coord) repair(key string, rev uint64) {
 	s := c.s
-	if cur, ok := s.bus.latest(bucketStatus, key); !ok || cur.seq != rev {
-		return // changed since: the newer value's own event decides
-	}
-	d, has := c.core.Drain(key)
-	if has && c.unpublished[key] {
-		return // its publication is pending: the engine's tick writes it over
-	}
-	if c.outage && !c.stillLeading() {
-		// Outage mode writes only if the bucket was not written since its own last write; the
-		// forgery was: refused, the run is fenced (fail-safe).
-		c.fenced(nodedrain.NodeDrainStatus{Node: key, Status: d.Status.Status})
+	if _, ok := c.core.Drain(key); ok {
+		c.unpublished[key] = true
 		return
 	}
-	if !c.stillLeading() {
+	if !c.stillLeading() && !c.outage { // Engine.mayAct
 		return
 	}
-	inc := c.inc
 	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
-		c.later(time.Second, "status repair retry", inc, func() { c.repair(key, rev) })
+		s.w.logf("%s cannot repair the forged status of %s; it stays until the node's next status", c.name, key)
 		return
+	}
+	if cur, ok := s.bus.latest(bucketStatus, key); !ok || cur.seq != rev {
+		return // PublishIfRevision / UnpublishRevision: a conflict, a newer write stays
 	}
 	s.repairs++
-	prev, _ := s.statusOf(key).(nodedrain.NodeDrainStatus)
-	if !has {
-		s.w.logf("%s repairs %s: deletes the value at revision %d (%s), it has no drain there", c.name, key, rev, describe(s.bus.value(bucketStatus, key)))
-		s.bus.write(bucketStatus, key, nil, c.name)
+	own, ok := s.lastOwnStatus(key)
+	if !ok {
+		s.w.logf("%s repairs %s: deletes the value at revision %d (%s)", c.name, key, rev, describe(s.bus.value(bucketStatus, key)))
+		c.lastSeq = max(c.lastSeq, s.bus.write(bucketStatus, key, nil, c.name))
 		return
 	}
-	if !sameStatus(prev, d.Status) {
-		// Not what it last published (a status resumed from older history): published as any
-		// new status, with every check.
-		s.w.logf("%s repairs %s: publishes its status over revision %d", c.name, key, rev)
-		c.publishOne(d.Status)
-		return
-	}
-	st := c.sign(d.Status)
+	st := c.sign(own)
 	s.w.logf("%s repairs %s: puts back %s for request %q over revision %d", c.name, key, st.Status, st.RequestID, rev)
-	s.bus.write(bucketStatus, key, st, c.name)
-	// The same decision, published again: S2 and the policy's rules judged it when it was
-	// first published; only the Lease is checked anew.
+	c.lastSeq = max(c.lastSeq, s.bus.write(bucketStatus, key, st, c.name))
+	// The newest status a coordinator wrote, published again: S2 and the policy's rules judged
+	// it when it was first published; who publishes it now is checked as for any status.
 	if !s.leads(c) {
 		s.violate("S1", "%s republished %s for %s while it did not hold the Lease (nor, in outage mode, the last term)", c.name, st.Status, key)
 	}
 	if st.RequestID != "" {
 		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
 	}
+}
+
+// lastOwnStatus is Engine.lastOwnStatus: the newest status by (Term, Seq) among the values in
+// key's kept history that are no copy and verify, since a coordinator last removed the key.
+func (s *Sim) lastOwnStatus(key string) (nodedrain.NodeDrainStatus, bool) {
+	revs := s.bus.buckets[bucketStatus].keys[key]
+	var newest nodedrain.NodeDrainStatus
+	found := false
+	for i := len(revs) - 1; i >= 0; i-- {
+		r := revs[i]
+		switch {
+		case r.copied:
+		case r.val == nil:
+			return newest, found
+		default:
+			st := r.val.(nodedrain.NodeDrainStatus)
+			if trustedKeys.Verify(key, st) == nil && (!found || st.Newer(newest)) {
+				newest, found = st, true
+			}
+		}
+	}
+	return newest, found
 }
 
 // sameStatus reports whether a and b are the same status but for its order and signature.

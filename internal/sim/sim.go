@@ -348,6 +348,9 @@ func (s *Sim) updateDone(node string) {
 // and the maintenance policy's rules.
 func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus) {
 	leads := s.leads(c)
+	// The same status published again (its own put back over a forgery, signed anew) is the
+	// decision already judged: only who publishes it is checked anew.
+	again := sameStatus(prev, st)
 	s.w.logf("%s publishes %s %s for request %q: %s", c.name, st.Node, st.Status, st.RequestID, st.Message)
 	if evs := s.events[st.Node]; len(evs) > 0 && evs[len(evs)-1] != st.Status {
 		s.moved[st.Node] = true
@@ -369,6 +372,9 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus) {
 	}
 	if st.Attempt > limit {
 		s.violate("S5", "%s published %s attempt %d for %s (limit %d)", c.name, st.Status, st.Attempt, st.Node, limit)
+	}
+	if again {
+		return
 	}
 	if st.Status == nodedrain.StatusComplete && !st.SlotReleased {
 		// (A COMPLETE re-published to release a stale slot decides nothing: the first did.)
