@@ -32,13 +32,23 @@ const (
 	reqKey, stKey       = "$KV." + nodedrain.RequestsBucket + ".", "$KV." + nodedrain.StatusBucket + "."
 )
 
-// operator connects with the operator identity's password (a leaked Secret, a dashboard).
-func (s *authScene) operator() *nats.Conn {
+// operator connects with the operator identity's password (a leaked Secret, a dashboard); the
+// server's permission refusals go to denied.
+func (s *authScene) operator() (nc *nats.Conn, denied chan string) {
 	s.t.Helper()
-	nc, err := nats.Connect(s.NATS.ClientURL(), nats.UserInfo(busauth.OperatorUser, s.opPW))
+	denied = make(chan string, 16)
+	nc, err := nats.Connect(s.NATS.ClientURL(), nats.UserInfo(busauth.OperatorUser, s.opPW),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if strings.Contains(err.Error(), "Permissions Violation") {
+				select {
+				case denied <- err.Error():
+				default:
+				}
+			}
+		}))
 	require.NoError(s.t, err)
 	s.t.Cleanup(nc.Close)
-	return nc
+	return nc, denied
 }
 
 // agentConn connects with node's agent token (a compromised node), as a raw client.
@@ -110,7 +120,7 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 	req := s.deferReboot(a)
 	s.waitBlocked(target, req.RequestID)
 	ctx := context.Background()
-	op := s.operator()
+	op, denied := s.operator()
 	opJS, err := jetstream.New(op)
 	require.NoError(t, err)
 	put := func(subject string, data []byte) { // stored before the next step aims a copy at it
@@ -118,6 +128,9 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 		_, err := opJS.Publish(ctx, subject, data)
 		require.NoError(t, err)
 	}
+	b := s.agentConn(other)
+	bJS, err := jetstream.New(b)
+	require.NoError(t, err)
 	complete := nodedrain.NodeDrainStatus{Node: target, RequestID: req.RequestID, Status: nodedrain.StatusComplete,
 		RequestedBy: nodedrain.RequesterDeviceOp, UpdatedAt: time.Now()}
 	raw := func(st nodedrain.NodeDrainStatus) []byte {
@@ -131,10 +144,25 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 		name, agentReason, coordReason string
 		do                             func() (landed bool)
 	}{{
-		name: "operator copies a spare request key's payload", agentReason: "unsigned", coordReason: "copied",
-		do: func() bool {
+		// The operator reads through consumers only: its direct gets are refused, so it cannot
+		// aim one at a status key (it could before).
+		name: "operator aims a direct get at A's status key", do: func() bool {
 			put(reqKey+"spare-1", raw(complete))
 			copyInto(t, op, reqStream, reqKey+"spare-1", stKey+target)
+			select {
+			case msg := <-denied:
+				require.Contains(t, msg, "$JS.API.DIRECT.GET")
+			case <-time.After(5 * time.Second):
+				t.Fatal("the operator's direct get was not refused")
+			}
+			return false
+		},
+	}, {
+		name: "node B's agent copies a status-shaped payload from its own request key, payload alone", agentReason: "unsigned", coordReason: "copied",
+		do: func() bool {
+			_, err := bJS.Publish(ctx, reqKey+other, raw(complete))
+			require.NoError(t, err)
+			copyInto(t, b, reqStream, reqKey+other, stKey+target, true)
 			return true
 		},
 	}, {
@@ -164,11 +192,11 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 	}, {
 		name: "node B's agent copies its own signed status over", agentReason: "wrong-key", coordReason: "copied",
 		do: func() bool {
-			b := complete
-			b.Node = other // what B's key may hold: the coordinator's signed status for B
-			_, err := s.Statuses.Publish(ctx, other, testenv.SignStatus(b))
+			forB := complete
+			forB.Node = other // what B's key may hold: the coordinator's signed status for B
+			_, err := s.Statuses.Publish(ctx, other, testenv.SignStatus(forB))
 			require.NoError(t, err)
-			copyInto(t, s.agentConn(other), stStream, stKey+other, stKey+target)
+			copyInto(t, b, stStream, stKey+other, stKey+target)
 			return true
 		},
 	}, {
@@ -214,20 +242,18 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 }
 
 // TestReplayedCompleteAfterAWithdrawal: node A's drain is held by a budget; A's agent stops.
-// The drain completes meanwhile and the attacker keeps a copy of A's COMPLETE; the operator
-// withdraws A's request (the coordinator answers NOTREQUESTED for it). With the coordinator
-// down, the kept COMPLETE is copied back under A's key and A's agent starts afresh (remembering
-// nothing it took before): it reads a validly signed COMPLETE of its own request, but the bus
-// shows it is no coordinator's write, so it refuses it and runs nothing. (It asks again for its
-// reboot, as an agent that missed a withdrawal does.) The coordinator, back, counts the copy as
-// it resumes and puts its own status back; the reboot runs once, after a real drain's COMPLETE.
-// Three ways to replay: the operator's direct get with headers (the copy then has the server's
-// headers twice), the same asking for the payload alone (no headers: no coordinator mark), and
-// node B's agent token with A's COMPLETE sniffed off the wire, published as B's own request
-// value and copied from there, payload alone.
+// The drain completes meanwhile, and node B's agent (a compromised node) keeps A's COMPLETE as
+// it crossed the network, under its own request key. The operator withdraws A's request (the
+// coordinator answers NOTREQUESTED for it). With the coordinator down, B has the server copy the
+// kept COMPLETE under A's status key, and A's agent starts afresh (remembering nothing it took
+// before): it reads a validly signed COMPLETE of its own request, but the bus shows it is no
+// coordinator's write, so it refuses it and runs nothing. (It asks again for its reboot, as an
+// agent that missed a withdrawal does.) The coordinator, back, counts the copy as it resumes and
+// puts its own status back; the reboot runs once, after a real drain's COMPLETE. Copied with the
+// server's headers (they come back twice) or as the payload alone (no_hdr: no coordinator mark).
 func TestReplayedCompleteAfterAWithdrawal(t *testing.T) {
 	t.Parallel()
-	for i, mode := range []string{"operator-direct-get", "operator-payload-only", "other-agent-sniffed"} {
+	for i, mode := range []string{"with-headers", "payload-only"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			replayAfterWithdrawal(t, fmt.Sprintf("replay%d", i), mode)
@@ -250,24 +276,19 @@ func replayAfterWithdrawal(t *testing.T, group, mode string) {
 	replayed := s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
 
 	ctx := context.Background()
-	op := s.operator()
-	var replay func()
-	switch mode {
-	case "other-agent-sniffed":
-		sniffed, err := json.Marshal(replayed) // as it crossed the network without TLS
-		require.NoError(t, err)
-		b := s.agentConn(other)
-		require.NoError(t, b.Publish(reqKey+other, sniffed))
-		require.NoError(t, b.Flush())
-		replay = func() { copyInto(t, b, reqStream, reqKey+other, stKey+target, true) }
-	default:
-		copyInto(t, op, stStream, stKey+target, reqKey+"stash", mode == "operator-payload-only")
-		replay = func() { copyInto(t, op, reqStream, reqKey+"stash", stKey+target, mode == "operator-payload-only") }
-	}
+	op, _ := s.operator()
+	// A's COMPLETE as it crossed the network (no TLS), published by node B's agent as its own
+	// request value, to be copied from there later.
+	sniffed, err := json.Marshal(replayed)
+	require.NoError(t, err)
+	b := s.agentConn(other)
+	require.NoError(t, b.Publish(reqKey+other, sniffed))
+	require.NoError(t, b.Flush())
+	replay := func() { copyInto(t, b, reqStream, reqKey+other, stKey+target, mode == "payload-only") }
 	require.Eventually(t, func() bool {
-		h, err := s.Requests.History(ctx, map[bool]string{true: other, false: "stash"}[mode == "other-agent-sniffed"])
+		h, err := s.Requests.History(ctx, other)
 		return err == nil && len(h) > 0
-	}, 5*time.Second, 20*time.Millisecond, "the COMPLETE was not kept under a request key")
+	}, 5*time.Second, 20*time.Millisecond, "the COMPLETE was not kept under B's request key")
 	js, err := jetstream.New(op)
 	require.NoError(t, err)
 	requests, err := js.KeyValue(ctx, nodedrain.RequestsBucket)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
-	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out, errOut io.Writer) error {
@@ -142,37 +141,32 @@ func loadViews(ctx context.Context, b *buckets) ([]nodedrain.StatusView, error) 
 		byNode[node] = r
 		return r
 	}
-	keys, err := b.statuses.Keys(ctx)
+	// Read through consumers (a watch's snapshot): the operator identity may not send direct
+	// gets, whose replies it could aim at another key (DESIGN §10).
+	statuses, bad, err := b.statuses.ReadAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list statuses: %w", err)
+		return nil, fmt.Errorf("read statuses: %w", err)
 	}
-	for _, k := range keys {
-		if k == nodedrain.TermKey { // the active coordinator's term record, no node
-			continue
-		}
-		st, _, err := b.statuses.Get(ctx, k)
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound):
-		case err != nil:
-			row(k).Status.Message = "unreadable status on the bus: " + err.Error()
-		default:
+	for k, st := range statuses {
+		if k != nodedrain.TermKey { // the active coordinator's term record, no node
 			row(k).Status = st
 		}
 	}
-	keys, err = b.requests.Keys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
-	}
-	for _, k := range keys {
-		req, _, err := b.requests.Get(ctx, k)
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound):
-		case err != nil:
-			r := row(k)
-			r.Status.Message += "; unreadable request on the bus: " + err.Error()
-		default:
-			row(k).Request = &req
+	for k, err := range bad {
+		if k != nodedrain.TermKey {
+			row(k).Status.Message = "unreadable status on the bus: " + err.Error()
 		}
+	}
+	requests, bad, err := b.requests.ReadAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read requests: %w", err)
+	}
+	for k, req := range requests {
+		row(k).Request = &req
+	}
+	for k, err := range bad {
+		r := row(k)
+		r.Status.Message += "; unreadable request on the bus: " + err.Error()
 	}
 	rows := make([]nodedrain.StatusView, 0, len(byNode))
 	for _, r := range byNode {

@@ -241,5 +241,16 @@ func attackSuite(t *testing.T, w *world) {
 		op.refused(t, "operator deletes a stream", "$JS.API.STREAM.DELETE.KV_"+req, func(ctx context.Context) error {
 			return op.js.DeleteStream(ctx, "KV_"+req)
 		})
+		// It reads through consumers: a direct get, whose reply (the stored message) it could
+		// aim at a status key, is refused.
+		statuses, err := pubsub.OpenBucket(ctx, op.js, pubsub.BucketConfig{Name: st, OpenOnly: true}, nodedrain.StatusCodec{})
+		require.NoError(t, err)
+		values, _, err := statuses.ReadAll(ctx)
+		require.NoError(t, err)
+		assert.Contains(t, values, n0)
+		op.refused(t, "operator sends a direct get", "$JS.API.DIRECT.GET.KV_"+st+".$KV."+st+"."+n0, func(ctx context.Context) error {
+			_, err := kv.Get(ctx, n0)
+			return err
+		})
 	})
 }

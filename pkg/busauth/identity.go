@@ -83,7 +83,9 @@ func keySubject(bucket, key string) string { return "$KV." + bucket + "." + key 
 //
 // Nothing else: no other key, no status write, no stream administration or purge, no consumer
 // listing.
-// An operator reads every key of both buckets, watches them, and may put or delete any request
+// An operator reads every key of both buckets through consumers (not direct gets: their replies,
+// the stored message itself, could be aimed at another key), watches them, and may put or delete
+// any request
 // (NATS cannot tell a delete from a put by subject; a forged request drains a node but never
 // reboots it, since its agent ignores a status for a request it did not make).
 func PermissionsFor(id Identity) Permissions {
@@ -110,7 +112,6 @@ func PermissionsFor(id Identity) Permissions {
 		for _, b := range []string{req, st} {
 			pub = append(pub,
 				"$JS.API.STREAM.INFO."+stream(b),
-				"$JS.API.DIRECT.GET."+stream(b)+".>",
 				"$JS.API.CONSUMER.CREATE."+stream(b)+".>",
 				"$JS.API.CONSUMER.DELETE."+stream(b)+".>",
 				"$JS.FC."+stream(b)+".>")

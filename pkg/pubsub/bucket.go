@@ -402,3 +402,36 @@ func (b *Bucket[T]) decode(key string, rev uint64, data []byte) (T, error) {
 	var zero T
 	return zero, fmt.Errorf("%s/%s revision %d: %w: %w", b.name, key, rev, ErrDecode, err)
 }
+
+// ReadAll reads every key's current value through one ordered consumer (the snapshot of a
+// watch), not with direct gets: a client that may create consumers but not send direct gets
+// (whose replies it could aim at another key) still reads the bucket. A value that does not
+// decode is in errs (counted), not in values.
+func (b *Bucket[T]) ReadAll(ctx context.Context) (values map[string]T, errs map[string]error, err error) {
+	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", b.name, err)
+	}
+	defer func() { _ = w.Stop() }()
+	values, errs = map[string]T{}, map[string]error{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("read %s: %w", b.name, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, nil, fmt.Errorf("read %s: the watch ended early", b.name)
+			}
+			if e == nil { // every current value delivered
+				return values, errs, nil
+			}
+			delete(values, e.Key())
+			delete(errs, e.Key())
+			if v, err := b.decode(e.Key(), e.Revision(), e.Value()); err != nil {
+				errs[e.Key()] = err
+			} else {
+				values[e.Key()] = v
+			}
+		}
+	}
+}
