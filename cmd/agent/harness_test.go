@@ -193,24 +193,24 @@ func (a *agentProc) setBootID(id string) {
 // start starts the agent and waits until it answers on its socket with the bus status known.
 func (a *agentProc) start() {
 	a.s.t.Helper()
-	a.starts++
-	a.proc = testenv.StartProc(a.s.t, a.dir, "agent", agentBin, nil, a.args...)
-	require.Eventually(a.s.t, func() bool {
-		st, err := a.statusErr()
-		return err == nil && st.Source != agent.SourceNone
-	}, 30*time.Second, 20*time.Millisecond, "agent for %s not up\n%s", a.node, a.proc.Tail(20))
-	a.metricsURL = ""
+	a.startUntil(func(st agent.StatusReport) bool { return st.Source != agent.SourceNone })
 }
 
 // startUnanswered starts the agent and waits until it answers on its socket, with or without a
 // status taken from the bus.
 func (a *agentProc) startUnanswered() {
 	a.s.t.Helper()
+	a.startUntil(func(agent.StatusReport) bool { return true })
+}
+
+// startUntil starts the agent and waits until its socket answers with a status ready accepts.
+func (a *agentProc) startUntil(ready func(agent.StatusReport) bool) {
+	a.s.t.Helper()
 	a.starts++
 	a.proc = testenv.StartProc(a.s.t, a.dir, "agent", agentBin, nil, a.args...)
 	require.Eventually(a.s.t, func() bool {
-		_, err := a.statusErr()
-		return err == nil
+		st, err := a.statusErr()
+		return err == nil && ready(st)
 	}, 30*time.Second, 20*time.Millisecond, "agent for %s not up\n%s", a.node, a.proc.Tail(20))
 	a.metricsURL = ""
 }

@@ -90,11 +90,7 @@ func (e *Engine) sign(st nodedrain.NodeDrainStatus) nodedrain.NodeDrainStatus {
 // NOTREQUESTED of a withdrawal, must not give way to a forgery), or no status. Both writes are
 // conditional on the forged revision, so that a newer write stays.
 func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
-	if _, ok := e.core.Drain(key); ok {
-		e.unpublished[key] = true
-		return
-	}
-	if !e.mayAct(ctx) {
+	if !e.writesItself(ctx, key) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
@@ -102,13 +98,8 @@ func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
 	own, err := e.lastOwnStatus(pctx, key)
 	switch {
 	case err != nil:
-		e.recheckStatusLater(key, rev, err)
-		return
 	case own != nil:
-		var put uint64
-		if put, err = e.statuses.PublishIfRevision(pctx, key, e.sign(*own), rev, true); err == nil {
-			e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
-		}
+		err = e.putSigned(pctx, key, *own, rev, true)
 	default:
 		err = e.statuses.UnpublishRevision(pctx, key, rev)
 	}
@@ -119,26 +110,37 @@ func (e *Engine) repairStatus(ctx context.Context, key string, rev uint64) {
 
 // resignStatus signs anew, with this run's key, the status st another trusted key signed under
 // key at rev (a key being rotated out): once the old key is no longer trusted, agents would
-// refuse it and this coordinator would take it for a forgery. A drain this run serves publishes
-// its own status anyway.
+// refuse it and this coordinator would take it for a forgery.
 func (e *Engine) resignStatus(ctx context.Context, key string, st nodedrain.NodeDrainStatus, rev uint64) {
-	if _, ok := e.core.Drain(key); ok {
-		e.unpublished[key] = true
-		return
-	}
-	if !e.mayAct(ctx) {
+	if !e.writesItself(ctx, key) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	put, err := e.statuses.PublishIfRevision(pctx, key, e.sign(st), rev, false)
-	if err != nil {
-		if !errors.Is(err, pubsub.ErrConflict) {
-			e.log.WithField("node", key).WithError(err).Warn("cannot sign a status anew with the current key")
-		}
-		return
+	if err := e.putSigned(pctx, key, st, rev, false); err != nil && !errors.Is(err, pubsub.ErrConflict) {
+		e.log.WithField("node", key).WithError(err).Warn("cannot sign a status anew with the current key")
 	}
-	e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
+}
+
+// writesItself reports whether a repair of key's status is this function's to write: not when
+// this run serves the node (its own status is published again, with the tick's retries), nor
+// when the run may not act.
+func (e *Engine) writesItself(ctx context.Context, key string) bool {
+	if _, ok := e.core.Drain(key); ok {
+		e.unpublished[key] = true
+		return false
+	}
+	return e.mayAct(ctx)
+}
+
+// putSigned writes st, numbered and signed as this run's next status, under key on condition
+// that key's revision is rev.
+func (e *Engine) putSigned(ctx context.Context, key string, st nodedrain.NodeDrainStatus, rev uint64, restored bool) error {
+	put, err := e.statuses.PublishIfRevision(ctx, key, e.sign(st), rev, restored)
+	if err == nil {
+		e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
+	}
+	return err
 }
 
 // recheckStatusLater logs a repair that failed; the forgery stays until the node's next status
