@@ -293,23 +293,35 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 // checkDelivery judges a delivered status: first as delivered (signature and order: a forgery
 // is refused even if something newer follows at once), then through a checked read of the key,
 // which tells a server copy (KV watch entries carry no headers); what the read gives (this
-// revision, or a newer value or delete superseding it) is what is taken. When the read fails,
-// the delivery stands on its signature and order; the agent still acts only after a checked
-// read. ok false: nothing to take; a nil status with ok: the key's status was removed since.
+// revision, or a newer value or delete superseding it) is what is taken. When the read fails
+// (three times), the delivery stands on its signature and order; the agent still acts only
+// after a checked read. ok false: nothing to take; a nil status with ok: the key's status was removed since.
 func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedrain.NodeDrainStatus],
 	ev pubsub.Event[nodedrain.NodeDrainStatus]) (st *nodedrain.NodeDrainStatus, rev uint64, ok bool) {
 	v := ev.Value
 	if !b.judge(v, ev.Revision, false) {
 		return nil, 0, false
 	}
-	rctx, cancel := context.WithTimeout(ctx, busOpTimeout)
-	defer cancel()
-	r := b.readChecked(rctx, statuses)
-	switch {
-	case r.refused:
-		return nil, 0, false
-	case r.err == nil:
-		return r.status, max(r.rev, ev.Revision), true
+	var r checkedRead
+	for _, wait := range deliveryReadRetries {
+		select {
+		case <-ctx.Done():
+			return nil, 0, false
+		case <-time.After(wait):
+		}
+		rctx, cancel := context.WithTimeout(ctx, busOpTimeout)
+		r = b.readChecked(rctx, statuses)
+		cancel()
+		switch {
+		case r.refused:
+			return nil, 0, false
+		case r.err == nil:
+			return r.status, max(r.rev, ev.Revision), true
+		}
 	}
 	return &v, ev.Revision, true
 }
+
+// deliveryReadRetries are the waits before each checked read of a delivered status: a read that
+// fails is tried again twice before the delivery stands on its signature and order alone.
+var deliveryReadRetries = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}

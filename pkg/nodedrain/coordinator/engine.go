@@ -41,6 +41,7 @@ type Engine struct {
 	statusesLive bool                           // the status watch is past its snapshot
 	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
 	recheck      map[string]bool                // request keys whose change could not be checked; every tick
+	repairs      map[string]bool                // status keys holding a forgery not yet repaired; every tick
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -143,7 +144,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{},
+		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{}, repairs: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -188,6 +189,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
+	e.repairs = map[string]bool{}
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
 	e.ops = newExecutor(e)
@@ -307,6 +309,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-tick.C:
 			e.republish(ctx)
 			e.recheckKeys(ctx)
+			e.retryRepairs(ctx)
 			e.checkAPIUnreachable(ctx)
 			e.fireTimers(ctx)
 		}

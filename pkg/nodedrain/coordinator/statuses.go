@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
@@ -123,14 +125,21 @@ func (e *Engine) resignStatus(ctx context.Context, key string, st nodedrain.Node
 }
 
 // writesItself reports whether a repair of key's status is this function's to write: not when
-// this run serves the node (its own status is published again, with the tick's retries), nor
-// when the run may not act.
+// this run serves the node (its own status is published again, with the tick's retries), and
+// only while the run holds the Lease. In API-outage mode a run's writes are fenced by the
+// bucket's last revision; these, conditional on the key alone, would pass over a newer
+// coordinator's term record and un-fence the run (the simulation found it): they wait (the
+// tick tries again) until the run leads again.
 func (e *Engine) writesItself(ctx context.Context, key string) bool {
 	if _, ok := e.core.Drain(key); ok {
 		e.unpublished[key] = true
 		return false
 	}
-	return e.mayAct(ctx)
+	if !stillLeading(ctx) {
+		e.repairs[key] = true
+		return false
+	}
+	return true
 }
 
 // putSigned writes st, numbered and signed as this run's next status, under key on condition
@@ -143,11 +152,35 @@ func (e *Engine) putSigned(ctx context.Context, key string, st nodedrain.NodeDra
 	return err
 }
 
-// recheckStatusLater logs a repair that failed; the forgery stays until the node's next status
-// (agents refuse it meanwhile).
+// recheckStatusLater logs a repair that failed; the key is looked at again every tick (agents
+// refuse the forgery meanwhile).
 func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
-	e.log.WithFields(logrus.Fields{"node": key, "revision": rev}).WithError(err).
-		Warn("cannot repair a forged status; it stays until the node's next status (agents refuse it)")
+	e.repairs[key] = true
+	e.warnings.Logger("status-repair-failed", e.log).WithFields(logrus.Fields{"node": key, "revision": rev}).WithError(err).
+		Warn("cannot repair a forged status yet; trying again")
+}
+
+// retryRepairs looks again at the status keys whose forgery was not repaired: still forged, it
+// is repaired now (at its current revision); anything else (repaired, a newer status) ends it.
+func (e *Engine) retryRepairs(ctx context.Context) {
+	for _, key := range slices.Sorted(maps.Keys(e.repairs)) {
+		if !e.mayAct(ctx) {
+			return
+		}
+		delete(e.repairs, key)
+		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		st, rev, origin, err := e.statuses.GetChecked(rctx, key)
+		cancel()
+		switch {
+		case errors.Is(err, pubsub.ErrNotFound):
+		case errors.Is(err, pubsub.ErrDecode):
+			e.repairStatus(ctx, key, rev)
+		case err != nil:
+			e.repairs[key] = true
+		case e.checkStatus(key, st, origin == pubsub.Copied) != nil:
+			e.repairStatus(ctx, key, rev)
+		}
+	}
 }
 
 // lastOwnStatus is the newest status, by the coordinator's order (Term, Seq), among the values
@@ -206,6 +239,15 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		if err := e.checkStatus(k, st, origin == pubsub.Copied); err != nil {
 			e.forgedStatus(k, rev, err)
 			forged[k] = rev
+			// Resumed from the newest status a coordinator wrote under the key, not from none:
+			// a forgery must not make the run forget a drain, a return gate or a decommission.
+			own, err := e.lastOwnStatus(ctx, k)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("read the history of %s/%s under a forged value: %w", nodedrain.StatusBucket, k, err)
+			}
+			if own != nil {
+				statuses[k] = *own
+			}
 			continue
 		}
 		statuses[k] = st
