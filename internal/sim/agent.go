@@ -25,6 +25,10 @@ type agentProc struct {
 	conn     *conn
 	watch    *watcher
 	timerGen int
+	// deliveries are the status watch's events its bus layer has not handled yet; checking: it
+	// waits to read a delivered status again (see enqueue).
+	deliveries []delivery
+	checking   bool
 	// files on the node's disk: sentinel modification times (0: no file) and the override file.
 	sentinel map[agent.Operation]int64
 	override *nodedrain.StatusOverride
@@ -67,6 +71,7 @@ func (a *agentProc) start() {
 	a.alive, a.conn.alive = true, true
 	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
 	a.guard = &agent.StatusGuard{Keys: trusted}
+	a.deliveries, a.checking = nil, false
 	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
 	a.noState = false
 	a.openWatch()
@@ -88,11 +93,11 @@ func (a *agentProc) openWatch() {
 	inc := a.inc
 	a.watch = a.s.bus.watch(a.conn, bucketStatus, a.node.name, func(_ string, r revision) {
 		if a.alive && a.inc == inc {
-			a.delivered(r)
+			a.enqueue(delivery{r: r})
 		}
 	}, func() {
 		if a.alive && a.inc == inc {
-			a.step(agent.EvBusSnapshot{})
+			a.enqueue(delivery{snapshot: true})
 		}
 	})
 }

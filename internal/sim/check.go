@@ -271,6 +271,14 @@ func (s *Sim) checkEnd() {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
 		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
+		if r, ok := s.bus.latest(bucketStatus, name); ok && r.forged && r.val != nil {
+			// The coordinator repairs what it did not write, and tries again every tick until
+			// it has (repair.go). (A copied delete marker is no status: it is repaired only
+			// under a drain under way, whose status comes back.)
+			s.violate("L1", "a value no coordinator wrote is still under the status key of %s after the quiet period (by %s, copied %v): %s",
+				name, r.by, r.copied, describe(r.val))
+			return
+		}
 		switch {
 		case returning(s.statusOf(name)):
 			s.violate("L1", "%s is still in its return gate after the quiet period: %s", name, describe(s.statusOf(name)))
@@ -337,8 +345,7 @@ func returning(v any) bool {
 // withdrawn drain, though its Node deletion landed.)
 //
 // What the key holds is judged, if a coordinator wrote it: a copied delete marker empties the
-// key as well as the coordinator's removal (seed 2020252), and a forgery left after a repair
-// that failed stays until the node's next status, by the engine's design.
+// key as well as the coordinator's removal (seed 2020252); a forged value left is judged above.
 func (s *Sim) decommissionStatusLeft(node string) bool {
 	rid, done := s.decommissioned[node]
 	r, _ := s.bus.latest(bucketStatus, node)

@@ -47,10 +47,12 @@ type coord struct {
 	outage  bool
 	lastSeq uint64
 	// termRev is the revision of this run's term record (its statuses' Term), seq the run's
-	// last Seq; statusWatch watches the status bucket for values to repair (signed.go).
+	// last Seq; statusWatch watches the status bucket for values to repair, and repairs are the
+	// keys whose repair is still to be written (repair.go).
 	termRev     uint64
 	seq         int
 	statusWatch *watcher
+	repairs     map[string]bool
 	// verdicts are the background policy checks of this engine run (see checkPolicy).
 	verdicts map[string]coordinator.Verdict
 }
@@ -262,7 +264,7 @@ func (c *coord) resume() {
 	c.core.SetAllowDecommission(true)
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
-	c.unpublished, c.apiDownSince, c.opGen = map[string]bool{}, time.Time{}, map[string]int{}
+	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, s.w.now))
 	for _, key := range slices.Sorted(maps.Keys(forged)) { // repaired once resumed
@@ -338,6 +340,7 @@ func (c *coord) tick() {
 			c.publishOne(d.Status)
 		}
 	}
+	c.retryRepairs()
 	switch {
 	case s.cluster.apiUp:
 		c.apiDownSince = time.Time{}
@@ -390,13 +393,19 @@ func (c *coord) onReply(inc int, f func(error)) func(error) {
 // stillLeading is the engine's lease guard (Config.StillLeading): an engine whose last renewal
 // is older than the renew deadline acts no more and stops; another replica may hold the Lease.
 func (c *coord) stillLeading() bool {
-	if c.s.cfg.NoLeaderElection || (c.leader && c.s.w.now.Sub(c.lastRenew) < renewDeadline) {
+	if c.leaseValid() {
 		return true
 	}
 	if c.running && c.leader {
 		c.lapsed()
 	}
 	return false
+}
+
+// leaseValid is the lease check alone (coordinator's stillLeading): the last renewal is within
+// the renew deadline, or leader election is off.
+func (c *coord) leaseValid() bool {
+	return c.s.cfg.NoLeaderElection || (c.leader && c.s.w.now.Sub(c.lastRenew) < renewDeadline)
 }
 
 // publish writes a status (the engine's loop waits for the reply: here it is immediate), after

@@ -5,9 +5,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
+	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -43,12 +42,40 @@ func (c *coord) sign(st nodedrain.NodeDrainStatus) nodedrain.NodeDrainStatus {
 	return coordSigner.Sign(st)
 }
 
+// deliveryReadWaits are the agent's bus layer's waits before each checked read of a delivered
+// status (agent's deliveryReadRetries): a read that fails is tried again twice.
+var deliveryReadWaits = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}
+
+// delivery is one event of the agent's status watch: a revision, or the end of the snapshot.
+type delivery struct {
+	r        revision
+	snapshot bool
+}
+
+// enqueue hands the agent's bus layer one event of its status watch. The layer (bus.forward)
+// takes them one at a time, in order: while it waits to read a delivered status again, the
+// events after it wait too.
+func (a *agentProc) enqueue(d delivery) {
+	a.deliveries = append(a.deliveries, d)
+	a.nextDelivery()
+}
+
+func (a *agentProc) nextDelivery() {
+	for !a.checking && len(a.deliveries) > 0 {
+		d := a.deliveries[0]
+		a.deliveries = a.deliveries[1:]
+		if d.snapshot {
+			a.step(agent.EvBusSnapshot{})
+		} else {
+			a.delivered(d.r)
+		}
+	}
+}
+
 // delivered is the agent's bus layer handling one delivery of its status watch, as the real one
 // (bus.checkDelivery): the watch cannot tell a server copy (KV watch entries carry no headers),
 // so the delivery is judged on its signature and order, then a checked read of the key (which
-// tells copies) gives what is taken: this revision, or a newer value superseding it. When that
-// read fails, the delivery stands on its signature and order. The read is modelled at the
-// delivery's instant; it fails on a lossy bus, and under a forger flooding the JetStream API.
+// tells copies) gives what is taken: this revision, or a newer value superseding it.
 func (a *agentProc) delivered(r revision) {
 	s, name := a.s, a.node.name
 	s.forger.onDelivery(name, r)
@@ -69,17 +96,35 @@ func (a *agentProc) delivered(r revision) {
 	if !a.judge("delivered", r, st, false) {
 		return
 	}
-	if (s.bus.lossy && s.frng.Float64() < 0.1) || (s.forger.forging(name) && s.frng.Float64() < 0.2) {
+	a.checkedRead(r, st, 0)
+}
+
+// checkedRead is the delivery's checked read number try (the first at the delivery's instant).
+// A read fails while the agent is cut off, on a lossy bus, and under a forger flooding the
+// JetStream API; a failed one takes up to a second (the model bus's error replies). When all
+// fail, the delivery stands on its signature and order.
+func (a *agentProc) checkedRead(r revision, st nodedrain.NodeDrainStatus, try int) {
+	s, name := a.s, a.node.name
+	if !a.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) || (s.forger.forging(name) && s.frng.Float64() < 0.2) {
+		if try+1 < len(deliveryReadWaits) {
+			a.checking = true
+			a.later(betweenR(s.frng, 0, time.Second)+deliveryReadWaits[try+1], "checked read retry", func() {
+				a.checking = false
+				a.checkedRead(r, st, try+1)
+				a.nextDelivery()
+			})
+			return
+		}
 		if r.copied {
 			// Known open (the agent's bus.checkDelivery): a server copy of a status the
-			// coordinator signed, delivered while the checked read fails, stands on its
+			// coordinator signed, delivered while every checked read fails, stands on its
 			// signature and order and reaches agent.Step; only the confirmation read, which
 			// refuses it, keeps the agent from acting on it (S1). Counted, not excused further:
 			// anything unsigned, untrusted or changed is still an F1 violation here.
 			s.copiesTaken++
-			s.w.logf("agent of %s takes a server copy delivered at revision %d, its checked read failed: %s", name, r.seq, describe(r.val))
+			s.w.logf("agent of %s takes a server copy delivered at revision %d, its checked reads failed: %s", name, r.seq, describe(r.val))
 		} else {
-			s.checkF1(a, "was delivered (its checked read failed)", r)
+			s.checkF1(a, "was delivered (its checked reads failed)", r)
 		}
 		a.step(agent.EvBusStatus{Status: &st, Revision: r.seq})
 		return
@@ -153,136 +198,6 @@ func (s *Sim) checkF1(a *agentProc, via string, r revision) {
 // the checkers judge, whatever a forger wrote over it since.
 func (s *Sim) statusOf(node string) any {
 	return s.bus.buckets[bucketStatus].genuine[node].val
-}
-
-// resumeStatus is what a resuming engine takes for key, and (forged) the revision of a current
-// value to repair once resumed (0: none). Known open (seed 532): Engine.readStatuses resumes
-// from the current value only, so one forged value current when a coordinator resumes (the
-// forgery itself fences an outage-mode leader, and the next one resumes at once) makes it
-// resume without the node's status: it forgets a decommission whose Node it deleted (L1: the
-// request waits for a Node that never registers), a return gate (S3), a drain under way. The
-// model resumes, as lastOwnStatus repairs, from the newest status a coordinator wrote in the
-// key's kept history, until the engine does; a forger that overwrites that whole history is
-// kept off (forger.flooded).
-func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
-	r, found := s.bus.latest(bucketStatus, key)
-	if !found || (r.val == nil && !r.copied) {
-		return st, false, 0
-	}
-	if !r.copied && trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil {
-		return r.val.(nodedrain.NodeDrainStatus), true, 0
-	}
-	if r.val != nil {
-		forged = r.seq // (a copied delete marker is the status watch's to see)
-	}
-	if st, ok = s.lastOwnStatus(key); !ok && s.statusOf(key) != nil {
-		// Resumed without the status a coordinator wrote: the engine starts the node over and
-		// announces its status again (E1 excuses that Event, as for any status it could not
-		// know was announced).
-		s.moved[key] = true
-		s.w.logf("the statuses of %s a coordinator wrote are gone from the key's history (forged over)", key)
-	}
-	return st, ok, forged
-}
-
-// watchStatuses opens the engine run's watch of its status bucket (after Resume), drawing its
-// lags from the forger's stream so that runs without forgeries keep their schedules.
-func (c *coord) watchStatuses(inc int) {
-	s := c.s
-	c.statusWatch = s.bus.watchWith(s.frng, c.conn, bucketStatus, "", func(key string, r revision) {
-		c.run("status event", inc, func() { c.statusEvent(key, r) })
-	}, func() {
-		// The model's snapshot holds values only; the real watch's initial values hold delete
-		// markers too.
-		c.run("status snapshot", inc, func() {
-			for _, key := range slices.Sorted(maps.Keys(s.bus.buckets[bucketStatus].keys)) {
-				if r, _ := s.bus.latest(bucketStatus, key); r.val == nil && r.by != c.name {
-					c.statusEvent(key, r)
-				}
-			}
-		})
-	})
-}
-
-// statusEvent is Engine.statusEvent: a value under a node's key that is a copy or does not
-// verify is repaired; a delete this run did not make gives a drain under way its status back.
-func (c *coord) statusEvent(key string, r revision) {
-	if key == nodedrain.TermKey || c.core == nil {
-		return
-	}
-	if r.val == nil {
-		if d, ok := c.core.Drain(key); ok && d.Request != nil && r.by != c.name {
-			c.unpublished[key] = true
-		}
-		return
-	}
-	if r.copied || trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) != nil {
-		c.repair(key, r.seq)
-	}
-}
-
-// repair is Engine.repairStatus: a node this run serves gets its status published again (the
-// tick's retries); else the newest status a coordinator wrote under key (signed anew), or none,
-// is put back on condition that key still holds revision rev — a condition on the key alone,
-// also in outage mode, whose writes are otherwise conditional on the bucket's last write; the
-// run's last write becomes this one's revision. A repair that fails is not retried: the
-// forgery stays until the node's next status.
-func (c *coord) repair(key string, rev uint64) {
-	s := c.s
-	if _, ok := c.core.Drain(key); ok {
-		c.unpublished[key] = true
-		return
-	}
-	if !c.stillLeading() && !c.outage { // Engine.mayAct
-		return
-	}
-	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
-		s.w.logf("%s cannot repair the forged status of %s; it stays until the node's next status", c.name, key)
-		return
-	}
-	if cur, ok := s.bus.latest(bucketStatus, key); !ok || cur.seq != rev {
-		return // PublishIfRevision / UnpublishRevision: a conflict, a newer write stays
-	}
-	s.repairs++
-	own, ok := s.lastOwnStatus(key)
-	if !ok {
-		s.w.logf("%s repairs %s: deletes the value at revision %d (%s)", c.name, key, rev, describe(s.bus.value(bucketStatus, key)))
-		c.lastSeq = max(c.lastSeq, s.bus.write(bucketStatus, key, nil, c.name))
-		return
-	}
-	st := c.sign(own)
-	s.w.logf("%s repairs %s: puts back %s for request %q over revision %d", c.name, key, st.Status, st.RequestID, rev)
-	c.lastSeq = max(c.lastSeq, s.bus.write(bucketStatus, key, st, c.name))
-	// The newest status a coordinator wrote, published again: S2 and the policy's rules judged
-	// it when it was first published; who publishes it now is checked as for any status.
-	if !s.leads(c) {
-		s.violate("S1", "%s republished %s for %s while it did not hold the Lease (nor, in outage mode, the last term)", c.name, st.Status, key)
-	}
-	if st.RequestID != "" {
-		s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
-	}
-}
-
-// lastOwnStatus is Engine.lastOwnStatus: the newest status by (Term, Seq) among the values in
-// key's kept history that are no copy and verify, since a coordinator last removed the key.
-func (s *Sim) lastOwnStatus(key string) (nodedrain.NodeDrainStatus, bool) {
-	revs := s.bus.buckets[bucketStatus].keys[key]
-	var newest nodedrain.NodeDrainStatus
-	found := false
-	for i := len(revs) - 1; i >= 0; i-- {
-		r := revs[i]
-		switch {
-		case r.copied:
-		case r.val == nil:
-			return newest, found
-		default:
-			st := r.val.(nodedrain.NodeDrainStatus)
-			if trustedKeys.Verify(key, st) == nil && (!found || st.Newer(newest)) {
-				newest, found = st, true
-			}
-		}
-	}
-	return newest, found
 }
 
 // sameStatus reports whether a and b are the same status but for its order and signature.
