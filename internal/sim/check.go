@@ -130,7 +130,11 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 // least one does, and every node
 // without one is down (not Ready, or no Node object): no agent runs there to ask (seed 600445:
 // a node taken down by an operator's override file made no request).
-func (s *Sim) wholeClusterDeclared() bool {
+func (s *Sim) wholeClusterDeclared() bool { return s.declaredBy(true) }
+
+// declaredBy is that rule; with takenUp false, a declaring request counts before the
+// coordinator has published a status of it (what the requests alone declare).
+func (s *Sim) declaredBy(takenUp bool) bool {
 	declaring := 0
 	for _, name := range s.cluster.order {
 		r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
@@ -144,7 +148,7 @@ func (s *Sim) wholeClusterDeclared() bool {
 			// and the coordinator has taken it up (REQUESTED or later, for this request,
 			// NOTSUPPORTED included)
 			st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
-			if st.RequestID != r.RequestID || !(st.Status.InProgress() || st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) {
+			if takenUp && (st.RequestID != r.RequestID || !(st.Status.InProgress() || st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported)) {
 				return false
 			}
 			declaring++

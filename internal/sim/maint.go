@@ -226,13 +226,16 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		switch {
 		case s.hist.on("ready/"+st.Node, at, freshness):
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
-		case declared && !s.hist.any("declared", s.downSince(st.Node, at), at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
+		case declared && !s.hist.any("declared-requests", s.downSince(st.Node, at), at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
 			// Gone down under the declaration: declared at some moment between the node's going
 			// down and the decision, which may come later (a release that could not be published
 			// goes out later, seed 931624; a coordinator frozen meanwhile decides when it wakes,
 			// seed 993922: the declaration had ended by then, the node had gone down under it).
 			// One decided now may follow a status published in this same event that made the
-			// declaration (seed 931687), which the history records only after the event.
+			// declaration (seed 931687), which the history records only after the event. The
+			// requests alone are judged: a coordinator frozen while the last declaring request
+			// came takes it up only when it wakes, after requests that ended the declaration
+			// meanwhile, yet it saw them in the bus's order.
 			s.violate("R2", "%s released its admission slot as gone down under a whole-cluster shutdown none declared", st.Node)
 		case declared:
 			// Gone down under the declaration: released at once, and for good.
@@ -312,7 +315,7 @@ func (s *Sim) trackHealth() {
 		_, open := s.maint.open[r]
 		s.hist.set("closed/"+r.String(), s.cfg.Maintenance && !open, s.w.now)
 	}
-	s.hist.set("declared", s.wholeClusterDeclared(), s.w.now)
+	s.hist.set("declared-requests", s.declaredBy(false), s.w.now)
 }
 
 // history records when conditions held: spans [from, to) per key, to zero while it holds.
