@@ -246,7 +246,8 @@ func (c *coord) resume() {
 		st, ok, rev := s.resumeStatus(key)
 		if ok {
 			in.Statuses[key] = st
-		} else if rev != 0 {
+		}
+		if rev != 0 {
 			forged[key] = rev
 		}
 	}

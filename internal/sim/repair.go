@@ -13,18 +13,11 @@ import (
 
 // resumeStatus is what a resuming engine takes for key (Engine.readStatuses), and (forged) the
 // revision of a current value to repair once resumed (0: none). A key whose current value is a
-// coordinator's delete marker is not among the bucket's keys: no status. A forged current value
-// is resumed from the newest status a coordinator wrote in the key's kept history
-// (lastOwnStatus), so that a forgery does not make the run forget a drain, a return gate or a
-// decommission; a forger that overwrites that whole history is kept off (forger.flooded).
-//
-// Known open: a copied delete marker current at a resume hides the key from Engine.readStatuses
-// as the coordinator's own delete does (Keys lists no deleted key), so the engine resumes the
-// node without its status: a node in its return gate, or still cordoned for a drain whose
-// request was withdrawn, loses its admission slot and another node is admitted (S3). The
-// status watch's delete event gives the status back only to a drain whose request is still
-// there. The model resumes from lastOwnStatus under a copied delete marker too, until the
-// engine does.
+// coordinator's delete marker has no status. A forged current value, a copied delete marker
+// included (the engine lists the stream's subjects, not only the keys holding a value), is
+// resumed from the newest status a coordinator wrote in the key's kept history (lastOwnStatus),
+// so that a forgery does not make the run forget a drain, a return gate or a decommission; a
+// forger that overwrites that whole history is kept off (forger.flooded).
 func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
 	r, found := s.bus.latest(bucketStatus, key)
 	switch {
@@ -32,6 +25,7 @@ func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, f
 		return st, false, 0
 	case r.val == nil && !r.copied:
 	case r.val == nil:
+		forged = r.seq
 		st, ok = s.lastOwnStatus(key)
 	case !r.copied && trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil:
 		return r.val.(nodedrain.NodeDrainStatus), true, 0

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -218,4 +219,36 @@ func TestStatusUnderAnotherKeyIsIgnoredAtStartUp(t *testing.T) {
 	h.run(h.config(h.c.Client))
 	h.request(h.nodes[1], "r1", time.Now())
 	h.waitStatus(h.nodes[1], nodedrain.StatusComplete, 60*time.Second)
+}
+
+// A node's status hidden by a copied delete marker (a client had the server copy a deleted
+// request key's marker under it) when the coordinator starts: the resume reads the key's history
+// for the coordinator's own last status, counts the copy, and puts a signed status back. Keys
+// alone would not list the key, and a return gate under way would be forgotten.
+func TestCopiedDeleteMarkerAtStartUpIsResumedOver(t *testing.T) {
+	h := newHarness(t, "forge-delete", 2)
+	ctx := context.Background()
+	node := h.nodes[0]
+	back := time.Now().Add(-time.Second)
+	_, err := h.Statuses.Publish(ctx, node, testenv.SignStatus(nodedrain.NodeDrainStatus{Node: node, RequestID: "r1",
+		Status: nodedrain.StatusNotRequested, RequestedBy: nodedrain.RequesterDeviceOp, UpdatedAt: back, ReturningSince: back}))
+	require.NoError(t, err)
+	h.request("spare", "r-spare", time.Now())
+	require.NoError(t, h.Requests.Unpublish(ctx, "spare"))
+	nc := h.JS.Conn()
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+nodedrain.RequestsBucket+".$KV."+nodedrain.RequestsBucket+".spare",
+		"$KV."+nodedrain.StatusBucket+"."+node, nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool {
+		_, _, origin, err := h.Statuses.GetChecked(ctx, node)
+		return errors.Is(err, pubsub.ErrNotFound) && origin == pubsub.Copied
+	}, 5*time.Second, 20*time.Millisecond, "the copied delete marker did not land")
+
+	cfg := h.config(h.c.Client)
+	h.run(cfg)
+	require.Eventually(t, func() bool {
+		st, _, origin, err := h.Statuses.GetChecked(ctx, node)
+		return err == nil && origin != pubsub.Copied && testenv.TrustedKeys().Verify(node, st) == nil && st.RequestID == "r1"
+	}, 15*time.Second, 50*time.Millisecond, "the coordinator did not put the node's status back")
+	require.Equal(t, 1.0, testutil.ToFloat64(cfg.Metrics.ForgedStatuses.WithLabelValues("copied")))
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -217,30 +219,35 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 // readStatuses reads every node's published status for a resume: the ones a coordinator wrote
 // (statuses), the keys holding anything else (forged, at that revision: resumed from, a forgery
 // would be signed as this coordinator's own; repaired once resumed), and the statuses signed
-// by another trusted key (resign, at that revision: a key being rotated out).
+// by another trusted key (resign, at that revision: a key being rotated out). A forged key,
+// an undecodable value or a copied delete marker included, is resumed from the newest status a
+// coordinator wrote there: a forgery must not make the run forget a drain, a return gate or a
+// decommission.
 func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrain.NodeDrainStatus, forged, resign map[string]uint64, err error) {
 	statuses, forged, resign = map[string]nodedrain.NodeDrainStatus{}, map[string]uint64{}, map[string]uint64{}
-	keys, err := e.statuses.Keys(ctx)
+	keys, err := e.statusKeys(ctx)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+		return nil, nil, nil, err
 	}
 	for _, k := range keys {
-		if k == nodedrain.TermKey {
+		if k == nodedrain.TermKey || nodedrain.ValidNodeName(k) != nil {
 			continue
 		}
 		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
 		switch {
-		case errors.Is(err, pubsub.ErrNotFound):
-			continue
+		case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+			continue // removed by a coordinator, or never written
+		case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
+			err = fmt.Errorf("%w (%w)", nodedrain.ErrCopied, err)
 		case err != nil:
 			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
 			continue
+		default:
+			err = e.checkStatus(k, st, origin == pubsub.Copied)
 		}
-		if err := e.checkStatus(k, st, origin == pubsub.Copied); err != nil {
+		if err != nil {
 			e.forgedStatus(k, rev, err)
 			forged[k] = rev
-			// Resumed from the newest status a coordinator wrote under the key, not from none:
-			// a forgery must not make the run forget a drain, a return gate or a decommission.
 			own, err := e.lastOwnStatus(ctx, k)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("read the history of %s/%s under a forged value: %w", nodedrain.StatusBucket, k, err)
@@ -256,4 +263,25 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		}
 	}
 	return statuses, forged, resign, nil
+}
+
+// statusKeys lists every key of the status bucket that holds a message, a delete marker
+// included (the bucket's Keys leaves out keys whose newest message is one, which a copied
+// delete marker would hide from the resume).
+func (e *Engine) statusKeys(ctx context.Context) ([]string, error) {
+	stream, err := e.cfg.JetStream.Stream(ctx, "KV_"+nodedrain.StatusBucket)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+	}
+	prefix := "$KV." + nodedrain.StatusBucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
