@@ -220,7 +220,8 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 			}
 			s.bus.write(bucketRequests, node, nil, c.name)
 		}
-		if s.bus.value(bucketStatus, node) != nil {
+		// A copied delete marker is no removal of the coordinator's (Engine.forget).
+		if r, found := s.bus.latest(bucketStatus, node); found && (r.val != nil || r.copied) {
 			s.bus.write(bucketStatus, node, nil, c.name)
 			s.w.logf("%s removes the keys of decommissioned %s", c.name, node)
 		}

@@ -72,11 +72,13 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 			return fmt.Errorf("remove the request of %s: %w", node, err)
 		}
 	}
-	_, rev, err = e.statuses.Get(ctx, node)
+	// A copied delete marker is no removal of the coordinator's: its own delete goes on top, or
+	// a later repair would put the node's last status back for good.
+	_, rev, origin, err := e.statuses.GetChecked(ctx, node)
 	switch {
-	case errors.Is(err, pubsub.ErrNotFound):
+	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
 		return nil
-	case err != nil && !errors.Is(err, pubsub.ErrDecode):
+	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
 		return fmt.Errorf("read the status of %s: %w", node, err)
 	}
 	if err := e.statuses.UnpublishRevision(ctx, node, rev); err != nil {
