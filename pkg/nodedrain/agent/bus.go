@@ -65,6 +65,11 @@ func newBus(js jetstream.JetStream, node string, keys func() nodedrain.KeySet, l
 // judge runs the guard on the status st stored at rev (copied: a server copy), counting and
 // logging (sampled) a refusal; it reports whether st may be taken.
 func (b *bus) judge(st nodedrain.NodeDrainStatus, rev uint64, copied bool) bool {
+	return b.verdict(st, rev, copied) == VerdictTake
+}
+
+// verdict is judge's, with a stale value told from a refused one.
+func (b *bus) verdict(st nodedrain.NodeDrainStatus, rev uint64, copied bool) Verdict {
 	b.guardMu.Lock()
 	v, err := b.guard.Check(b.node, rev, st, copied)
 	b.guardMu.Unlock()
@@ -75,7 +80,7 @@ func (b *bus) judge(st nodedrain.NodeDrainStatus, rev uint64, copied bool) bool 
 			"status": st.Status, "request": st.RequestID, "revision": rev, "signedBy": st.SignedBy,
 		}).Warn("refusing a drain status under this node's key: not one the coordinator wrote for it now")
 	}
-	return v == VerdictTake
+	return v
 }
 
 // judgeDelete runs the guard on the removal of the node's status at rev.
@@ -92,6 +97,7 @@ type checkedRead struct {
 	status  *nodedrain.NodeDrainStatus
 	rev     uint64
 	refused bool
+	stale   bool // refused as older than what was taken: a replica behind, read again
 	err     error
 }
 
@@ -101,14 +107,19 @@ func (b *bus) readChecked(ctx context.Context, statuses *pubsub.Bucket[nodedrain
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound):
 		if rev != 0 && !b.judgeDelete(rev) {
-			return checkedRead{rev: rev, refused: true, err: fmt.Errorf("the status read is older than one already taken (revision %d)", rev)}
+			return checkedRead{rev: rev, refused: true, stale: true, err: fmt.Errorf("the status read is older than one already taken (revision %d)", rev)}
 		}
 		return checkedRead{rev: rev}
 	case errors.Is(err, pubsub.ErrDecode):
 		return checkedRead{rev: rev, refused: true, err: err}
 	case err != nil:
 		return checkedRead{err: err}
-	case !b.judge(st, rev, origin == pubsub.Copied):
+	}
+	switch b.verdict(st, rev, origin == pubsub.Copied) {
+	case VerdictStale:
+		// A direct get may be answered by a replica that lags (an R3 bucket).
+		return checkedRead{rev: rev, refused: true, stale: true, err: fmt.Errorf("the status read (revision %d) is older than one already taken", rev)}
+	case VerdictRefuse:
 		return checkedRead{rev: rev, refused: true, err: fmt.Errorf("the status read (revision %d) is not one the agent takes", rev)}
 	}
 	return checkedRead{status: &st, rev: rev}
@@ -313,6 +324,8 @@ func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedra
 		r = b.readChecked(rctx, statuses)
 		cancel()
 		switch {
+		case r.stale, r.err == nil && r.status == nil && r.rev < ev.Revision:
+			continue // a replica behind the delivery: read again, then the delivery stands
 		case r.refused:
 			return nil, 0, false
 		case r.err == nil:
