@@ -314,11 +314,13 @@ func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedra
 		return nil, 0, false
 	}
 	var r checkedRead
-	for _, wait := range deliveryReadRetries {
-		select {
-		case <-ctx.Done():
-			return nil, 0, false
-		case <-time.After(wait):
+	for i, wait := range deliveryReadRetries {
+		if i > 0 { // the first read goes at once: no timer on every delivery
+			select {
+			case <-ctx.Done():
+				return nil, 0, false
+			case <-time.After(wait):
+			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, busOpTimeout)
 		r = b.readChecked(rctx, statuses)
@@ -337,4 +339,4 @@ func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedra
 
 // deliveryReadRetries are the waits before each checked read of a delivered status: a read that
 // fails is tried again twice before the delivery stands on its signature and order alone.
-var deliveryReadRetries = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}
+var deliveryReadRetries = []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond} // the first is not waited for
