@@ -166,14 +166,16 @@ func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
 // is repaired now (at its current revision); anything else (repaired, a newer status) ends it.
 func (e *Engine) retryRepairs(ctx context.Context) {
 	for _, key := range slices.Sorted(maps.Keys(e.repairs)) {
-		if !e.mayAct(ctx) {
-			return
+		if !stillLeading(ctx) {
+			return // repairs wait for the Lease: no reads that could not end in one
 		}
 		delete(e.repairs, key)
 		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		st, rev, origin, err := e.statuses.GetChecked(rctx, key)
 		cancel()
 		switch {
+		case errors.Is(err, pubsub.ErrNotFound) && origin == pubsub.Copied:
+			e.repairStatus(ctx, key, rev) // a copied delete marker hides the node's status
 		case errors.Is(err, pubsub.ErrNotFound):
 		case errors.Is(err, pubsub.ErrDecode):
 			e.repairStatus(ctx, key, rev)
