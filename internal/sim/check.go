@@ -80,7 +80,15 @@ func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
 	cl := s.cluster
 	n := cl.nodes[st.Node]
 	if !cl.apiUp && s.cfg.APIUnreachableTimeout > 0 && s.w.now.Sub(cl.apiDownSeen) >= s.cfg.APIUnreachableTimeout {
-		if !s.gate(st.Node, false).Safe && !s.gate(st.Node, true).Safe {
+		// The API-unreachable exception (docs/design.md, S2): only a drain admitted before the
+		// API went down and cordoned, whose volumes the gate's last view calls safe.
+		admitted, ok := s.admittedAt[st.RequestID]
+		switch {
+		case !ok || !admitted.Before(cl.apiDownSeen):
+			s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after the API went down", st.Node)
+		case n == nil || !n.unschedulable:
+			s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
+		case !s.gate(st.Node, false).Safe && !s.gate(st.Node, true).Safe:
 			s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
 		}
 		return
@@ -355,4 +363,15 @@ func (s *Sim) decommissionStatusLeft(node string) bool {
 	r, _ := s.bus.latest(bucketStatus, node)
 	st, ok := r.val.(nodedrain.NodeDrainStatus)
 	return done && ok && !r.forged && st.RequestID == rid
+}
+
+// checkAdmittedWithAPI: no drain is admitted while the coordinator knows the API unreachable
+// (docs/design.md, S2's exception): it could be neither cordoned nor evicted. The probe tells
+// within probePeriod, and the engine acts on it at its next tick.
+func (s *Sim) checkAdmittedWithAPI(st nodedrain.NodeDrainStatus) {
+	cl := s.cluster
+	if !cl.apiUp && s.w.now.Sub(cl.apiDownSeen) > probePeriod+time.Second {
+		s.violate("S2", "%s admitted (STARTING) while the Kubernetes API had been unreachable for %s",
+			st.Node, s.w.now.Sub(cl.apiDownSeen).Round(time.Millisecond))
+	}
 }

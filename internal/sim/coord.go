@@ -348,6 +348,7 @@ func (c *coord) tick() {
 	case c.apiDownSince.IsZero():
 		c.apiDownSince = s.w.now
 	}
+	c.core.SetAPIUnreachable(c.apiDownSince)
 	if t := s.cfg.APIUnreachableTimeout; t > 0 && !c.apiDownSince.IsZero() && s.w.now.Sub(c.apiDownSince) >= t {
 		view := func(node string, after bool) (coordinator.GateResult, error) {
 			return s.gate(node, c.core.WholeCluster()), nil

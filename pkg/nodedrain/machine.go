@@ -181,6 +181,12 @@ func (d Drain) Decommissioned() bool {
 // Active reports whether the drain holds an admission slot: started and not yet finished.
 func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 
+// Cordoned reports whether the drain is past its cordon: the API answered that the node is
+// cordoned (CORDONED, DRAINRETRYING), and the drain has not started over from STARTING.
+func (d Drain) Cordoned() bool {
+	return d.Status.Status == StatusCordoned || d.Status.Status == StatusDrainRetrying
+}
+
 // AwaitsAdmission reports whether the drain is REQUESTED and may be admitted once admission
 // allows: not while an uncordon of its own is due, nor while it is in the return gate.
 func (d Drain) AwaitsAdmission() bool {

@@ -452,6 +452,13 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 			e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
+	if !s.d.Cordoned() {
+		// The exception is for a drain under way: one the API saw cordoned before it went away.
+		// A drain admitted just before (its cordon unanswered) has not begun to empty the node.
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node's cordon was never "+
+			"confirmed, so its drain had not begun", e.For.Round(time.Second)), s.d.Status.Blockers)
+		return
+	}
 	if e.Safe {
 		s.actions = append(s.actions, Cancel{})
 		s.d.Waiting, s.d.RetryOp = OpNone, OpNone

@@ -484,15 +484,17 @@ func TestResumeQueuedWithOurCordonUncordons(t *testing.T) {
 	require.Equal(t, StatusRequested, d.Status.Status, "not admitted while uncordoning")
 }
 
-// Regression (simulation, seed 49979): COMPLETE through the API-unreachable rule straight from
-// STARTING (the cordon landed, its reply was lost); withdrawn after the reboot, the drain must
-// uncordon, or the node stays cordoned.
-func TestWithdrawAfterAPIUnreachableCompleteUncordons(t *testing.T) {
+// The API-unreachable rule is for a drain under way: one whose cordon the API confirmed. A drain
+// whose cordon never answered (it may have landed, its reply lost) has not begun to empty the node:
+// it stays STARTING (the simulation found such a COMPLETE letting a node down undrained); withdrawn,
+// it still uncordons, since its cordon may have landed (simulation, seed 49979).
+func TestAPIUnreachableRuleNeedsAConfirmedCordon(t *testing.T) {
 	r := newRun(t)
 	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
 	r.step(EvResult{Op: OpCordon, RequestID: "a", Err: errors.New("connection refused"), Unreachable: true})
-	r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true}).expect(StatusComplete)
-	require.False(t, r.d.Status.CordonedByUs)
+	r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true}).expect(StatusStarting)
+	assert.Contains(t, r.d.Status.Message, "cordon was never confirmed")
+	assert.False(t, r.has(Cancel{}))
 	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
 }
 

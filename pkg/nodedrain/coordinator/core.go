@@ -26,6 +26,7 @@ type Core struct {
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
 	allowDecommission bool                             // see SetAllowDecommission
+	apiDownSince      time.Time                        // see SetAPIUnreachable
 }
 
 // AdmitPolicy is what the maintenance policy says about the waiting drains (see
@@ -38,6 +39,11 @@ type AdmitPolicy struct {
 // is released (a node that never comes back must not hold the slot forever); a node whose Node
 // object is gone releases it after min(d, DeletedGrace). Zero: never.
 func (c *Core) SetStaleHolderTimeout(d time.Duration) { c.staleAfter = d }
+
+// SetAPIUnreachable says since when the Kubernetes API has not answered this coordinator (zero:
+// it answers). Meanwhile no drain is admitted: it could be neither cordoned nor evicted, and the
+// API-unreachable rule is for drains the API saw cordoned before it went away.
+func (c *Core) SetAPIUnreachable(since time.Time) { c.apiDownSince = since }
 
 // SetAllowDecommission says whether decommission requests may be admitted (Config.AllowDecommission).
 func (c *Core) SetAllowDecommission(allow bool) { c.allowDecommission = allow }
@@ -218,6 +224,9 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 			recent[n] = true
 		}
 	}
+	if !c.apiDownSince.IsZero() {
+		return append(out, c.holdForAPI(now)...), CoreEvent{WholeCluster: c.wholeCluster}
+	}
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: nodes, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
@@ -242,6 +251,20 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		out = append(out, c.Step(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
 	}
 	return out, ev
+}
+
+// holdForAPI keeps every drain waiting for admission in REQUESTED while the API is unreachable,
+// saying so: admission decides nothing on the informers' frozen view (not NOTSUPPORTED either).
+func (c *Core) holdForAPI(now time.Time) []NodeAction {
+	msg := fmt.Sprintf("waiting: the Kubernetes API has not answered since %s; no drain is admitted until it does",
+		c.apiDownSince.UTC().Format(time.RFC3339))
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		if c.drains[node].AwaitsAdmission() {
+			out = append(out, c.Step(node, nodedrain.EvQueued{Message: msg}, now)...)
+		}
+	}
+	return out
 }
 
 // seenFor is how long a node that admission saw still counts as a member of the cluster after

@@ -241,9 +241,10 @@ func (e *Engine) apiReachable(reachable bool) {
 		e.log.WithField("down", e.cfg.Now().Sub(e.apiDownSince).Round(time.Second)).Info("Kubernetes API reachable again")
 		e.apiDownSince = time.Time{}
 	case !reachable && e.apiDownSince.IsZero():
-		e.log.Warn("Kubernetes API unreachable")
+		e.log.Warn("Kubernetes API unreachable: no drain is admitted until it answers")
 		e.apiDownSince = e.cfg.Now()
 	}
+	e.core.SetAPIUnreachable(e.apiDownSince)
 }
 
 // publishTimeout bounds a status publication (see publish).

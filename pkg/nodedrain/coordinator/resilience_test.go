@@ -329,6 +329,36 @@ func TestAPIUnreachable(t *testing.T) {
 	}
 }
 
+// A request made while the API is unreachable is not admitted: it could be neither cordoned nor
+// evicted, and the API-unreachable rule (which has just let the drain under way on the first node
+// proceed) would let it down undrained. Once the API answers it is drained as usual.
+func TestNoAdmissionWhileTheAPIIsUnreachable(t *testing.T) {
+	h := newHarness(t, "unreach-admit", 3)
+	client, proxy := proxiedClient(t, h)
+	gate := &testGate{safe: map[string]bool{}}
+	cfg := h.config(client)
+	cfg.Gate, cfg.MaxConcurrentDrains, cfg.APIUnreachableTimeout = gate, 2, 3*time.Second
+	h.run(cfg)
+	first, second := h.nodes[0], h.nodes[1]
+	h.request(first, "r1", time.Now())
+	h.waitFor(first, 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+	gate.set(first, true)
+	gate.set(second, true)
+	proxy.Cut()
+	st := h.waitStatus(first, nodedrain.StatusComplete, 30*time.Second)
+	require.Contains(t, st.Message, "unreachable", "the rule applies to the drain under way")
+
+	h.request(second, "r2", time.Now())
+	h.waitFor(second, 20*time.Second, "held while the API is unreachable", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusRequested && strings.Contains(s.Message, "no drain is admitted")
+	})
+	require.NoError(t, proxy.Restore())
+	st = h.waitStatus(second, nodedrain.StatusComplete, 40*time.Second)
+	assert.NotContains(t, st.Message, "unreachable", "drained, not let through by the rule")
+	assert.True(t, h.node(second).Spec.Unschedulable, "cordoned once the API answered")
+	assert.Contains(t, h.history(second), nodedrain.StatusCordoned)
+}
+
 // A declared whole-cluster shutdown: every node asks with the cluster-shutdown context; each goes
 // down after COMPLETE; the last one up has nowhere to drain to and is told NOTSUPPORTED, so
 // nothing deadlocks.
