@@ -182,6 +182,9 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// ConfirmAskedAt is when the last ReadStatus was asked for: a confirmation counts only
+	// within ConfirmMaxAge of it.
+	ConfirmAskedAt time.Time
 	// NotDecommissioned is the request whose confirmation was refused, and said so, because the
 	// coordinator's answer does not say the node was decommissioned (said once per request).
 	NotDecommissioned string

@@ -296,6 +296,8 @@ func (s *stepper) deferred(edge bool) {
 		s.m.RepublishAt = time.Time{} // answered: nothing to publish again
 	}
 	switch {
+	case v.Source == SourceBus && ours && s.m.slotReleased():
+		s.released()
 	case ours && v.Status.Clears():
 		s.clear(v)
 	case ours && v.Status.Failed():
@@ -345,48 +347,14 @@ func (s *stepper) stillCleared(edge bool) {
 		s.m.State.RetryAt = retry
 	case v.Source != SourceOverride && strings.HasPrefix(st.ClearedBy, "override"):
 		// Cleared by an operator's override (consumed since): the bus does not hold it back.
+	case v.Source == SourceBus && v.RequestID == st.RequestID && s.m.slotReleased():
+		s.released()
 	case v.Source == SourceBus && v.RequestID == st.RequestID && v.Status.Clears():
 	default: // the bus, or an operator's override, holds it back
 		s.m.State.Phase, s.m.Confirmed, s.m.ConfirmRetryAt = PhaseDeferred, "", time.Time{}
 		s.report(LevelWarn, "the status for request %s is %s again (%s): the %s waits again", st.RequestID, v.Status, v.Message, st.Operation)
 		s.deferred(edge)
 	}
-}
-
-// statusRead takes the status read from the bus as the node's status; if it still clears the
-// current request, the command may run.
-func (s *stepper) statusRead(e EvStatusRead) {
-	s.m.Confirming = false
-	if e.Err != nil {
-		s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
-		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
-		return
-	}
-	// The read is the bus now, unless the watch delivered a newer value while it was under way
-	// (its answer was served before that value was written). A read older than a value the
-	// agent had before asking means the bucket was replaced: the read is the truth then.
-	newerDelivered := s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision
-	if !newerDelivered {
-		s.takeBus(e.Status, e.Revision)
-	}
-	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() {
-		if s.m.State.Operation != OpDecommission || (c.Status == nodedrain.StatusComplete && c.Decommission) {
-			s.m.Confirmed = c.RequestID
-			return
-		}
-		if s.m.NotDecommissioned != c.RequestID {
-			// A decommission wipes or powers off the machine for good: only a coordinator that
-			// says it deleted the Node (not NOTSUPPORTED, nor an older coordinator's COMPLETE)
-			// lets it run; an operator's override file still can.
-			s.m.NotDecommissioned = c.RequestID
-			s.report(LevelWarn, "%s for request %s does not say the node was decommissioned (its Node object deleted): "+
-				"the decommission does not run (an older coordinator, or decommissions off?); withdraw the request, or force it with the override file",
-				c.Status, c.RequestID)
-		}
-	}
-	// Not confirmed: unless the answer moves the operation on, ask again only after a while
-	// (no loop of reads while something else, e.g. an override, keeps it cleared).
-	s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
 }
 
 // takeBus takes st (nil: none published) at rev as the node's status on the bus, noting when
@@ -460,14 +428,8 @@ func (s *stepper) runIfDue() {
 	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) {
 		return
 	}
-	if !strings.HasPrefix(st.ClearedBy, "override") && s.m.Confirmed != st.RequestID {
-		// Confirm with a fresh read that the bus still clears this request: the watch may be
-		// behind, or replaying history after a reconnect (a COMPLETE since withdrawn).
-		if !s.m.Confirming && s.m.ConfirmRetryAt.IsZero() {
-			s.m.Confirming, st.RetryAt = true, time.Time{} // due now: the read's answer decides
-			s.m.ReadFrom = s.m.BusRevision
-			s.actions = append(s.actions, ReadStatus{})
-		}
+	if !strings.HasPrefix(st.ClearedBy, "override") && !s.confirmedNow() {
+		s.confirm()
 		return
 	}
 	s.m.Confirmed = ""

@@ -487,3 +487,21 @@ func TestStepHoldOverrideAfterWithdrawalDoesNotRerun(t *testing.T) {
 	assert.NotContains(t, summaries(acts), "run reboot r1 #2")
 	assert.Contains(t, summaries(acts), "withdraw", "cancelled")
 }
+
+// A confirmation counts only if it was asked for at most ConfirmMaxAge before the command would
+// run: a read answered (or handled) later, after the agent was paused or its loop held up, says
+// what the bus held then, not now (a withdrawal or a slot release since). It is read again
+// (issue 23, defect 7).
+func TestStepConfirmationOlderThanItsBoundIsReadAgain(t *testing.T) {
+	complete := seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1"))})
+	m, clock, acts := playFrom(t, fresh(), t0, testPolicy(), seq(complete, []step{
+		at(ConfirmMaxAge+time.Millisecond, read(nodedrain.StatusComplete, "r1"))}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "read", "read"}, summaries(acts))
+	assert.Equal(t, PhaseCleared, m.State.Phase)
+	assert.True(t, m.Confirming, "read again")
+	assert.NotEmpty(t, warnings(acts[len(acts)-3:]), "said why")
+	// The new read, answered in time, runs the reboot; one taken exactly at the bound does too.
+	m, _, acts = playFrom(t, m, clock, testPolicy(), []step{at(ConfirmMaxAge, read(nodedrain.StatusComplete, "r1"))})
+	assert.Equal(t, []string{"run reboot r1 #1"}, summaries(acts))
+	assert.Equal(t, PhaseRunning, m.State.Phase)
+}
