@@ -361,11 +361,11 @@ func (a *Agent) entry() *logrus.Entry {
 
 func (a *Agent) consumeOverride() {
 	if err := os.Remove(a.cfg.OverrideFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		a.entry().WithError(err).Error("override COMPLETE acted on but its file cannot be removed; it is ignored until it changes")
+		a.entry().WithError(err).Error("override acted on (it let the operation run) but its file cannot be removed; it is ignored until it changes")
 		return
 	}
 	a.override.forget()
-	a.entry().Info("override COMPLETE acted on: file removed")
+	a.entry().Info("override acted on (it let the operation run): file removed, the next operation waits for its drain")
 }
 
 // newRequestID returns a request ID unique per request: a node prefix, the time and 128 random

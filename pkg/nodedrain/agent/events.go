@@ -121,7 +121,8 @@ type RunCommand struct {
 	Attempt int
 }
 
-// RemoveOverride asks for the override file to be removed: its COMPLETE was acted on.
+// RemoveOverride asks for the override file to be removed: its COMPLETE or NOTSUPPORTED let the
+// operation run (or went with a cancelled one).
 type RemoveOverride struct{}
 
 // TriggerResult answers an EvTrigger (the reply to a local request).

@@ -340,8 +340,8 @@ func (s *stepper) stillCleared(edge bool) {
 	switch {
 	case v.Status == nodedrain.StatusUnknown:
 	case overrideClears(v):
-		// An operator's COMPLETE now clears it (and is consumed), whatever the bus says; a
-		// failed command's backoff still holds.
+		// An operator's COMPLETE or NOTSUPPORTED now clears it (and is consumed), whatever the
+		// bus says; a failed command's backoff still holds.
 		retry := st.RetryAt
 		s.clear(v)
 		s.m.State.RetryAt = retry
@@ -381,11 +381,10 @@ func (s *stepper) withdrawnOnBus() bool {
 // withdraw): it is not run; a sentinel that asked for it asks again only when it changes.
 func (s *stepper) cancelled() {
 	st := s.m.State
-	if v := s.m.Effective(); overrideClears(v) && v.Status == nodedrain.StatusComplete {
-		// An operator's COMPLETE for this operation, older than the withdrawal: it goes with the
-		// operation, or it would let the next one run without a drain.
-		s.m.Override = nil
-		s.actions = append(s.actions, RemoveOverride{})
+	if v := s.m.Effective(); overrideClears(v) {
+		// An operator's go-ahead (COMPLETE or NOTSUPPORTED) for this operation, older than the
+		// withdrawal: it goes with the operation, or it would let the next one run without a drain.
+		s.consumeOverride()
 	}
 	s.finish(fmt.Sprintf("request %s was withdrawn by someone else (edgedrainctl withdraw): the %s is cancelled; ask again to run it",
 		st.RequestID, st.Operation))
@@ -415,12 +414,17 @@ func (s *stepper) clear(v View) {
 	st.Phase, st.RetryAt, st.ClearedBy = PhaseCleared, time.Time{}, v.Status.String()
 	if v.Source == SourceOverride {
 		st.ClearedBy = "override " + st.ClearedBy
-		if v.Status == nodedrain.StatusComplete {
-			s.m.Override = nil // consumed: acted on now
-			s.actions = append(s.actions, RemoveOverride{})
-		}
+		s.consumeOverride() // acted on now
 	}
 	s.report(LevelInfo, "%s for request %s: running the %s", st.ClearedBy, st.RequestID, st.Operation)
+}
+
+// consumeOverride drops the override that let the current operation run, and has its file
+// removed: it answers this operation only. Left in force, a NOTSUPPORTED (as a COMPLETE) would let
+// every later operation run at once, without a drain.
+func (s *stepper) consumeOverride() {
+	s.m.Override = nil
+	s.actions = append(s.actions, RemoveOverride{})
 }
 
 func (s *stepper) runIfDue() {
