@@ -70,18 +70,26 @@ type EvStatusRead struct {
 	Err      error
 }
 
+// EvRunNotRecorded says the runtime did not start the command of a RunCommand: the state file
+// could not record its start (Err), and an agent restarted after a crash would have run it again.
+type EvRunNotRecorded struct {
+	RequestID string
+	Err       error
+}
+
 // EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
 type EvTimer struct{ RequestID string }
 
-func (EvStart) event()       {}
-func (EvTrigger) event()     {}
-func (EvBusStatus) event()   {}
-func (EvBusSnapshot) event() {}
-func (EvBusDone) event()     {}
-func (EvOverride) event()    {}
-func (EvCommandDone) event() {}
-func (EvTimer) event()       {}
-func (EvStatusRead) event()  {}
+func (EvStart) event()          {}
+func (EvTrigger) event()        {}
+func (EvBusStatus) event()      {}
+func (EvBusSnapshot) event()    {}
+func (EvBusDone) event()        {}
+func (EvOverride) event()       {}
+func (EvCommandDone) event()    {}
+func (EvTimer) event()          {}
+func (EvStatusRead) event()     {}
+func (EvRunNotRecorded) event() {}
 
 // Action is an output of Step for the runtime.
 type Action interface{ action() }

@@ -191,6 +191,9 @@ type Machine struct {
 	// ReadFrom is BusRevision when the ReadStatus under way was asked for: a watch delivery
 	// since then is newer than the read's answer.
 	ReadFrom uint64
+	// UnrecordedRuns counts the starts of the command held back in a row because the state file
+	// could not record them (EvRunNotRecorded): the backoff before the next try.
+	UnrecordedRuns int
 	// RepublishAt is when a published request that nothing has answered yet is published
 	// again (zero: not due); only while deferred.
 	RepublishAt time.Time

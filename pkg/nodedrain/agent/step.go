@@ -47,6 +47,8 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		}
 	case EvCommandDone:
 		s.commandDone(e)
+	case EvRunNotRecorded:
+		s.runNotRecorded(e)
 	case EvTimer:
 		s.timer(e.RequestID)
 	case EvStatusRead:
@@ -164,6 +166,7 @@ func (s *stepper) commandDone(e EvCommandDone) {
 	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
 		return // stale
 	}
+	s.m.UnrecordedRuns = 0 // its start was recorded: it ran
 	switch {
 	case e.Err != nil:
 		s.commandFailed(e.Err.Error())
@@ -179,6 +182,22 @@ func (s *stepper) commandDone(e EvCommandDone) {
 			s.m.State.Retired = s.m.Boot
 		}
 	}
+}
+
+// runNotRecorded puts back a command the runtime did not start because the state file could not
+// record its start: it runs once a save succeeds, after the backoff and, when the bus cleared it,
+// a fresh confirmation (the bus may have changed meanwhile). Not a failure of the command.
+func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
+	st := &s.m.State
+	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
+		return // stale
+	}
+	s.m.UnrecordedRuns++
+	wait := nodedrain.Backoff(s.m.UnrecordedRuns, s.p.BusRetry, saveRetryMax)
+	// As before this start: in the cleared phase every earlier run of the command failed.
+	st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, s.now.Add(wait), st.CommandFailures > 0
+	s.report(LevelError, "the %s for request %s was not started: its start could not be recorded in the state file (%v), "+
+		"and an agent restarted after a crash would run it again; trying again in %s", st.Operation, st.RequestID, e.Err, wait)
 }
 
 func (s *stepper) commandFailed(reason string) {
@@ -463,6 +482,7 @@ func (s *stepper) end(handled map[Operation]int64) {
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
+	s.m.UnrecordedRuns = 0
 	// (With the start-up clean-up still due: its success clears it.)
 	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own, Before: s.m.State.CleanupBefore})
 }
