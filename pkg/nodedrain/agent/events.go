@@ -117,7 +117,8 @@ type WithdrawRequest struct {
 
 // ReadStatus asks for the node's status to be read from the bus now (not from the watch, which
 // may lag or replay history); the result comes back as EvStatusRead. The agent confirms every
-// COMPLETE or NOTSUPPORTED this way before it runs its operation.
+// COMPLETE or NOTSUPPORTED this way before it runs its operation, with a read asked for at most
+// ConfirmMaxAge before the run.
 type ReadStatus struct{}
 
 // RunCommand asks for the operation's command to run; its result comes back as EvCommandDone.
