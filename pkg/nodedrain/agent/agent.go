@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,7 +38,8 @@ type Agent struct {
 	timer    *time.Timer
 
 	m           Machine
-	saved       []byte     // the state as last saved
+	saved       []byte // the state as last saved
+	unsaved     saveFailure
 	view        View       // the effective status last logged
 	call        *localCall // the local request being stepped
 	sentinelErr map[Operation]string
@@ -309,8 +309,14 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 	a.noteForeign(ev)
 	m, actions := Step(a.m, ev, a.cfg.Now(), a.cfg.Policy)
 	a.m = m
-	a.persist()
+	saved := a.persist()
 	for _, act := range actions {
+		if run, ok := act.(RunCommand); ok && !saved {
+			// Not started: the state file does not say it was, and an agent restarted after a
+			// crash would run it again (S5). The machine puts it back to run later.
+			a.queue = append(a.queue, EvRunNotRecorded{RequestID: run.RequestID, Err: a.unsaved.err})
+			continue
+		}
 		a.perform(ctx, act)
 	}
 	a.metrics.observe(a.m)
@@ -330,23 +336,13 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 		}
 	}
 	a.timer.Stop()
-	if next := a.m.NextWake(); !next.IsZero() {
+	next := a.m.NextWake()
+	if retry := a.unsaved.retryAt; !retry.IsZero() && (next.IsZero() || retry.Before(next)) {
+		next = retry // a failed save is tried again then, even if nothing else happens
+	}
+	if !next.IsZero() {
 		a.timer.Reset(max(next.Sub(a.cfg.Now()), 0))
 	}
-}
-
-// persist saves the state when it changed; a failure is logged, counted and retried next step.
-func (a *Agent) persist() {
-	data := encodeForCompare(a.m.State)
-	if bytes.Equal(data, a.saved) {
-		return
-	}
-	if err := a.store.Save(a.m.State); err != nil {
-		a.metrics.StateErrors.Inc()
-		a.entry().WithError(err).Error("cannot save the agent state; a restart now would lose it")
-		return
-	}
-	a.saved = data
 }
 
 // entry is a log entry with the standard fields.
@@ -361,11 +357,11 @@ func (a *Agent) entry() *logrus.Entry {
 
 func (a *Agent) consumeOverride() {
 	if err := os.Remove(a.cfg.OverrideFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		a.entry().WithError(err).Error("override COMPLETE acted on but its file cannot be removed; it is ignored until it changes")
+		a.entry().WithError(err).Error("override acted on (it let the operation run) but its file cannot be removed; it is ignored until it changes")
 		return
 	}
 	a.override.forget()
-	a.entry().Info("override COMPLETE acted on: file removed")
+	a.entry().Info("override acted on (it let the operation run): file removed, the next operation waits for its drain")
 }
 
 // newRequestID returns a request ID unique per request: a node prefix, the time and 128 random

@@ -70,18 +70,26 @@ type EvStatusRead struct {
 	Err      error
 }
 
+// EvRunNotRecorded says the runtime did not start the command of a RunCommand: the state file
+// could not record its start (Err), and an agent restarted after a crash would have run it again.
+type EvRunNotRecorded struct {
+	RequestID string
+	Err       error
+}
+
 // EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
 type EvTimer struct{ RequestID string }
 
-func (EvStart) event()       {}
-func (EvTrigger) event()     {}
-func (EvBusStatus) event()   {}
-func (EvBusSnapshot) event() {}
-func (EvBusDone) event()     {}
-func (EvOverride) event()    {}
-func (EvCommandDone) event() {}
-func (EvTimer) event()       {}
-func (EvStatusRead) event()  {}
+func (EvStart) event()          {}
+func (EvTrigger) event()        {}
+func (EvBusStatus) event()      {}
+func (EvBusSnapshot) event()    {}
+func (EvBusDone) event()        {}
+func (EvOverride) event()       {}
+func (EvCommandDone) event()    {}
+func (EvTimer) event()          {}
+func (EvStatusRead) event()     {}
+func (EvRunNotRecorded) event() {}
 
 // Action is an output of Step for the runtime.
 type Action interface{ action() }
@@ -109,7 +117,8 @@ type WithdrawRequest struct {
 
 // ReadStatus asks for the node's status to be read from the bus now (not from the watch, which
 // may lag or replay history); the result comes back as EvStatusRead. The agent confirms every
-// COMPLETE or NOTSUPPORTED this way before it runs its operation.
+// COMPLETE or NOTSUPPORTED this way before it runs its operation, with a read asked for at most
+// ConfirmMaxAge before the run.
 type ReadStatus struct{}
 
 // RunCommand asks for the operation's command to run; its result comes back as EvCommandDone.
@@ -121,7 +130,8 @@ type RunCommand struct {
 	Attempt int
 }
 
-// RemoveOverride asks for the override file to be removed: its COMPLETE was acted on.
+// RemoveOverride asks for the override file to be removed: its COMPLETE or NOTSUPPORTED let the
+// operation run (or went with a cancelled one).
 type RemoveOverride struct{}
 
 // TriggerResult answers an EvTrigger (the reply to a local request).

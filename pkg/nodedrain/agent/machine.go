@@ -182,12 +182,18 @@ type Machine struct {
 	Confirmed      string
 	Confirming     bool
 	ConfirmRetryAt time.Time
+	// ConfirmAskedAt is when the last ReadStatus was asked for: a confirmation counts only
+	// within ConfirmMaxAge of it.
+	ConfirmAskedAt time.Time
 	// NotDecommissioned is the request whose confirmation was refused, and said so, because the
 	// coordinator's answer does not say the node was decommissioned (said once per request).
 	NotDecommissioned string
 	// ReadFrom is BusRevision when the ReadStatus under way was asked for: a watch delivery
 	// since then is newer than the read's answer.
 	ReadFrom uint64
+	// UnrecordedRuns counts the starts of the command held back in a row because the state file
+	// could not record them (EvRunNotRecorded): the backoff before the next try.
+	UnrecordedRuns int
 	// RepublishAt is when a published request that nothing has answered yet is published
 	// again (zero: not due); only while deferred.
 	RepublishAt time.Time

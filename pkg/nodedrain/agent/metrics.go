@@ -28,6 +28,9 @@ type Metrics struct {
 	BusDecodeErrors prometheus.Counter
 	// StateErrors counts state files that could not be read back or written.
 	StateErrors prometheus.Counter
+	// StateUnsaved is 1 while the agent's latest state could not be saved (retried with
+	// backoff); no operation command starts meanwhile.
+	StateUnsaved prometheus.Gauge
 	// ForeignStatuses counts status values on the bus answering a request this agent never
 	// made; they clear nothing.
 	ForeignStatuses prometheus.Counter
@@ -83,6 +86,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_agent_state_errors_total",
 			Help: "State files that could not be read back (moved aside) or written.",
 		}),
+		StateUnsaved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_state_unsaved",
+			Help: "1 while the agent's latest state could not be saved to its state file (retried with backoff); no operation command starts meanwhile.",
+		}),
 		ForeignStatuses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgedrain_agent_foreign_statuses_total",
 			Help: "Drain statuses on the bus for a request this agent never made (another agent under this node's name, a lost state file, or a forgery); they clear nothing.",
@@ -106,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
-			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.ForeignStatuses, m.RefusedStatuses, m.StatusDelay)
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.StateUnsaved, m.ForeignStatuses, m.RefusedStatuses, m.StatusDelay)
 	}
 	return m
 }

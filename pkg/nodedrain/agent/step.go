@@ -47,6 +47,8 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		}
 	case EvCommandDone:
 		s.commandDone(e)
+	case EvRunNotRecorded:
+		s.runNotRecorded(e)
 	case EvTimer:
 		s.timer(e.RequestID)
 	case EvStatusRead:
@@ -164,6 +166,7 @@ func (s *stepper) commandDone(e EvCommandDone) {
 	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
 		return // stale
 	}
+	s.m.UnrecordedRuns = 0 // its start was recorded: it ran
 	switch {
 	case e.Err != nil:
 		s.commandFailed(e.Err.Error())
@@ -179,6 +182,22 @@ func (s *stepper) commandDone(e EvCommandDone) {
 			s.m.State.Retired = s.m.Boot
 		}
 	}
+}
+
+// runNotRecorded puts back a command the runtime did not start because the state file could not
+// record its start: it runs once a save succeeds, after the backoff and, when the bus cleared it,
+// a fresh confirmation (the bus may have changed meanwhile). Not a failure of the command.
+func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
+	st := &s.m.State
+	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
+		return // stale
+	}
+	s.m.UnrecordedRuns++
+	wait := nodedrain.Backoff(s.m.UnrecordedRuns, s.p.BusRetry, saveRetryMax)
+	// As before this start: in the cleared phase every earlier run of the command failed.
+	st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, s.now.Add(wait), st.CommandFailures > 0
+	s.report(LevelError, "the %s for request %s was not started: its start could not be recorded in the state file (%v), "+
+		"and an agent restarted after a crash would run it again; trying again in %s", st.Operation, st.RequestID, e.Err, wait)
 }
 
 func (s *stepper) commandFailed(reason string) {
@@ -296,6 +315,8 @@ func (s *stepper) deferred(edge bool) {
 		s.m.RepublishAt = time.Time{} // answered: nothing to publish again
 	}
 	switch {
+	case v.Source == SourceBus && ours && s.m.slotReleased():
+		s.released()
 	case ours && v.Status.Clears():
 		s.clear(v)
 	case ours && v.Status.Failed():
@@ -338,55 +359,21 @@ func (s *stepper) stillCleared(edge bool) {
 	switch {
 	case v.Status == nodedrain.StatusUnknown:
 	case overrideClears(v):
-		// An operator's COMPLETE now clears it (and is consumed), whatever the bus says; a
-		// failed command's backoff still holds.
+		// An operator's COMPLETE or NOTSUPPORTED now clears it (and is consumed), whatever the
+		// bus says; a failed command's backoff still holds.
 		retry := st.RetryAt
 		s.clear(v)
 		s.m.State.RetryAt = retry
 	case v.Source != SourceOverride && strings.HasPrefix(st.ClearedBy, "override"):
 		// Cleared by an operator's override (consumed since): the bus does not hold it back.
+	case v.Source == SourceBus && v.RequestID == st.RequestID && s.m.slotReleased():
+		s.released()
 	case v.Source == SourceBus && v.RequestID == st.RequestID && v.Status.Clears():
 	default: // the bus, or an operator's override, holds it back
 		s.m.State.Phase, s.m.Confirmed, s.m.ConfirmRetryAt = PhaseDeferred, "", time.Time{}
 		s.report(LevelWarn, "the status for request %s is %s again (%s): the %s waits again", st.RequestID, v.Status, v.Message, st.Operation)
 		s.deferred(edge)
 	}
-}
-
-// statusRead takes the status read from the bus as the node's status; if it still clears the
-// current request, the command may run.
-func (s *stepper) statusRead(e EvStatusRead) {
-	s.m.Confirming = false
-	if e.Err != nil {
-		s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
-		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
-		return
-	}
-	// The read is the bus now, unless the watch delivered a newer value while it was under way
-	// (its answer was served before that value was written). A read older than a value the
-	// agent had before asking means the bucket was replaced: the read is the truth then.
-	newerDelivered := s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision
-	if !newerDelivered {
-		s.takeBus(e.Status, e.Revision)
-	}
-	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() {
-		if s.m.State.Operation != OpDecommission || (c.Status == nodedrain.StatusComplete && c.Decommission) {
-			s.m.Confirmed = c.RequestID
-			return
-		}
-		if s.m.NotDecommissioned != c.RequestID {
-			// A decommission wipes or powers off the machine for good: only a coordinator that
-			// says it deleted the Node (not NOTSUPPORTED, nor an older coordinator's COMPLETE)
-			// lets it run; an operator's override file still can.
-			s.m.NotDecommissioned = c.RequestID
-			s.report(LevelWarn, "%s for request %s does not say the node was decommissioned (its Node object deleted): "+
-				"the decommission does not run (an older coordinator, or decommissions off?); withdraw the request, or force it with the override file",
-				c.Status, c.RequestID)
-		}
-	}
-	// Not confirmed: unless the answer moves the operation on, ask again only after a while
-	// (no loop of reads while something else, e.g. an override, keeps it cleared).
-	s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
 }
 
 // takeBus takes st (nil: none published) at rev as the node's status on the bus, noting when
@@ -413,11 +400,10 @@ func (s *stepper) withdrawnOnBus() bool {
 // withdraw): it is not run; a sentinel that asked for it asks again only when it changes.
 func (s *stepper) cancelled() {
 	st := s.m.State
-	if v := s.m.Effective(); overrideClears(v) && v.Status == nodedrain.StatusComplete {
-		// An operator's COMPLETE for this operation, older than the withdrawal: it goes with the
-		// operation, or it would let the next one run without a drain.
-		s.m.Override = nil
-		s.actions = append(s.actions, RemoveOverride{})
+	if v := s.m.Effective(); overrideClears(v) {
+		// An operator's go-ahead (COMPLETE or NOTSUPPORTED) for this operation, older than the
+		// withdrawal: it goes with the operation, or it would let the next one run without a drain.
+		s.consumeOverride()
 	}
 	s.finish(fmt.Sprintf("request %s was withdrawn by someone else (edgedrainctl withdraw): the %s is cancelled; ask again to run it",
 		st.RequestID, st.Operation))
@@ -447,12 +433,17 @@ func (s *stepper) clear(v View) {
 	st.Phase, st.RetryAt, st.ClearedBy = PhaseCleared, time.Time{}, v.Status.String()
 	if v.Source == SourceOverride {
 		st.ClearedBy = "override " + st.ClearedBy
-		if v.Status == nodedrain.StatusComplete {
-			s.m.Override = nil // consumed: acted on now
-			s.actions = append(s.actions, RemoveOverride{})
-		}
+		s.consumeOverride() // acted on now
 	}
 	s.report(LevelInfo, "%s for request %s: running the %s", st.ClearedBy, st.RequestID, st.Operation)
+}
+
+// consumeOverride drops the override that let the current operation run, and has its file
+// removed: it answers this operation only. Left in force, a NOTSUPPORTED (as a COMPLETE) would let
+// every later operation run at once, without a drain.
+func (s *stepper) consumeOverride() {
+	s.m.Override = nil
+	s.actions = append(s.actions, RemoveOverride{})
 }
 
 func (s *stepper) runIfDue() {
@@ -460,14 +451,8 @@ func (s *stepper) runIfDue() {
 	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) {
 		return
 	}
-	if !strings.HasPrefix(st.ClearedBy, "override") && s.m.Confirmed != st.RequestID {
-		// Confirm with a fresh read that the bus still clears this request: the watch may be
-		// behind, or replaying history after a reconnect (a COMPLETE since withdrawn).
-		if !s.m.Confirming && s.m.ConfirmRetryAt.IsZero() {
-			s.m.Confirming, st.RetryAt = true, time.Time{} // due now: the read's answer decides
-			s.m.ReadFrom = s.m.BusRevision
-			s.actions = append(s.actions, ReadStatus{})
-		}
+	if !strings.HasPrefix(st.ClearedBy, "override") && !s.confirmedNow() {
+		s.confirm()
 		return
 	}
 	s.m.Confirmed = ""
@@ -497,6 +482,7 @@ func (s *stepper) end(handled map[Operation]int64) {
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
+	s.m.UnrecordedRuns = 0
 	// (With the start-up clean-up still due: its success clears it.)
 	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own, Before: s.m.State.CleanupBefore})
 }

@@ -113,7 +113,7 @@ func TestStepOverrideClearedRunNeedsNoRead(t *testing.T) {
 	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "remove-override", "run reboot r1 #1"}, got)
 	assert.Equal(t, PhaseRunning, m.State.Phase)
 	m, _, got = play(t, fresh(), seq(deferredReboot, []step{now(override(nodedrain.StatusNotSupported, 0))}))
-	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "run reboot r1 #1"}, got)
+	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "remove-override", "run reboot r1 #1"}, got)
 	assert.Equal(t, PhaseRunning, m.State.Phase)
 }
 
@@ -486,4 +486,47 @@ func TestStepHoldOverrideAfterWithdrawalDoesNotRerun(t *testing.T) {
 	_, _, acts := playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{}), at(time.Hour, EvTimer{})})
 	assert.NotContains(t, summaries(acts), "run reboot r1 #2")
 	assert.Contains(t, summaries(acts), "withdraw", "cancelled")
+}
+
+// A confirmation counts only if it was asked for at most ConfirmMaxAge before the command would
+// run: a read answered (or handled) later, after the agent was paused or its loop held up, says
+// what the bus held then, not now (a withdrawal or a slot release since). It is read again
+// (issue 23, defect 7).
+func TestStepConfirmationOlderThanItsBoundIsReadAgain(t *testing.T) {
+	complete := seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1"))})
+	m, clock, acts := playFrom(t, fresh(), t0, testPolicy(), seq(complete, []step{
+		at(ConfirmMaxAge+time.Millisecond, read(nodedrain.StatusComplete, "r1"))}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish r1", "read", "read"}, summaries(acts))
+	assert.Equal(t, PhaseCleared, m.State.Phase)
+	assert.True(t, m.Confirming, "read again")
+	assert.NotEmpty(t, warnings(acts[len(acts)-3:]), "said why")
+	// The new read, answered in time, runs the reboot; one taken exactly at the bound does too.
+	m, _, acts = playFrom(t, m, clock, testPolicy(), []step{at(ConfirmMaxAge, read(nodedrain.StatusComplete, "r1"))})
+	assert.Equal(t, []string{"run reboot r1 #1"}, summaries(acts))
+	assert.Equal(t, PhaseRunning, m.State.Phase)
+}
+
+// An override that lets the operation run is consumed by it, NOTSUPPORTED as COMPLETE: left in
+// force, a NOTSUPPORTED let every later operation run at once, undrained (issue 23, defect 9).
+// One older than a withdrawal goes with the cancelled operation, as a COMPLETE does.
+func TestStepNotSupportedOverrideIsConsumed(t *testing.T) {
+	p := testPolicy()
+	m, clock, got := play(t, fresh(), seq(up, []step{now(override(nodedrain.StatusNotSupported, 0)), now(trigger(OpUpdate, "u1")),
+		now(EvCommandDone{RequestID: "u1"}), now(wdOK)}))
+	assert.Equal(t, []string{"withdraw", "accepted", "remove-override", "run update u1 #1", "withdraw"}, got)
+	assert.Nil(t, m.Override)
+	_, _, acts := playFrom(t, m, clock, p, []step{now(trigger(OpUpdate, "u2"))})
+	assert.Equal(t, []string{"accepted", "publish u2"}, summaries(acts), "the next update waits for its drain")
+
+	// Written while the node should go down for its reboot, then the request withdrawn by
+	// someone else: when the reboot is due again it is cancelled, and the override goes with it.
+	m, clock, _ = play(t, fresh(), seq(deferredReboot, []step{now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1")), now(EvCommandDone{RequestID: "r1"}),
+		at(time.Second, override(nodedrain.StatusNotSupported, 0)), at(time.Second, status(nodedrain.StatusNotRequested, "r1"))}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, clock, acts = playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
+	assert.Equal(t, []string{"command-failed #1", "remove-override", "withdraw"}, summaries(acts))
+	assert.Nil(t, m.Override)
+	_, _, acts = playFrom(t, m, clock, p, []step{now(trigger(OpUpdate, "u1"))})
+	assert.Equal(t, []string{"accepted", "publish u1"}, summaries(acts))
 }

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// This file holds how the runtime keeps the state file in step with the machine, and what it
+// does when it cannot: no command starts whose start the state file does not record (a crash
+// after it would run it again: S5, an operation runs once per request), and the save is tried
+// again with backoff until it succeeds.
+
+// saveRetryMax bounds the backoff of a failed state save, and of a command held back by one.
+const saveRetryMax = time.Minute
+
+// saveFailure is the runtime's record of failed saves in a row.
+type saveFailure struct {
+	count   int
+	err     error
+	retryAt time.Time // when the save is tried again without waiting for an event (zero: saved)
+}
+
+// persist saves the state when it changed, and reports whether the state file now holds the
+// machine's State. A failure is counted (edgedrain_agent_state_errors_total), shown
+// (edgedrain_agent_state_unsaved 1 until a save succeeds), logged once as an error until a save
+// succeeds, and tried again at each step and on a timer with backoff.
+func (a *Agent) persist() bool {
+	data := encodeForCompare(a.m.State)
+	if bytes.Equal(data, a.saved) {
+		a.saveRecovered() // (the state went back to what the file holds)
+		return true
+	}
+	if err := a.store.Save(a.m.State); err != nil {
+		f := &a.unsaved
+		f.count++
+		f.err = err
+		wait := nodedrain.Backoff(f.count, a.cfg.Policy.BusRetry, saveRetryMax)
+		f.retryAt = a.cfg.Now().Add(wait)
+		a.metrics.StateErrors.Inc()
+		a.metrics.StateUnsaved.Set(1)
+		e := a.entry().WithError(err).WithField("failures", f.count)
+		if f.count == 1 {
+			e.Errorf("cannot save the agent state: no operation command starts until it is saved (a crash after starting one "+
+				"would run it again); retrying with backoff from %s", wait)
+		} else {
+			e.Debugf("cannot save the agent state; retrying in %s", wait)
+		}
+		return false
+	}
+	a.saved = data
+	a.saveRecovered()
+	return true
+}
+
+// saveRecovered notes that the state file holds the machine's State again.
+func (a *Agent) saveRecovered() {
+	if a.unsaved.count == 0 {
+		return
+	}
+	a.entry().WithField("failures", a.unsaved.count).Info("agent state saved again")
+	a.unsaved = saveFailure{}
+	a.metrics.StateUnsaved.Set(0)
+}
