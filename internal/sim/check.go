@@ -365,13 +365,13 @@ func (s *Sim) decommissionStatusLeft(node string) bool {
 	return done && ok && !r.forged && st.RequestID == rid
 }
 
-// checkAdmittedWithAPI: no drain is admitted while the coordinator knows the API unreachable
-// (docs/design.md, S2's exception): it could be neither cordoned nor evicted. The probe tells
-// within probePeriod, and the engine acts on it at its next tick.
-func (s *Sim) checkAdmittedWithAPI(st nodedrain.NodeDrainStatus) {
-	cl := s.cluster
-	if !cl.apiUp && s.w.now.Sub(cl.apiDownSeen) > probePeriod+time.Second {
-		s.violate("S2", "%s admitted (STARTING) while the Kubernetes API had been unreachable for %s",
-			st.Node, s.w.now.Sub(cl.apiDownSeen).Round(time.Millisecond))
+// checkAdmittedWithAPI: no drain is admitted while its coordinator knows the API unreachable
+// (docs/design.md, S2's exception): it could be neither cordoned nor evicted. What the coordinator
+// knows is the model's (its probe, at each tick), not the code's; an admission decided before it
+// knew, and published after a pause, is not one.
+func (s *Sim) checkAdmittedWithAPI(c *coord, st nodedrain.NodeDrainStatus) {
+	if !c.apiDownSince.IsZero() {
+		s.violate("S2", "%s admitted (STARTING) by %s, which had seen the Kubernetes API unreachable for %s",
+			st.Node, c.name, s.w.now.Sub(c.apiDownSince).Round(time.Millisecond))
 	}
 }

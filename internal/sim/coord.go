@@ -55,6 +55,9 @@ type coord struct {
 	repairs     map[string]bool
 	// verdicts are the background policy checks of this engine run (see checkPolicy).
 	verdicts map[string]coordinator.Verdict
+	// pauseMidWrite: the next status write pauses the process this long after its checks
+	// (CoordPauseMidWrite).
+	pauseMidWrite time.Duration
 }
 
 func (s *Sim) newCoord(name string) *coord {
@@ -360,7 +363,12 @@ func (c *coord) tick() {
 }
 
 func (c *coord) act(actions []coordinator.NodeAction) {
-	for _, na := range actions {
+	for i, na := range actions {
+		if c.paused() { // the rest waits for the end of a pause that began among them
+			rest := actions[i:]
+			c.hold("actions", func() { c.act(rest) })
+			return
+		}
 		if !c.stillLeading() && !c.outage { // Engine.mayAct
 			return
 		}
@@ -423,6 +431,10 @@ func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 
 func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	s := c.s
+	if c.paused() { // (a write asked for by what ran on after a pause began: it waits too)
+		c.hold("publish", func() { c.publishOne(st) })
+		return
+	}
 	leading := c.stillLeading()
 	if !leading && !c.outage {
 		return
@@ -434,14 +446,37 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		}
 		return
 	}
-	if !leading && s.bus.buckets[bucketStatus].last != c.lastSeq { // PublishIfLast refused
-		c.fenced(st)
+	st = c.sign(st)
+	if d := c.pauseMidWrite; d > 0 {
+		c.pauseMidWrite = 0
+		c.publishLate(st, d)
 		return
 	}
+	seq, refused := c.land(st, c.lastSeq, false)
+	c.written(st, seq, refused)
+}
+
+// land is a status write reaching the bus: fenced as every status write (Engine.publishOne,
+// PublishIfLast), it is refused unless the bucket still ends at last. late: the writer paused
+// after its checks (S1 then asks only that no other coordinator took over meanwhile).
+func (c *coord) land(st nodedrain.NodeDrainStatus, last uint64, late bool) (seq uint64, refused bool) {
+	s := c.s
+	if s.bus.buckets[bucketStatus].last != last {
+		return 0, true
+	}
 	prev, _ := s.statusOf(st.Node).(nodedrain.NodeDrainStatus)
-	st = c.sign(st)
-	seq := s.bus.write(bucketStatus, st.Node, st, c.name)
-	s.onStatusPublished(c, prev, st)
+	seq = s.bus.write(bucketStatus, st.Node, st, c.name)
+	s.onStatusPublished(c, prev, st, late)
+	return seq, false
+}
+
+// written is a status write's reply reaching the engine.
+func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) {
+	s := c.s
+	if refused {
+		c.refused(st)
+		return
+	}
 	if s.bus.lossy && s.w.chance(0.1) {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
@@ -454,6 +489,22 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, s.w.now))
 	if c.core.Announce(st) {
 		s.onEvent(c, st)
+	}
+}
+
+// refused is Engine.fenceRefused: another coordinator's term record since this run's stops the
+// run; a write no coordinator made (a forger's) is stepped over, the status published again.
+func (c *coord) refused(st nodedrain.NodeDrainStatus) {
+	s := c.s
+	if s.term != (term{coord: c.name, inc: c.inc}) {
+		c.fenced(st)
+		return
+	}
+	s.w.logf("%s: %s %s refused, a value no coordinator wrote landed since its last write; writing again after it", c.name, st.Node, st.Status)
+	c.lastSeq = s.bus.buckets[bucketStatus].last
+	c.unpublished[st.Node] = true
+	if st.Status == nodedrain.StatusComplete {
+		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 	}
 }
 

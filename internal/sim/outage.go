@@ -47,9 +47,15 @@ func (c *coord) leaveOutage(why string) {
 	c.stopEngine()
 }
 
-// fenced: a status write in outage mode was refused because the bucket was written since.
+// fenced: a status write was refused because another coordinator wrote its term record since
+// this run's: in outage mode the mode ends; leading, the run stops and restarts (KeepRunning),
+// which writes a term record only while the Lease is still held.
 func (c *coord) fenced(st nodedrain.NodeDrainStatus) {
 	c.s.fenced++
 	c.s.w.logf("%s: %s %s not published, another coordinator wrote since (fenced)", c.name, st.Node, st.Status)
-	c.leaveOutage("another coordinator took over")
+	if c.outage {
+		c.leaveOutage("another coordinator took over")
+		return
+	}
+	c.retryEngine("fenced: another coordinator took over")
 }

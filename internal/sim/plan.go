@@ -117,6 +117,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 			p = append(p, Fault{At: at(), Kind: StatusForger, Target: rng.IntN(cfg.Nodes), For: d})
 		}
 	}
+	if cfg.ProcessPauses { // after them, for the same reason
+		p = append(p, coordFaults(cfg, rng)...)
+	}
 	return p
 }
 
@@ -310,6 +313,10 @@ func (s *Sim) apply(f Fault) {
 		back("pdb relaxed", func() { g.blocked-- })
 	case StatusForger:
 		s.forger.start(nodeAt(f.Target).name, f.For)
+	case CoordPauseMidWrite:
+		if c := s.coords[f.Target%len(s.coords)]; c.alive {
+			c.pauseMidWrite = f.For
+		}
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

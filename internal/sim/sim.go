@@ -56,6 +56,9 @@ type Config struct {
 	// if its checked read gave that same revision) instead of what a checked read of the key
 	// gives; regressions found before agents read after each delivery keep their schedules.
 	UncheckedDeliveries bool
+	// ProcessPauses adds to random plans coordinators paused between the checks that allow a
+	// status write and the write (coordfaults.go).
+	ProcessPauses bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -349,8 +352,13 @@ func (s *Sim) updateDone(node string) {
 
 // onStatusPublished records a status written by coordinator c (replacing prev) and checks S2
 // and the maintenance policy's rules.
-func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus) {
+func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, late bool) {
 	leads := s.leads(c)
+	if late {
+		// A write that left its checks behind (the process paused between them and the write)
+		// may land after the Lease lapsed, not after another coordinator took over.
+		leads = c.alive && s.term == term{coord: c.name, inc: c.inc}
+	}
 	// The same status published again (its own put back over a forgery, signed anew) is the
 	// decision already judged: only who publishes it is checked anew.
 	again := sameStatus(prev, st)
@@ -367,7 +375,7 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus) {
 		if st.Status == nodedrain.StatusStarting && (len(prev) == 0 || prev[len(prev)-1] != nodedrain.StatusStarting) {
 			s.cycles[st.RequestID]++
 			s.admittedAt[st.RequestID] = s.w.now
-			s.checkAdmittedWithAPI(st)
+			s.checkAdmittedWithAPI(c, st)
 		}
 		s.published[st.RequestID] = append(prev, st.Status)
 	}

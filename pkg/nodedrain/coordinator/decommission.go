@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -81,8 +82,25 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
 		return fmt.Errorf("read the status of %s: %w", node, err)
 	}
-	if err := e.statuses.UnpublishRevision(ctx, node, rev); err != nil {
-		return fmt.Errorf("remove the status of %s: %w", node, err)
+	// Fenced like every status write (fence.go); refused, it is tried again with the drain's
+	// backoff, reading the key again first.
+	del, err := e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)
+	if errors.Is(err, pubsub.ErrConflict) {
+		if ferr := e.fenceRefused(ctx, "forget "+node); ferr != nil {
+			err = fmt.Errorf("%w; and then: %w", err, ferr)
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("remove the status of %s (revision %d): %w", node, rev, err)
+	}
+	e.lastSeq, e.ownRevs[node] = max(e.lastSeq, del), del
 	return nil
+}
+
+// forgetNow runs OpForget in the engine's loop and returns what its result decides.
+func (e *Engine) forgetNow(ctx context.Context, node, requestID string) []NodeAction {
+	fctx, cancel := context.WithTimeout(ctx, 2*publishTimeout)
+	defer cancel()
+	err := e.forget(fctx, node, requestID)
+	return e.core.Step(node, nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: requestID, Err: err}, e.cfg.Now())
 }

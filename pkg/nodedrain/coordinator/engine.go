@@ -459,6 +459,7 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 	if len(actions) > 0 && !e.mayAct(ctx) {
 		return
 	}
+	var then []NodeAction
 	for _, na := range actions {
 		if na.Release {
 			e.ops.release(ctx, na.Node)
@@ -468,6 +469,12 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 		case nodedrain.Publish:
 			e.publish(ctx, a.Status)
 		case nodedrain.Start:
+			if a.Op == nodedrain.OpForget {
+				// In the loop, not in the executor: its status delete is fenced on lastSeq, which
+				// only the loop moves (fence.go).
+				then = append(then, e.forgetNow(ctx, na.Node, na.RequestID)...)
+				continue
+			}
 			e.ops.start(ctx, na.Node, na.RequestID, a, e.core.WholeCluster())
 		case nodedrain.Cancel:
 			e.ops.cancel(na.Node)
@@ -488,6 +495,9 @@ func (e *Engine) act(ctx context.Context, actions []NodeAction) {
 			e.log.WithField("node", na.Node).Warn(a.Reason)
 			e.nodeEvent(na.Node, corev1.EventTypeWarning, "StaleSlotReleased", a.Reason)
 		}
+	}
+	if len(then) > 0 {
+		e.act(ctx, then)
 	}
 }
 

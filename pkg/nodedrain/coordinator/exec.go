@@ -159,8 +159,6 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 			x.e.nodeEvent(node, corev1.EventTypeNormal, "NodeDecommissioned", "edgedrain deleted the Node object: the node is drained and its volumes are safe elsewhere")
 		}
 		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing}
-	case nodedrain.OpForget:
-		return nodedrain.EvResult{Err: x.e.forget(ctx, node, requestID)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
 			Decommission: s.Decommission})
@@ -280,21 +278,14 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	// within the Lease (10 s) too, so it gets at most 2 s.
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	var rev uint64
-	var err error
-	signed := e.sign(st)
-	if leading {
-		rev, err = e.statuses.Publish(pctx, st.Node, signed)
-	} else {
-		// API-outage mode: only if nobody (a coordinator that took over) wrote since our last write.
-		rev, err = e.statuses.PublishIfLast(pctx, st.Node, signed, e.lastSeq)
-		if errors.Is(err, pubsub.ErrConflict) {
-			e.metrics.FencedWrites.Inc()
-			e.log.WithFields(statusFields(st)).WithError(err).Warn("status not published: another coordinator has " +
-				"written to the status bucket since this one lost its Lease, so it is the active one now")
-			leaveOutage(ctx, "another coordinator took over")
-			e.stopRun()
+	// Fenced (fence.go): in API-outage mode as while leading, a write lands only if nobody wrote
+	// to the bucket since this run's last write.
+	rev, err := e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
+	if errors.Is(err, pubsub.ErrConflict) {
+		if ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String()); errors.Is(ferr, errFenced) {
 			return
+		} else if ferr != nil {
+			err = fmt.Errorf("%w; and then: %w", err, ferr)
 		}
 	}
 	if err != nil {

@@ -25,8 +25,8 @@ type Metrics struct {
 	BlockedVolumes *prometheus.GaugeVec
 	// BusDecodeErrors counts bus payloads that failed to decode, by bucket.
 	BusDecodeErrors *prometheus.CounterVec
-	// FencedWrites counts statuses a coordinator in API-outage mode did not publish because
-	// another coordinator had written to the status bucket (it took over).
+	// FencedWrites counts status writes refused because another coordinator had written its
+	// term record since this one's (it took over): in API-outage mode, or after a pause.
 	FencedWrites prometheus.Counter
 	// ForgedRequests counts request changes that were server copies of another key's message
 	// (a client redirected a reply into a node's request key); they were ignored.
@@ -88,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"bucket"}),
 		FencedWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgedrain_coordinator_fenced_writes_total",
-			Help: "Statuses not published in API-outage mode because another coordinator had taken over.",
+			Help: "Status writes refused because another coordinator had taken over (its term record is newer): in API-outage mode, or after a pause between the Lease check and the write.",
 		}),
 		ForgedRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgedrain_coordinator_forged_requests_total",

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 // runLeader runs an engine under leader election (short lease timings, outage mode on) with the
@@ -103,5 +104,40 @@ func TestTakeoverFencesTheLeaderInOutageMode(t *testing.T) {
 		last, _ := h.last(node)
 		return last.Status.InProgress() && len(last.Blockers) > 0
 	}, 30*time.Second, 20*time.Millisecond, "the active coordinator does not wait for the volumes")
+	assert.NotContains(t, h.history(node), nodedrain.StatusComplete)
+}
+
+// A leading coordinator whose write lands after another coordinator's term record (it was
+// paused between its lease check and the write, or the write was delayed) is refused, like one
+// in API-outage mode: the Lease fences only by time. Here the other coordinator's term record is
+// written while this one still holds a valid Lease (no leader election: it always does), as a
+// paused process would find it on waking; the drain it then carries on publishes nothing.
+func TestAWriteAfterATakeoverIsRefusedWhileLeading(t *testing.T) {
+	h := newHarness(t, "fence-lead", 2)
+	gate := &testGate{safe: map[string]bool{}}
+	cfg := h.config(h.c.Client)
+	cfg.Gate = gate
+	h.run(cfg)
+	node := h.nodes[0]
+	h.request(node, "r1", time.Now())
+	h.waitFor(node, 30*time.Second, "blocked by volumes", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+
+	ctx := context.Background()
+	terms, err := pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket, WriterMark: nodedrain.StatusWriterMark},
+		nodedrain.TermCodec{})
+	require.NoError(t, err)
+	other, err := terms.Publish(ctx, nodedrain.TermKey, nodedrain.Term{Coordinator: "other", Since: time.Now()})
+	require.NoError(t, err)
+	gate.set(node, true) // the drain moves on: evicting, then COMPLETE
+
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cfg.Metrics.FencedWrites) >= 1 }, 30*time.Second,
+		50*time.Millisecond, "the write after the other coordinator's term record was not refused")
+	statuses, err := pubsub.OpenBucket(ctx, h.js, pubsub.BucketConfig{Name: nodedrain.StatusBucket}, nodedrain.StatusCodec{})
+	require.NoError(t, err)
+	revs, err := statuses.History(ctx, node)
+	require.NoError(t, err)
+	for _, r := range revs {
+		assert.Less(t, r.Rev, other, "a status (%v) landed after the other coordinator's term record", r.Value.Status)
+	}
 	assert.NotContains(t, h.history(node), nodedrain.StatusComplete)
 }

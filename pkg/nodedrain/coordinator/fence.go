@@ -1,0 +1,80 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// Every write this coordinator makes to the status bucket is fenced: it lands only while the
+// bucket's stream still ends at this run's own last write (pubsub.PublishIfLast and
+// UnpublishIfLast on lastSeq). The Lease alone fences by time: a run paused between its lease
+// check and its write (a stalled VM, CPU throttling) or a write delivered late after a partition
+// could land a stale status after another coordinator took over. A coordinator that takes over
+// writes its term record before anything else, so such a write is refused.
+//
+// A refusal is either a takeover (a term record a coordinator wrote after this run's own: the run
+// stops) or a write no coordinator made (a forgery or a server copy, repaired on its own): then
+// the next write is fenced on the bucket's last revision as of now.
+
+// errFenced says a status write was refused because another coordinator took over.
+var errFenced = errors.New("another coordinator has taken over (its term record is on the bus)")
+
+// fenceRefused handles a write refused with pubsub.ErrConflict. It returns errFenced after
+// stopping the run when another coordinator took over; nil when the write may be tried again
+// (lastSeq moved past writes no coordinator made); or why it could not tell (lastSeq unchanged:
+// the next try is refused again until it can).
+func (e *Engine) fenceRefused(ctx context.Context, what string) error {
+	// The bucket's end first, then the term records: a takeover written after this read is
+	// after last, so a write fenced on last is still refused.
+	last, err := e.statuses.LastRevision(ctx)
+	if err != nil {
+		return err
+	}
+	over, err := e.takenOver(ctx)
+	if err != nil {
+		return err
+	}
+	if over {
+		e.metrics.FencedWrites.Inc()
+		e.log.WithField("write", what).Warn("write to the status bucket refused: another coordinator has written its term record " +
+			"since this one's, so it is the active one now; this coordinator stops acting")
+		leaveOutage(ctx, "another coordinator took over")
+		e.stopRun()
+		return errFenced
+	}
+	e.log.WithField("write", what).Warn("write to the status bucket refused: a value no coordinator wrote landed since this " +
+		"coordinator's last write (repaired separately); writing again after it")
+	e.lastSeq = max(e.lastSeq, last)
+	return nil
+}
+
+// takenOver reports whether a coordinator wrote a term record after this run's: a revision of
+// the term key newer than e.term that is not a server copy. (A copy cannot hide a takeover by
+// standing in for it; only a flood of more copies than the key's history keeps could push the
+// record out, and the Lease still fences the replica that lost it.)
+func (e *Engine) takenOver(ctx context.Context) (bool, error) {
+	revs, err := e.terms.History(ctx, nodedrain.TermKey)
+	if err != nil {
+		return false, fmt.Errorf("read the term records: %w", err)
+	}
+	for _, r := range revs {
+		if r.Rev <= e.term {
+			break
+		}
+		if r.Deleted {
+			continue
+		}
+		origin, err := e.terms.Origin(ctx, nodedrain.TermKey, r.Rev)
+		if err != nil {
+			return false, fmt.Errorf("read term record %d: %w", r.Rev, err)
+		}
+		if origin != pubsub.Copied {
+			return true, nil
+		}
+	}
+	return false, nil
+}
