@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ type options struct {
 	sentinels map[agent.Operation]*string
 	listen    string
 	trusted   string
+	apiProbe  string
 	busCheck  time.Duration
 	logFormat string
 	logLevel  string
@@ -36,6 +38,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 		o.sentinels[op] = fs.String(string(op)+"-sentinel", c.Sentinels[op], fmt.Sprintf(
 			"file whose presence asks for the %s (its first line is added to the context); empty: none", op))
 	}
+	fs.StringVar(&o.apiProbe, "api-probe-url", agent.InClusterAPIURL(), "URL the agent asks (any HTTP answer counts) before it acts on a COMPLETE of the coordinator's API-unreachable rule: if the Kubernetes API answers from this node, the coordinator alone is cut off and the operation does not run undrained (default: the in-cluster API server's /readyz; empty: no probe, such a COMPLETE is taken as it is)")
 	fs.StringVar(&c.SystemBus, "system-bus", c.SystemBus, "address of the host's system D-Bus, where the logind: commands reach systemd-logind (the default is DBUS_SYSTEM_BUS_ADDRESS when set)")
 	fs.DurationVar(&c.SentinelInterval, "sentinel-interval", c.SentinelInterval, "how often the sentinel files are checked")
 	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
@@ -115,6 +118,13 @@ func (o *options) validate() error {
 	if o.listen != "" {
 		if _, _, err := cli.SplitHostPort(o.listen); err != nil {
 			errs = append(errs, fmt.Errorf("--listen %q: %w", o.listen, err))
+		}
+	}
+	if o.apiProbe != "" {
+		if u, err := url.Parse(o.apiProbe); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--api-probe-url %q: want an http(s) URL, e.g. https://10.96.0.1:443/readyz", o.apiProbe))
+		} else {
+			o.cfg.APIProbe = agent.HTTPAPIProbe(o.apiProbe)
 		}
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {

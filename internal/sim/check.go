@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 )
 
 // The invariants of DESIGN §8, as code. S1 and S2 are checked where the act happens (a command
@@ -46,6 +47,12 @@ func (s *Sim) checkS1(a *agentProc, rid string) {
 	for i := len(revs) - 1; i >= 0; i-- {
 		st, isStatus := revs[i].val.(nodedrain.NodeDrainStatus)
 		if isStatus && !revs[i].forged && st.RequestID == rid && st.Status.Clears() {
+			if st.APIUnreachable && s.cluster.apiUp {
+				// (docs/design.md, S2's exception: the outage must be everyone's, the node's too.)
+				s.violate("S2", "the agent of %s runs its operation for request %s undrained, on a COMPLETE of the API-unreachable rule, "+
+					"though its node reaches the API (the outage is its coordinator's alone)", a.node.name, rid)
+				return
+			}
 			found = true
 			validUntil = s.w.now
 			if i+1 < len(revs) {
@@ -76,21 +83,11 @@ func describe(v any) string {
 // checkS2: COMPLETE only when the node's pods are gone, the node is cordoned and every volume
 // with data on the node has a healthy running copy on another Ready node — or the API has been
 // unreachable for the timeout and the gate's last view said the volumes were safe.
-func (s *Sim) checkS2(st nodedrain.NodeDrainStatus) {
+func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus) {
 	cl := s.cluster
 	n := cl.nodes[st.Node]
-	if !cl.apiUp && s.cfg.APIUnreachableTimeout > 0 && s.w.now.Sub(cl.apiDownSeen) >= s.cfg.APIUnreachableTimeout {
-		// The API-unreachable exception (docs/design.md, S2): only a drain admitted before the
-		// API went down and cordoned, whose volumes the gate's last view calls safe.
-		admitted, ok := s.admittedAt[st.RequestID]
-		switch {
-		case !ok || !admitted.Before(cl.apiDownSeen):
-			s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after the API went down", st.Node)
-		case n == nil || !n.unschedulable:
-			s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
-		case !s.gate(st.Node, false).Safe && !s.gate(st.Node, true).Safe:
-			s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
-		}
+	if st.APIUnreachable {
+		s.checkAPIRule(c, st)
 		return
 	}
 	if n == nil || !n.exists {
@@ -373,5 +370,26 @@ func (s *Sim) checkAdmittedWithAPI(c *coord, st nodedrain.NodeDrainStatus) {
 	if !c.apiDownSince.IsZero() {
 		s.violate("S2", "%s admitted (STARTING) by %s, which had seen the Kubernetes API unreachable for %s",
 			st.Node, c.name, s.w.now.Sub(c.apiDownSince).Round(time.Millisecond))
+	}
+}
+
+// checkAPIRule: the API-unreachable exception (docs/design.md, S2) lets a COMPLETE out only for
+// a drain admitted before its coordinator saw the API unreachable, cordoned, once that lasted
+// the timeout, and if the gate's last view (the coordinator's informers) calls its volumes safe.
+// Whether the outage is everyone's is the agent's to check (checkS1).
+func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
+	n := s.cluster.nodes[st.Node]
+	admitted, ok := s.admittedAt[st.RequestID]
+	whole := coordinator.GateOptions{WholeCluster: true}
+	switch {
+	case c.apiDownSince.IsZero() || s.w.now.Sub(c.apiDownSince) < s.cfg.APIUnreachableTimeout:
+		s.violate("S2", "COMPLETE of the API-unreachable rule for %s, though %s had not seen the API unreachable for %s", st.Node, c.name,
+			s.cfg.APIUnreachableTimeout)
+	case !ok || !admitted.Before(c.apiDownSince):
+		s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after %s saw the API unreachable", st.Node, c.name)
+	case n == nil || !n.unschedulable:
+		s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
+	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
+		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // Lease timings, as coordinator.DefaultLeaderConfig.
@@ -58,6 +59,11 @@ type coord struct {
 	// pauseMidWrite: the next status write pauses the process this long after its checks
 	// (CoordPauseMidWrite).
 	pauseMidWrite time.Duration
+	// apiCut: this replica's own path to the Kubernetes API is cut while the cluster's is not
+	// (CoordAPICut); cutVols and cutNodes are what its informers held then.
+	apiCut   bool
+	cutVols  []volumes.Volume
+	cutNodes map[string]volumes.NodeState
 }
 
 func (s *Sim) newCoord(name string) *coord {
@@ -122,15 +128,15 @@ func (c *coord) campaign() {
 			w.logf("%s is the active coordinator (leader election off)", c.name)
 			c.startEngine()
 		case c.s.cfg.NoLeaderElection:
-		case c.leader && cl.apiUp && cl.lease.holder == c.name:
+		case c.leader && c.apiUp() && cl.lease.holder == c.name:
 			c.lastRenew, cl.lease.renewAt = w.now, w.now
-		case c.leader && cl.apiUp:
+		case c.leader && c.apiUp():
 			c.loseLeadership("the Lease is held by " + cl.lease.holder)
-		case c.outage && cl.apiUp:
+		case c.outage && c.apiUp():
 			c.leaveOutage("the Kubernetes API answers again")
 		case c.leader && w.now.Sub(c.lastRenew) > renewDeadline:
 			c.lapsed()
-		case !c.leader && cl.apiUp && (cl.lease.holder == "" || cl.lease.holder == c.name || w.now.Sub(cl.lease.renewAt) > leaseDuration):
+		case !c.leader && c.apiUp() && (cl.lease.holder == "" || cl.lease.holder == c.name || w.now.Sub(cl.lease.renewAt) > leaseDuration):
 			cl.lease = lease{holder: c.name, renewAt: w.now}
 			c.leader, c.lastRenew = true, w.now
 			w.logf("%s becomes the active coordinator", c.name)
@@ -235,7 +241,7 @@ func (c *coord) resume() {
 		c.retryEngine("reading statuses: the bus is unreachable")
 		return
 	}
-	if !s.cluster.apiUp {
+	if !c.apiUp() {
 		c.retryEngine("node informer cannot sync: the API is unreachable")
 		return
 	}
@@ -304,7 +310,7 @@ func (c *coord) inform(inc int) {
 
 // nodeInfos is admission's view of the nodes (the informer's cache; frozen while the API is down).
 func (c *coord) nodeInfos() []nodedrain.NodeInfo {
-	_, states := c.s.cluster.facts()
+	_, states := c.facts()
 	var out []nodedrain.NodeInfo
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
@@ -346,7 +352,7 @@ func (c *coord) tick() {
 	}
 	c.retryRepairs()
 	switch {
-	case s.cluster.apiUp:
+	case c.apiUp():
 		c.apiDownSince = time.Time{}
 	case c.apiDownSince.IsZero():
 		c.apiDownSince = s.w.now
@@ -354,7 +360,7 @@ func (c *coord) tick() {
 	c.core.SetAPIUnreachable(c.apiDownSince)
 	if t := s.cfg.APIUnreachableTimeout; t > 0 && !c.apiDownSince.IsZero() && s.w.now.Sub(c.apiDownSince) >= t {
 		view := func(node string, after bool) (coordinator.GateResult, error) {
-			return s.gate(node, c.core.WholeCluster()), nil
+			return c.gateFor(node, coordinator.GateOptions{WholeCluster: c.core.WholeCluster()}), nil
 		}
 		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, s.w.now))
 	}
@@ -517,7 +523,7 @@ func (c *coord) release(node string) {
 		c.later(2*time.Second, "release retry", inc, func() { c.release(node) })
 		return
 	}
-	s.cluster.apiOp("release "+node, true, func() error {
+	c.apiOp("release "+node, true, func() error {
 		if n, ok := s.cluster.nodes[node]; ok {
 			n.evictionRequested = false
 		}

@@ -34,7 +34,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		var rv int
 		var unsched bool
 		var ours bool
-		cl.apiOp("get node", false, func() error {
+		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
 				return fmt.Errorf("get node %s: %w", node, errNotFound)
@@ -60,7 +60,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpUncordon:
 		var rv int
 		var ours bool
-		cl.apiOp("get node", false, func() error {
+		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if ok && n.exists {
 				rv, ours = n.rv, n.annotation != ""
@@ -83,7 +83,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		}))
 	case nodedrain.OpCheckCordon:
 		var cordoned bool
-		cl.apiOp("get node", false, func() error {
+		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
 				if st.Decommission { // as nodeOps.cordonedOrGone
@@ -103,8 +103,8 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		whole := c.core.WholeCluster()
 		opts := coordinator.GateOptions{WholeCluster: whole, Decommission: st.Decommission}
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
-			r := s.gateFor(node, opts)
-			if s.volumePolicy(opts) == volumes.PolicyEvict && !whole && cl.apiUp {
+			r := c.gateFor(node, opts)
+			if s.volumePolicy(opts) == volumes.PolicyEvict && !whole && c.apiUp() {
 				if n := cl.nodes[node]; n != nil && !n.evictionRequested && s.hasReplicas(node) {
 					n.evictionRequested = true
 					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
@@ -119,7 +119,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		})
 	case nodedrain.OpReturnGate:
 		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {
-			if !cl.apiUp { // the pods are listed from the API
+			if !c.apiUp() { // the pods are listed from the API
 				post(nodedrain.EvResult{Err: errUnreachable("list pods")})
 				return
 			}
@@ -135,7 +135,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				post(nodedrain.EvResult{Err: context.Canceled})
 				return
 			}
-			if !cl.apiUp {
+			if !c.apiUp() {
 				post(nodedrain.EvResult{Err: errUnreachable("evict")})
 				return
 			}
@@ -183,7 +183,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 	s, cl := c.s, c.s.cluster
 	var rv int
 	var gone, cordoned bool
-	cl.apiOp("get node", false, func() error {
+	c.apiOp("get node", false, func() error {
 		n, ok := cl.nodes[node]
 		gone = !ok || !n.exists
 		if !gone {
@@ -197,7 +197,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 		}
 		c.writeNode(node, "delete node", rv, nil, func() {
 			n := cl.nodes[node]
-			s.checkS2(nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
+			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
 			n.exists, n.deleted, n.ready = false, true, false
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
@@ -238,7 +238,7 @@ func (c *coord) writeNode(name, what string, rv int, missing error, apply func()
 		return
 	}
 	cl := c.s.cluster
-	cl.apiOp(what, true, func() error {
+	c.apiOp(what, true, func() error {
 		n, ok := cl.nodes[name]
 		switch {
 		case !ok || !n.exists:

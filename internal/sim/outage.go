@@ -27,14 +27,14 @@ func (c *coord) claimTerm() {
 // lapsed: the Lease was not renewed within the renew deadline. If the API did not answer and
 // the API-unreachable rule is on, the run goes on in outage mode; otherwise leadership is lost.
 func (c *coord) lapsed() {
-	if !c.s.cluster.apiUp && c.s.cfg.APIUnreachableTimeout > 0 && c.running {
+	if !c.apiUp() && c.s.cfg.APIUnreachableTimeout > 0 && c.running {
 		c.s.w.logf("%s lost the Lease to the API outage: outage mode", c.name)
 		c.leader, c.outage = false, true
 		c.s.outages++
 		return
 	}
 	why := "could not renew the Lease"
-	if !c.s.cluster.apiUp {
+	if !c.apiUp() {
 		why += " (API unreachable)"
 	}
 	c.loseLeadership(why)

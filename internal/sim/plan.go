@@ -313,10 +313,8 @@ func (s *Sim) apply(f Fault) {
 		back("pdb relaxed", func() { g.blocked-- })
 	case StatusForger:
 		s.forger.start(nodeAt(f.Target).name, f.For)
-	case CoordPauseMidWrite:
-		if c := s.coords[f.Target%len(s.coords)]; c.alive {
-			c.pauseMidWrite = f.For
-		}
+	case CoordPauseMidWrite, CoordAPICut, CoordBusCut:
+		s.applyCoordFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -333,6 +331,7 @@ func (s *Sim) heal() {
 	s.bus.up, s.bus.lossy = true, false
 	s.cluster.setAPI(true)
 	for _, c := range s.coords {
+		c.apiCut, c.conn.cut = false, false
 		// A pause runs out by itself: ending it early would run the events held for its end
 		// after newer ones (a delete after the put that followed it).
 		c.restart()

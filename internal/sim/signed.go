@@ -166,7 +166,9 @@ func (a *agentProc) readResult(r revision, found bool, err error) agent.EvStatus
 		return agent.EvStatusRead{Err: fmt.Errorf("status refused: %w", gerr)}
 	}
 	a.s.checkF1(a, "read to confirm", r)
-	return agent.EvStatusRead{Status: &st, Revision: r.seq}
+	// The agent's API probe (apiprobe.go) on the API-unreachable rule's COMPLETE: the nodes reach
+	// the API unless it is down for everyone.
+	return agent.EvStatusRead{Status: &st, Revision: r.seq, APIReachable: st.APIUnreachable && a.s.cluster.apiUp}
 }
 
 // judge runs the guard on a status read or delivered (copied: what the bus tells); true: taken.

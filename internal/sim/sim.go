@@ -241,8 +241,13 @@ func (s *Sim) gate(node string, whole bool) coordinator.GateResult {
 
 // gateFor is gate for a drain with opts: a decommission evicts whatever the policy.
 func (s *Sim) gateFor(node string, opts coordinator.GateOptions) coordinator.GateResult {
-	whole, policy := opts.WholeCluster, s.volumePolicy(opts)
 	vols, states := s.cluster.facts()
+	return s.gateOn(vols, states, node, opts)
+}
+
+// gateOn is gateFor on the facts a gate's informers hold.
+func (s *Sim) gateOn(vols []volumes.Volume, states map[string]volumes.NodeState, node string, opts coordinator.GateOptions) coordinator.GateResult {
+	whole, policy := opts.WholeCluster, s.volumePolicy(opts)
 	view := &volumes.View{Node: node, WholeCluster: whole, Policy: policy, Nodes: states}
 	var r coordinator.GateResult
 	findings := volumes.Evaluate(vols, view, volumes.DefaultRules())
@@ -391,7 +396,7 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, la
 	}
 	if st.Status == nodedrain.StatusComplete && !st.SlotReleased {
 		// (A COMPLETE re-published to release a stale slot decides nothing: the first did.)
-		s.checkS2(st)
+		s.checkS2(c, st)
 	}
 	s.checkPolicyAtPublish(prev, st)
 }

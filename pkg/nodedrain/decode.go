@@ -85,6 +85,7 @@ func DecodeStatus(data []byte) (NodeDrainStatus, error) {
 		{"DeclaredShutdown", boolField(&s.DeclaredShutdown)},
 		{"Decommission", boolField(&s.Decommission)},
 		{"CompleteSent", boolField(&s.CompleteSent)},
+		{"APIUnreachable", boolField(&s.APIUnreachable)},
 		{"Term", intField(&s.Term)},
 		{"Seq", intField(&s.Seq)},
 		{"SignedBy", stringField(&s.SignedBy)},

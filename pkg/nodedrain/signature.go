@@ -182,6 +182,12 @@ func statusSigningBytes(key string, st NodeDrainStatus) []byte {
 	c.int(int64(st.Term))
 	c.int(int64(st.Seq))
 	c.str(st.SignedBy)
+	// Fields added since: each only when set, named, so that statuses without them keep the
+	// encoding (and the signatures) they had.
+	if st.APIUnreachable {
+		c.str("APIUnreachable")
+		c.bool(true)
+	}
 	return c.b
 }
 

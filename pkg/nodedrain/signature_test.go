@@ -172,3 +172,22 @@ func BenchmarkVerifyStatus(b *testing.B) {
 		}
 	}
 }
+
+// A status signed before a field was added still verifies: agents upgraded before their
+// coordinator must not refuse its statuses. This one was signed by the encoding as it stood
+// before APIUnreachable existed; a field added since is encoded only when set.
+func TestStatusesSignedBeforeAFieldWasAddedStillVerify(t *testing.T) {
+	const signedBefore = `{"Node":"node-1","RequestID":"r1","Status":9,"RequestedBy":2,"Attempt":2,"Message":"drained",` +
+		`"Blockers":[{"Kind":"Pod","Namespace":"ns","Name":"p","Reason":"pdb","Progress":3}],` +
+		`"StartedAt":"2026-11-26T10:00:00.123456789+01:00","UpdatedAt":"2026-11-26T10:00:01.123456789+01:00","CordonedByUs":true,` +
+		`"ReturningSince":"2026-11-26T10:00:02.123456789+01:00","SlotReleased":true,"DeclaredShutdown":true,"Decommission":true,` +
+		`"CompleteSent":true,"Term":7,"Seq":11,"SignedBy":"ed25519:7615bec9576e7aca",` +
+		`"Signature":"HhoA9py0N8N1pRJFENv8sjXqTrIWsAR9yoH0aKaPdne9djsvUGKwam1v0bCH4UZurzeWe4CHczc+WHpvjpfjCw"}`
+	var ks KeySet
+	require.NoError(t, ParseTrustedKeys(&ks, []byte(opensslPublic)))
+	st, err := DecodeStatus([]byte(signedBefore))
+	require.NoError(t, err)
+	require.NoError(t, ks.Verify("node-1", st))
+	st.APIUnreachable = true
+	require.ErrorIs(t, ks.Verify("node-1", st), ErrBadSignature, "the new field is signed when set")
+}

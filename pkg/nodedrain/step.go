@@ -50,7 +50,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 			// After a pause: a bus that refuses writes at once must not turn this into a loop of
 			// gate checks and Node reads.
 			// Its write may have landed all the same (a lost reply): the agent may act on it.
-			s.d.Status.CompleteSent = true
+			s.d.Status.CompleteSent, s.d.Status.APIUnreachable = true, false
 			if !s.d.Evicted {
 				// A COMPLETE of the API-unreachable rule: its pods were never evicted (simulation,
 				// seed 771705: checked again from the final gate, it went COMPLETE with a pod on it).
@@ -205,7 +205,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 		s.start(OpUncordon, 0)
 	}
 	st := &s.d.Status
-	st.Attempt, st.StartedAt, st.SlotReleased, st.CompleteSent = 0, time.Time{}, false, false
+	st.Attempt, st.StartedAt, st.SlotReleased, st.CompleteSent, st.APIUnreachable = 0, time.Time{}, false, false, false
 	if !returning {
 		st.ReturningSince = time.Time{}
 	} else if st.ReturningSince.IsZero() {
@@ -461,7 +461,7 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 	}
 	if e.Safe {
 		s.actions = append(s.actions, Cancel{})
-		s.d.Waiting, s.d.RetryOp = OpNone, OpNone
+		s.d.Waiting, s.d.RetryOp, s.d.Status.APIUnreachable = OpNone, OpNone, true
 		s.set(StatusComplete, fmt.Sprintf("Kubernetes API unreachable for %s: letting the operation proceed, since the "+
 			"volume gate's last view said this node's volumes were safe", e.For.Round(time.Second)), nil)
 		s.outcome(StatusComplete, false)

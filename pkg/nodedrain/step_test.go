@@ -352,6 +352,9 @@ func TestAPIUnreachable(t *testing.T) {
 		r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true}).expect(StatusComplete)
 		assert.True(t, r.has(Cancel{}))
 		assert.Contains(t, r.d.Status.Message, "unreachable for 5m0s")
+		assert.True(t, r.d.Status.APIUnreachable, "the COMPLETE says it is the rule's, for the agent")
+		r.step(EvPublishFailed{}).expect(StatusCordoned)
+		assert.False(t, r.d.Status.APIUnreachable, "checked again, the drain is no longer the rule's")
 	})
 	t.Run("unsafe volumes keep blocking and say why", func(t *testing.T) {
 		r := newRun(t)

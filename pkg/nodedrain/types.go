@@ -125,6 +125,11 @@ type NodeDrainStatus struct {
 	// have landed all the same (a lost reply) and the node gone down on it, so a withdrawal
 	// starts the return gate as after a COMPLETE (also for a coordinator resuming later).
 	CompleteSent bool `json:"CompleteSent,omitempty"`
+	// APIUnreachable is set on a COMPLETE of the API-unreachable rule: the coordinator could not
+	// reach the Kubernetes API for --api-unreachable-timeout and let the operation run without
+	// finishing the drain. An agent whose node reaches the API does not act on it: the outage is
+	// the coordinator's alone, and the drain can finish once it is over.
+	APIUnreachable bool `json:"APIUnreachable,omitempty"`
 	// Term and Seq order the coordinator's statuses: Term is the bus revision of the term record
 	// of the coordinator run that published it (a later run has a higher one), Seq counts that
 	// run's publications. An agent refuses a status older than one it already accepted.

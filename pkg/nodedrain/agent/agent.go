@@ -104,6 +104,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		go serveSocket(ctx, l, a.calls, a.log)
 	}
 	a.bus = newBus(a.cfg.JetStream, a.cfg.Node, a.cfg.TrustedKeys, a.log.WithField("component", "bus"), a.metrics, a.events)
+	a.bus.probe = a.cfg.APIProbe
 	go a.bus.run(ctx)
 	a.timer = time.NewTimer(time.Hour)
 	a.timer.Stop()

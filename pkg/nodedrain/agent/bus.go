@@ -55,6 +55,8 @@ type bus struct {
 	// guard judges every status read or delivered (the watch and the reads run apart).
 	guardMu sync.Mutex
 	guard   StatusGuard
+	// probe asks the API, on a read of the API-unreachable rule's COMPLETE (nil: never).
+	probe APIProbe
 }
 
 func newBus(js jetstream.JetStream, node string, keys func() nodedrain.KeySet, log logrus.FieldLogger, m *Metrics, out chan<- Event) *bus {
@@ -214,7 +216,13 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 	switch {
 	case op.read:
 		r := b.readChecked(octx, statuses)
-		return EvStatusRead{Status: r.status, Revision: r.rev, Err: r.err}
+		ev := EvStatusRead{Status: r.status, Revision: r.rev, Err: r.err}
+		if r.status != nil && r.status.APIUnreachable && b.probe != nil {
+			pctx, cancel := context.WithTimeout(ctx, apiProbeTimeout)
+			ev.APIReachable = b.probe(pctx)
+			cancel()
+		}
+		return ev
 	case op.publish:
 		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own)}
 	}

@@ -86,6 +86,10 @@ type Config struct {
 	CommandTimeout time.Duration
 	// Policy holds the retry delays.
 	Policy Policy
+	// APIProbe asks whether the Kubernetes API answers from this node, before the agent acts on
+	// a COMPLETE of the API-unreachable rule (apiprobe.go); nil: no probe, such a COMPLETE is
+	// taken as it is.
+	APIProbe APIProbe
 	// Metrics receives the agent's metrics; nil: NewMetrics(nil) (not exported).
 	Metrics *Metrics
 	// Logger receives structured logs (fields node, status, request); nil discards them.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -60,7 +61,13 @@ func (s *stepper) statusRead(e EvStatusRead) {
 	if !newerDelivered {
 		s.takeBus(e.Status, e.Revision)
 	}
-	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() && !s.m.slotReleased() {
+	if c := s.m.Bus; !newerDelivered && c != nil && c.RequestID == s.m.State.RequestID && e.outageNotEveryones() {
+		s.askAgain(fmt.Sprintf("COMPLETE for request %s comes from the API-unreachable rule (%s), but this node reaches the "+
+			"Kubernetes API: the coordinator alone is cut off from it, so the %s does not run undrained on it",
+			c.RequestID, c.Message, s.m.State.Operation))
+		return
+	}
+	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() && !s.m.slotReleased() && !e.outageNotEveryones() {
 		if s.m.State.Operation != OpDecommission || (c.Status == nodedrain.StatusComplete && c.Decommission) {
 			s.m.Confirmed = c.RequestID
 			return
@@ -98,8 +105,16 @@ func (m Machine) slotReleased() bool {
 // backoff, and the drain failures are not counted.
 func (s *stepper) released() {
 	st := &s.m.State
-	s.report(LevelWarn, "COMPLETE for request %s says its admission slot was released (%s): another node may be in maintenance "+
-		"in its place, so the %s does not run on it; withdrawing the request and asking again", st.RequestID, s.m.Bus.Message, st.Operation)
+	s.askAgain(fmt.Sprintf("COMPLETE for request %s says its admission slot was released (%s): another node may be in maintenance "+
+		"in its place, so the %s does not run on it", st.RequestID, s.m.Bus.Message, st.Operation))
+}
+
+// askAgain withdraws the current request, whose COMPLETE the operation does not run on (why),
+// and asks again at once with a new request, which waits for admission like any other. No drain
+// failed: no backoff, and the drain failures are not counted.
+func (s *stepper) askAgain(why string) {
+	st := &s.m.State
+	s.report(LevelWarn, "%s; withdrawing the request and asking again", why)
 	st.Phase, st.RetryAt, st.ClearedBy = PhaseBackoff, s.now, ""
 	s.m.Confirmed, s.m.ConfirmRetryAt = "", time.Time{}
 	if st.OnBus {

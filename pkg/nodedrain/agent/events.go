@@ -68,6 +68,9 @@ type EvStatusRead struct {
 	// Revision is the bus revision of the value read (0: none published).
 	Revision uint64
 	Err      error
+	// APIReachable says the Kubernetes API answered this node's probe; asked only when Status
+	// is a COMPLETE of the API-unreachable rule (apiprobe.go).
+	APIReachable bool
 }
 
 // EvRunNotRecorded says the runtime did not start the command of a RunCommand: the state file
