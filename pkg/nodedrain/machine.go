@@ -258,12 +258,17 @@ type EvResult struct {
 	// Safe and Blockers answer OpGate and OpFinalGate; Blockers also name the pods an OpEvict
 	// could not evict. Cordoned answers OpCheckCordon and OpDeleteNode (false: the node was
 	// found uncordoned and not deleted); ByUs answers OpCordon (false when the node was already
-	// cordoned by someone else).
-	Safe, Cordoned, ByUs bool
-	Blockers             []Blocker
+	// cordoned by someone else); Foreign answers OpCheckCordon: the node is cordoned, but not by
+	// the cordon edgedrain made (someone uncordoned it and cordoned it again).
+	Safe, Cordoned, ByUs, Foreign bool
+	Blockers                      []Blocker
 	// Missing answers OpDeleteNode: the Node object was not found (deleted already, by this
 	// drain before a restart, or by someone else: it may register again).
 	Missing bool
+	// Kept answers OpUncordon: why the node was left cordoned (its cordon was someone else's,
+	// or an operator asked to keep it cordoned); empty when it was uncordoned, or carried no
+	// cordon of edgedrain's.
+	Kept string
 	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
 	// older than MaxAnswerAge when the drain gets it (the coordinator was paused meanwhile) is
 	// asked again before COMPLETE.

@@ -344,11 +344,17 @@ func (s *stepper) result(e EvResult) {
 		case e.Cordoned && s.d.Status.Decommission:
 			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
 			s.start(OpDeleteNode, 0)
+		case e.Cordoned && e.Foreign && s.d.Status.CordonedByUs:
+			// edgedrain's cordon is gone (someone uncordoned the node, then cordoned it): pods
+			// may have landed meanwhile, so the drain starts over, under that cordon, which it
+			// will leave in place.
+			s.cordonAgain("the node was uncordoned and cordoned again by someone else during the drain: " +
+				"draining it again (that cordon is theirs; edgedrain will leave it)")
 		case e.Cordoned:
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
 		default:
-			s.cordonAgain()
+			s.cordonAgain("node was uncordoned during the drain; cordoning it again")
 		}
 	case OpDeleteNode:
 		s.nodeDeleted(e)
@@ -359,12 +365,18 @@ func (s *stepper) result(e EvResult) {
 			return
 		}
 		s.d.Status.CordonedByUs = false
+		done := "node uncordoned"
+		if e.Kept != "" {
+			done = "node left cordoned: " + e.Kept
+		}
 		switch {
 		case s.d.Returning():
-			s.note("node uncordoned; holding its admission slot until it is healthy again", nil)
+			s.note(done+"; holding its admission slot until it is healthy again", nil)
 			s.start(OpReturnGate, 0)
 		case s.d.Request == nil:
-			s.set(StatusNotRequested, "idle; node uncordoned", nil)
+			s.set(StatusNotRequested, "idle; "+done, nil)
+		case e.Kept != "":
+			s.note("new request; "+done+"; waiting for admission", nil)
 		}
 	}
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // CordonAnnotation on a Node records that edgedrain cordoned it, for which request, when, and the
-// node's state before; edgedrain only ever uncordons a node that carries it.
+// node's state before; edgedrain only ever uncordons a node that carries it, and only while the
+// cordon is still the one it made (see cordonIsOurs).
 const CordonAnnotation = "edgedrain.io/cordoned"
 
 // cordonRecord is the value of CordonAnnotation.
@@ -30,6 +31,10 @@ type cordonRecord struct {
 	// WasUnschedulable is the node's spec.unschedulable before edgedrain cordoned it (always
 	// false today: a node already cordoned is left to whoever cordoned it).
 	WasUnschedulable bool `json:"wasUnschedulable"`
+	// Manager is the field manager edgedrain's cordon was written under (FieldManager): the
+	// cordon is edgedrain's while that manager alone owns spec.unschedulable. Empty in records
+	// written before edgedrain named its writes.
+	Manager string `json:"manager,omitempty"`
 }
 
 // RequestDigest names a request without revealing its ID: the first 16 hex digits of the ID's
@@ -44,6 +49,9 @@ type nodeOps struct {
 	client kubernetes.Interface
 	now    func() time.Time
 }
+
+// writeOptions names edgedrain as the field manager of its Node writes (see FieldManager).
+var writeOptions = metav1.PatchOptions{FieldManager: FieldManager}
 
 // cordon makes the node unschedulable and records that edgedrain did. It is idempotent: a node
 // edgedrain already cordoned is not patched again. byUs is false when someone else had
@@ -66,10 +74,20 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 		return false, fmt.Errorf("get node %s: %w", name, err)
 	}
 	if node.Spec.Unschedulable {
-		_, ours := node.Annotations[CordonAnnotation]
-		return ours, nil
+		if cordonIsOurs(node) {
+			return true, nil
+		}
+		if _, stale := node.Annotations[CordonAnnotation]; stale {
+			// edgedrain's record outlived its cordon (the node was uncordoned and cordoned
+			// again by someone else): it goes, so that nothing later takes that cordon for
+			// edgedrain's.
+			if err := o.dropRecord(ctx, node, false); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
 	}
-	rec, err := json.Marshal(cordonRecord{Request: RequestDigest(requestID), At: o.now().UTC(), WasUnschedulable: false})
+	rec, err := json.Marshal(cordonRecord{Request: RequestDigest(requestID), At: o.now().UTC(), WasUnschedulable: false, Manager: FieldManager})
 	if err != nil {
 		return false, err
 	}
@@ -88,59 +106,83 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 	if !stillLeading(ctx) {
 		return false, fmt.Errorf("cordon node %s: %w", name, ErrLeaseLapsed)
 	}
-	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, writeOptions); err != nil {
 		return false, fmt.Errorf("cordon node %s: %w", name, err)
 	}
 	return true, nil
 }
 
-// uncordon undoes edgedrain's cordon: only a node carrying CordonAnnotation is made schedulable
-// again (a node someone else cordoned stays cordoned); the annotation is removed. A node that no
-// longer exists, or carries no annotation, needs nothing.
-func (o nodeOps) uncordon(ctx context.Context, name string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return o.uncordonOnce(ctx, name) })
+// uncordon undoes edgedrain's cordon: only a node whose cordon is still the one edgedrain made
+// (cordonIsOurs) is made schedulable again; a node someone else cordoned stays cordoned. Either
+// way edgedrain's record is removed. A node that no longer exists, or carries no record, needs
+// nothing. left says why a cordoned node was left so ("" otherwise).
+func (o nodeOps) uncordon(ctx context.Context, name string) (left string, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var e error
+		left, e = o.uncordonOnce(ctx, name)
+		return e
+	})
+	return left, err
 }
 
-func (o nodeOps) uncordonOnce(ctx context.Context, name string) error {
+func (o nodeOps) uncordonOnce(ctx context.Context, name string) (left string, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("get node %s: %w", name, err)
+		return "", fmt.Errorf("get node %s: %w", name, err)
 	}
-	raw, ours := node.Annotations[CordonAnnotation]
-	if !ours {
-		return nil
+	if _, recorded := node.Annotations[CordonAnnotation]; !recorded {
+		return "", nil
 	}
-	var rec cordonRecord
-	_ = json.Unmarshal([]byte(raw), &rec) // an unreadable record still means we cordoned it
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": node.ResourceVersion,
-			"annotations":     map[string]any{CordonAnnotation: nil},
-		},
-		"spec": map[string]any{"unschedulable": rec.WasUnschedulable},
-	})
+	ours := cordonIsOurs(node)
+	if !ours && node.Spec.Unschedulable {
+		left = "its cordon is someone else's (the node was uncordoned and cordoned again since edgedrain cordoned it)"
+	}
+	return left, o.dropRecord(ctx, node, ours)
+}
+
+// dropRecord removes edgedrain's CordonAnnotation from node, as of the resourceVersion read;
+// uncordon also makes the node schedulable again, in the same write.
+func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon bool) error {
+	body := map[string]any{"metadata": map[string]any{"resourceVersion": node.ResourceVersion,
+		"annotations": map[string]any{CordonAnnotation: nil}}}
+	if uncordon {
+		var rec cordonRecord
+		_ = json.Unmarshal([]byte(node.Annotations[CordonAnnotation]), &rec) // an unreadable record: schedulable, as before
+		body["spec"] = map[string]any{"unschedulable": rec.WasUnschedulable}
+	}
+	patch, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	if !stillLeading(ctx) {
-		return fmt.Errorf("uncordon node %s: %w", name, ErrLeaseLapsed)
+	what := "remove edgedrain's cordon record from node"
+	if uncordon {
+		what = "uncordon node"
 	}
-	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("uncordon node %s: %w", name, err)
+	if !stillLeading(ctx) {
+		return fmt.Errorf("%s %s: %w", what, node.Name, ErrLeaseLapsed)
+	}
+	if _, err := o.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, writeOptions); err != nil {
+		return fmt.Errorf("%s %s: %w", what, node.Name, err)
 	}
 	return nil
 }
 
-// cordoned reports whether the node is unschedulable now.
-func (o nodeOps) cordoned(ctx context.Context, name string) (bool, error) {
+// cordonState is what the check before COMPLETE reads of a node.
+type cordonState struct {
+	// cordoned: unschedulable; ours: by edgedrain's own cordon (cordonIsOurs).
+	cordoned, ours bool
+}
+
+// checkCordon reads whether the node is still cordoned, and whether by edgedrain.
+func (o nodeOps) checkCordon(ctx context.Context, name string) (cordonState, error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("get node %s: %w", name, err)
+		return cordonState{}, fmt.Errorf("get node %s: %w", name, err)
 	}
-	return node.Spec.Unschedulable, nil
+	return cordonState{cordoned: node.Spec.Unschedulable, ours: cordonIsOurs(node)}, nil
 }
 
 // nodeReady reports the node's Ready condition.
