@@ -50,10 +50,10 @@ func (s *stepper) nodeDeleted(e EvResult) {
 	}
 }
 
-// cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE, or
-// under a cordon that is not the drain's own; why says which.
+// cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE, under
+// a cordon that is not the drain's own, or as a new Node object; why says which.
 func (s *stepper) cordonAgain(why string) {
-	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince = false, false, false, time.Time{}
+	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, false, false, time.Time{}, ""
 	s.set(StatusStarting, why, nil)
 	s.start(OpCordon, 1)
 }

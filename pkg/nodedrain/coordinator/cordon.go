@@ -55,41 +55,41 @@ var writeOptions = metav1.PatchOptions{FieldManager: FieldManager}
 
 // cordon makes the node unschedulable and records that edgedrain did. It is idempotent: a node
 // edgedrain already cordoned is not patched again. byUs is false when someone else had
-// cordoned the node; it is then left as it is.
-func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool, err error) {
+// cordoned the node; it is then left as it is. uid names the Node object read.
+func (o nodeOps) cordon(ctx context.Context, name, requestID string) (byUs bool, uid types.UID, err error) {
 	// A conflict (the Node changed since it was read: its kubelet's status, edgedrain's own
 	// maintenance condition) is decided again at once on a fresh read; anything else fails the
 	// attempt.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var e error
-		byUs, e = o.cordonOnce(ctx, name, requestID)
+		byUs, uid, e = o.cordonOnce(ctx, name, requestID)
 		return e
 	})
-	return byUs, err
+	return byUs, uid, err
 }
 
-func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs bool, err error) {
+func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs bool, uid types.UID, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("get node %s: %w", name, err)
+		return false, "", fmt.Errorf("get node %s: %w", name, err)
 	}
 	if node.Spec.Unschedulable {
 		if cordonIsOurs(node) {
-			return true, nil
+			return true, node.UID, nil
 		}
 		if _, stale := node.Annotations[CordonAnnotation]; stale {
 			// edgedrain's record outlived its cordon (the node was uncordoned and cordoned
 			// again by someone else): it goes, so that nothing later takes that cordon for
 			// edgedrain's.
 			if err := o.dropRecord(ctx, node, false); err != nil {
-				return false, err
+				return false, "", err
 			}
 		}
-		return false, nil
+		return false, node.UID, nil
 	}
 	rec, err := json.Marshal(cordonRecord{Request: RequestDigest(requestID), At: o.now().UTC(), WasUnschedulable: false, Manager: FieldManager})
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	// The resourceVersion makes this a compare-and-swap: if the node changed since we read it
 	// (someone cordoned it meanwhile) the patch fails with a conflict and the attempt is retried.
@@ -101,15 +101,15 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 		"spec": map[string]any{"unschedulable": true},
 	})
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	if !stillLeading(ctx) {
-		return false, fmt.Errorf("cordon node %s: %w", name, ErrLeaseLapsed)
+		return false, "", fmt.Errorf("cordon node %s: %w", name, ErrLeaseLapsed)
 	}
 	if _, err := o.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, writeOptions); err != nil {
-		return false, fmt.Errorf("cordon node %s: %w", name, err)
+		return false, "", fmt.Errorf("cordon node %s: %w", name, err)
 	}
-	return true, nil
+	return true, node.UID, nil
 }
 
 // uncordon undoes edgedrain's cordon: only a node whose cordon is still the one edgedrain made
@@ -172,17 +172,23 @@ func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon boo
 
 // cordonState is what the check before COMPLETE reads of a node.
 type cordonState struct {
-	// cordoned: unschedulable; ours: by edgedrain's own cordon (cordonIsOurs).
-	cordoned, ours bool
+	// cordoned: unschedulable; ours: by edgedrain's own cordon (cordonIsOurs); missing: no Node
+	// object of the name (not an error: the drain decides what that means).
+	cordoned, ours, missing bool
+	uid                     types.UID
 }
 
-// checkCordon reads whether the node is still cordoned, and whether by edgedrain.
+// checkCordon reads whether the node is still cordoned, whether by edgedrain, and which Node
+// object it is.
 func (o nodeOps) checkCordon(ctx context.Context, name string) (cordonState, error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return cordonState{missing: true}, nil
+	}
 	if err != nil {
 		return cordonState{}, fmt.Errorf("get node %s: %w", name, err)
 	}
-	return cordonState{cordoned: node.Spec.Unschedulable, ours: cordonIsOurs(node)}, nil
+	return cordonState{cordoned: node.Spec.Unschedulable, ours: cordonIsOurs(node), uid: node.UID}, nil
 }
 
 // nodeReady reports the node's Ready condition.

@@ -43,8 +43,8 @@ func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted, missing 
 // before publishing COMPLETE finds it so when it resumes).
 func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission bool) (cordonState, error) {
 	cs, err := o.checkCordon(ctx, name)
-	if decommission && apierrors.IsNotFound(err) {
-		return cordonState{cordoned: true}, nil
+	if decommission && cs.missing {
+		return cordonState{cordoned: true}, err
 	}
 	return cs, err
 }

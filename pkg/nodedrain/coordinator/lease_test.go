@@ -50,13 +50,13 @@ func TestNodeWritesNeedTheLease(t *testing.T) {
 	client := fake.NewSimpleClientset(node)
 	ops := nodeOps{client: client, now: time.Now}
 	lapsed := WithLeaseCheck(context.Background(), func() bool { return false })
-	_, err := ops.cordon(lapsed, "edge-1", "r1")
+	_, _, err := ops.cordon(lapsed, "edge-1", "r1")
 	require.ErrorIs(t, err, ErrLeaseLapsed)
 	for _, a := range client.Actions() {
 		require.NotEqual(t, "patch", a.GetVerb(), "patched with a lapsed Lease")
 	}
 	valid := WithLeaseCheck(context.Background(), func() bool { return true })
-	byUs, err := ops.cordon(valid, "edge-1", "r1")
+	byUs, _, err := ops.cordon(valid, "edge-1", "r1")
 	require.NoError(t, err)
 	require.True(t, byUs)
 	_, err = ops.uncordon(lapsed, "edge-1")
