@@ -21,6 +21,15 @@ import (
 // cordon is still the one it made (see cordonIsOurs).
 const CordonAnnotation = "edgedrain.io/cordoned"
 
+// KeepCordonedAnnotation on a Node asks edgedrain to leave the node cordoned the next time it
+// would uncordon it (the node's drain ends): edgedrain then removes its own CordonAnnotation
+// and this one, and the cordon is the operator's from then on, as after a kubectl cordon of a
+// schedulable node. kubectl cordon cannot say so by itself on a node edgedrain already cordoned:
+// it changes nothing there. Honoured once, so that a mark set for one drain does not keep the
+// node out of service after the next. The value is free text, the operator's reason, repeated in
+// the status. edgedrainctl keep-cordoned sets and clears it; so can kubectl annotate.
+const KeepCordonedAnnotation = "edgedrain.io/keep-cordoned"
+
 // cordonRecord is the value of CordonAnnotation.
 type cordonRecord struct {
 	// Request is a digest of the request's ID, never the ID itself: Node objects are readable by
@@ -113,9 +122,10 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 }
 
 // uncordon undoes edgedrain's cordon: only a node whose cordon is still the one edgedrain made
-// (cordonIsOurs) is made schedulable again; a node someone else cordoned stays cordoned. Either
-// way edgedrain's record is removed. A node that no longer exists, or carries no record, needs
-// nothing. left says why a cordoned node was left so ("" otherwise).
+// (cordonIsOurs) is made schedulable again, unless it carries KeepCordonedAnnotation; a node
+// someone else cordoned stays cordoned. Either way edgedrain's record, and the request to keep
+// the node cordoned (answered now), are removed. A node that no longer exists, or carries no
+// record, needs nothing. left says why a cordoned node was left so ("" otherwise).
 func (o nodeOps) uncordon(ctx context.Context, name string) (left string, err error) {
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var e error
@@ -137,17 +147,26 @@ func (o nodeOps) uncordonOnce(ctx context.Context, name string) (left string, er
 		return "", nil
 	}
 	ours := cordonIsOurs(node)
-	if !ours && node.Spec.Unschedulable {
+	reason, keep := node.Annotations[KeepCordonedAnnotation]
+	switch {
+	case ours && keep:
+		left = fmt.Sprintf("an operator asked to keep it cordoned (%s: %q); the cordon is theirs now, kubectl uncordon ends it",
+			KeepCordonedAnnotation, reason)
+	case !ours && node.Spec.Unschedulable:
 		left = "its cordon is someone else's (the node was uncordoned and cordoned again since edgedrain cordoned it)"
 	}
-	return left, o.dropRecord(ctx, node, ours)
+	return left, o.dropRecord(ctx, node, ours && !keep)
 }
 
-// dropRecord removes edgedrain's CordonAnnotation from node, as of the resourceVersion read;
-// uncordon also makes the node schedulable again, in the same write.
+// dropRecord removes edgedrain's CordonAnnotation from node (and KeepCordonedAnnotation, which
+// asks something of that cordon), as of the resourceVersion read; uncordon also makes the node
+// schedulable again, in the same write.
 func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon bool) error {
-	body := map[string]any{"metadata": map[string]any{"resourceVersion": node.ResourceVersion,
-		"annotations": map[string]any{CordonAnnotation: nil}}}
+	annotations := map[string]any{CordonAnnotation: nil}
+	if _, keep := node.Annotations[KeepCordonedAnnotation]; keep {
+		annotations[KeepCordonedAnnotation] = nil
+	}
+	body := map[string]any{"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotations}}
 	if uncordon {
 		var rec cordonRecord
 		_ = json.Unmarshal([]byte(node.Annotations[CordonAnnotation]), &rec) // an unreadable record: schedulable, as before
