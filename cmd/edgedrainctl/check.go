@@ -13,8 +13,6 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
@@ -53,8 +51,7 @@ Flags:`
 // checkOptions are check's flags.
 type checkOptions struct {
 	format         string
-	kubeconfig     string
-	context        string
+	kube           kubeFlags
 	evictUnmanaged bool
 	volumes        volumes.Config
 	policy         string
@@ -66,8 +63,7 @@ func (o *checkOptions) register(fs *flag.FlagSet) {
 	o.volumes = volumes.DefaultConfig()
 	o.evictUnmanaged = coordinator.DefaultConfig().EvictUnmanagedPods
 	fs.StringVar(&o.format, "o", "text", "output: text or json")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: $KUBECONFIG, else ~/.kube/config, else in-cluster")
-	fs.StringVar(&o.context, "context", "", "kubeconfig context; empty: the current one")
+	o.kube.register(fs)
 	fs.BoolVar(&o.evictUnmanaged, "evict-unmanaged-pods", o.evictUnmanaged, "as the coordinator's flag: false makes every pod no controller manages a blocker")
 	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
@@ -145,7 +141,7 @@ func (o *checkOptions) validate(node string) error {
 // predict connects to the cluster, starts a volume gate that only reads (no recorder: it
 // records nothing; Predict asks nothing of Longhorn and starts no Job) and predicts.
 func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Prediction, error) {
-	rc, err := o.restConfig()
+	rc, err := o.kube.restConfig("edgedrainctl-check")
 	if err != nil {
 		return preflight.Prediction{}, err
 	}
@@ -184,19 +180,6 @@ func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Pred
 		}
 	}
 	return preflight.Predict(ctx, pc, node)
-}
-
-// restConfig loads the client configuration as kubectl does.
-func (o *checkOptions) restConfig() (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster): %w", err)
-	}
-	rc.QPS, rc.Burst = 50, 100 // a handful of lists; client-go's default of 5 would make them wait
-	rc.UserAgent = "edgedrainctl-check"
-	return rc, nil
 }
 
 // writePrediction prints p as JSON or as a short text for people: a verdict line, the blockers

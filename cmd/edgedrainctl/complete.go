@@ -48,7 +48,7 @@ func complete(ctx context.Context, args []string, out io.Writer) {
 			fs.VisitAll(func(f *flag.Flag) { offer("--" + f.Name) })
 			return
 		}
-		offer("status", "withdraw", "check", "keys")
+		offer("status", "withdraw", "check", "keep-cordoned", "keys")
 		return
 	}
 	switch cmd, prev := rest[0], before[len(before)-1]; {
@@ -58,7 +58,7 @@ func complete(ctx context.Context, args []string, out io.Writer) {
 		offer("-o", "--watch", "--js-domain")
 	case cmd == "keys" && len(rest) == 1:
 		offer("generate", "init")
-	case cmd == "withdraw" || cmd == "check":
+	case cmd == "withdraw" || cmd == "check" || cmd == "keep-cordoned":
 		if len(rest) > 1 {
 			return // one NODE
 		}

@@ -44,7 +44,7 @@ Flags:`
 // keysInitOptions are keys init's flags.
 type keysInitOptions struct {
 	namespace, secret, configMap string
-	kubeconfig, context          string
+	kube                         kubeFlags
 }
 
 // keysInit runs edgedrainctl keys init.
@@ -55,8 +55,7 @@ func keysInit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	flags.StringVar(&o.namespace, "n", defaultKeysNamespace, "namespace of the Secret and the ConfigMap (edgedrain's)")
 	flags.StringVar(&o.secret, "secret", defaultSigningSecret, "the Secret with the coordinator's private key (data key signing.pem)")
 	flags.StringVar(&o.configMap, "configmap", defaultTrustedKeys, "the ConfigMap with the trusted public keys")
-	flags.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: $KUBECONFIG, else ~/.kube/config, else in-cluster")
-	flags.StringVar(&o.context, "context", "", "kubeconfig context; empty: the current one")
+	o.kube.register(flags)
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, initIntro)
 		flags.PrintDefaults()
@@ -67,11 +66,10 @@ func keysInit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.namespace == "" || o.secret == "" || o.configMap == "" {
 		return usageError{errors.New("-n, --secret and --configmap must not be empty")}
 	}
-	rc, err := (&checkOptions{kubeconfig: o.kubeconfig, context: o.context}).restConfig()
+	rc, err := o.kube.restConfig("edgedrainctl-keys")
 	if err != nil {
 		return err
 	}
-	rc.UserAgent = "edgedrainctl-keys"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)

@@ -30,6 +30,7 @@ var usageName = "edgedrainctl"
 const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--watch] [--js-domain SITE,...]
        edgedrainctl [flags] withdraw NODE
        edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
+       edgedrainctl [flags] keep-cordoned NODE [--reason TEXT] [--clear] (see keep-cordoned --help)
        edgedrainctl [flags] keys generate|init ... (see keys --help)
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
@@ -46,6 +47,11 @@ withdraw  delete NODE's drain request, as its agent does when the node is back: 
 check     predict, from the Kubernetes API and changing nothing, what would block a drain of
           NODE if it started now. Exit status 0: nothing would block, 1: something would, 2: the
           prediction failed.
+keep-cordoned
+          ask edgedrain to leave NODE cordoned when its drain ends, instead of uncordoning it
+          (kubectl cordon cannot on a node edgedrain cordoned: it changes nothing there); the
+          cordon is then yours. --clear withdraws the request. Writes the Node's annotation
+          edgedrain.io/keep-cordoned through the Kubernetes API.
 keys      the coordinator's status-signing key: generate writes a key pair to files, init
           creates the Secret and ConfigMap the manifests mount, as the edgedrain-keys Job does.`
 
@@ -96,12 +102,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return check(ctx, rest, stdout, stderr)
 	case "keys":
 		return keys(ctx, rest, stdout, stderr)
+	case "keep-cordoned":
+		return keepCordoned(ctx, rest, stdout, stderr)
 	case "status":
 		err = status(ctx, life, nats, rest, stdout, stderr)
 	case "withdraw":
 		err = withdraw(ctx, nats, rest, stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (want status, withdraw, check or keys; see --help)", cmd)
+		err = fmt.Errorf("unknown command %q (want status, withdraw, check, keep-cordoned or keys; see --help)", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "edgedrainctl:", err)

@@ -40,7 +40,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 		s.note(fmt.Sprintf("cannot delete the Node object: %v; checking volumes and the cordon again in %s", e.Err, wait), nil)
 		s.retry(OpFinalGate, 0, wait)
 	case !e.Cordoned:
-		s.cordonAgain()
+		s.cordonAgain("node was uncordoned during the drain; cordoning it again")
 	default:
 		s.d.Status.SlotReleased, s.d.Status.CordonedByUs = true, false
 		s.set(StatusComplete, "node decommissioned: drained, its volumes safe elsewhere and its Node object deleted; "+
@@ -50,10 +50,11 @@ func (s *stepper) nodeDeleted(e EvResult) {
 	}
 }
 
-// cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE.
-func (s *stepper) cordonAgain() {
-	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince = false, false, false, time.Time{}
-	s.set(StatusStarting, "node was uncordoned during the drain; cordoning it again", nil)
+// cordonAgain starts over from the cordon: the node was found uncordoned before COMPLETE, under
+// a cordon that is not the drain's own, or as a new Node object; why says which.
+func (s *stepper) cordonAgain(why string) {
+	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, false, false, time.Time{}, ""
+	s.set(StatusStarting, why, nil)
 	s.start(OpCordon, 1)
 }
 

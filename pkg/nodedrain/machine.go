@@ -146,6 +146,10 @@ type Drain struct {
 	// MissingSince is when a decommission's Node deletion first found the Node missing (zero:
 	// it did not); it counts as gone once missing for NodeGoneAfter.
 	MissingSince time.Time
+	// NodeUID is the UID of the Node object the drain's cordon found (empty: not known, as
+	// after a resume): another one before COMPLETE is a new Node (the drained one was deleted
+	// and the name registered again), which the drain starts over on.
+	NodeUID string
 	// UncordonAfter says the drain that cordoned was withdrawn or replaced while its cordon was
 	// in flight: a write already sent may still land, so the uncordon waits for that cordon's
 	// result (Waiting stays OpCordon) and starts then, whatever it was.
@@ -264,12 +268,20 @@ type EvResult struct {
 	// Safe and Blockers answer OpGate and OpFinalGate; Blockers also name the pods an OpEvict
 	// could not evict. Cordoned answers OpCheckCordon and OpDeleteNode (false: the node was
 	// found uncordoned and not deleted); ByUs answers OpCordon (false when the node was already
-	// cordoned by someone else).
-	Safe, Cordoned, ByUs bool
-	Blockers             []Blocker
-	// Missing answers OpDeleteNode: the Node object was not found (deleted already, by this
-	// drain before a restart, or by someone else: it may register again).
+	// cordoned by someone else); Foreign answers OpCheckCordon: the node is cordoned, but not by
+	// the cordon edgedrain made (someone uncordoned it and cordoned it again).
+	Safe, Cordoned, ByUs, Foreign bool
+	Blockers                      []Blocker
+	// Missing answers OpDeleteNode and OpCheckCordon: the Node object was not found (deleted
+	// already, by this drain before a restart, or by someone else: it may register again).
 	Missing bool
+	// UID answers OpCordon and OpCheckCordon: the Node object read (a Node deleted and
+	// registered again is a new object, with a new UID); empty: not known.
+	UID string
+	// Kept answers OpUncordon: why the node was left cordoned (its cordon was someone else's,
+	// or an operator asked to keep it cordoned); empty when it was uncordoned, or carried no
+	// cordon of edgedrain's.
+	Kept string
 	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
 	// older than MaxAnswerAge when the drain gets it (the coordinator was paused meanwhile) is
 	// asked again before COMPLETE.

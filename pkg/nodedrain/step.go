@@ -36,6 +36,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		if !e.Holds && e.Status == s.d.Status.Status && !s.d.Status.HoldsSlot() {
 			s.d.BusHolds = false
 		}
+	case EvNodeGone:
+		s.nodeGone(e)
 	case EvReleaseSlot:
 		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
 			// The bus shows the slot held until the release reaches it (S3 is about the bus).
@@ -196,7 +198,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	inFlight := s.d.Waiting
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
-	s.d.Evicted, s.d.MissingSince = false, time.Time{}
+	s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, time.Time{}, ""
 	uncordon := func() {
 		if writeInFlight {
 			s.d.Waiting, s.d.UncordonAfter = inFlight, true
@@ -310,7 +312,7 @@ func (s *stepper) result(e EvResult) {
 	case OpCordon:
 		switch {
 		case e.Err == nil:
-			s.d.Status.CordonedByUs, s.d.CordonKnown = e.ByUs, true
+			s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.NodeUID = e.ByUs, true, e.UID
 			msg := "cordoned; checking volumes"
 			if !e.ByUs {
 				msg = "node already cordoned by someone else (edgedrain will leave it cordoned); checking volumes"
@@ -341,14 +343,31 @@ func (s *stepper) result(e EvResult) {
 		case e.Err != nil:
 			s.note(fmt.Sprintf("cannot check the node is still cordoned: %v; checking volumes and the cordon again", e.Err), nil)
 			s.retry(OpFinalGate, 0, s.p.GateRecheck)
+		case e.Missing:
+			// Never COMPLETE for a node that vanished: it may register again (then it is a new
+			// node, drained anew), or stay gone (then the coordinator ends the drain: EvNodeGone).
+			s.note(fmt.Sprintf("the Node object is missing (deleted; registering again?): checking volumes and the cordon "+
+				"again in %s; the drain ends if it stays missing for %s", s.p.GateRecheck, NodeGoneAfter), nil)
+			s.retry(OpFinalGate, 0, s.p.GateRecheck)
+		case s.d.NodeUID != "" && e.UID != "" && e.UID != s.d.NodeUID:
+			// The name registered again: its pods, its cordon and its volumes are not the
+			// drained node's.
+			s.cordonAgain("the Node object was replaced during the drain (deleted, and registered again): " +
+				"draining the new one from the cordon")
 		case e.Cordoned && s.d.Status.Decommission:
 			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
 			s.start(OpDeleteNode, 0)
+		case e.Cordoned && e.Foreign && s.d.Status.CordonedByUs:
+			// edgedrain's cordon is gone (someone uncordoned the node, then cordoned it): pods
+			// may have landed meanwhile, so the drain starts over, under that cordon, which it
+			// will leave in place.
+			s.cordonAgain("the node was uncordoned and cordoned again by someone else during the drain: " +
+				"draining it again (that cordon is theirs; edgedrain will leave it)")
 		case e.Cordoned:
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
 		default:
-			s.cordonAgain()
+			s.cordonAgain("node was uncordoned during the drain; cordoning it again")
 		}
 	case OpDeleteNode:
 		s.nodeDeleted(e)
@@ -359,12 +378,18 @@ func (s *stepper) result(e EvResult) {
 			return
 		}
 		s.d.Status.CordonedByUs = false
+		done := "node uncordoned"
+		if e.Kept != "" {
+			done = "node left cordoned: " + e.Kept
+		}
 		switch {
 		case s.d.Returning():
-			s.note("node uncordoned; holding its admission slot until it is healthy again", nil)
+			s.note(done+"; holding its admission slot until it is healthy again", nil)
 			s.start(OpReturnGate, 0)
 		case s.d.Request == nil:
-			s.set(StatusNotRequested, "idle; node uncordoned", nil)
+			s.set(StatusNotRequested, "idle; "+done, nil)
+		case e.Kept != "":
+			s.note("new request; "+done+"; waiting for admission", nil)
 		}
 	}
 }

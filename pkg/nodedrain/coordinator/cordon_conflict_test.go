@@ -31,7 +31,7 @@ func TestCordonRetriesAConflictAtOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	ops := nodeOps{client: client, now: time.Now}
-	byUs, err := ops.cordon(context.Background(), "n1", "r1")
+	byUs, _, err := ops.cordon(context.Background(), "n1", "r1")
 	require.NoError(t, err)
 	assert.True(t, byUs)
 	n, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
@@ -40,7 +40,8 @@ func TestCordonRetriesAConflictAtOnce(t *testing.T) {
 	assert.Contains(t, n.Annotations, CordonAnnotation)
 
 	conflicts = 1
-	require.NoError(t, ops.uncordon(context.Background(), "n1"))
+	_, err = ops.uncordon(context.Background(), "n1")
+	require.NoError(t, err)
 	n, err = client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.False(t, n.Spec.Unschedulable)

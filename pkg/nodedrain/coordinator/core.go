@@ -23,6 +23,7 @@ type Core struct {
 	announced         map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen              map[string]time.Time             // when admission last saw each node
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
 	allowDecommission bool                             // see SetAllowDecommission
@@ -211,6 +212,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		c.seen = map[string]time.Time{}
 	}
 	out := c.releaseStale(nodes, now)
+	out = append(out, c.endVanished(nodes, now)...)
 	if c.domains == nil {
 		c.domains = map[string]string{}
 	}

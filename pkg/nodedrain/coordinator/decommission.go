@@ -39,15 +39,15 @@ func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted, missing 
 	return true, false, nil
 }
 
-// cordonedOrGone is cordoned for a decommission's check before its Node object is deleted: a
-// node already missing counts as cordoned (a coordinator stopped after deleting it and before
-// publishing COMPLETE finds it so when it resumes).
-func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission bool) (bool, error) {
-	cordoned, err := o.cordoned(ctx, name)
-	if decommission && apierrors.IsNotFound(err) {
-		return true, nil
+// cordonedOrGone is checkCordon, and for a decommission's check before its Node object is
+// deleted a node already missing counts as cordoned (a coordinator stopped after deleting it and
+// before publishing COMPLETE finds it so when it resumes).
+func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission bool) (cordonState, error) {
+	cs, err := o.checkCordon(ctx, name)
+	if decommission && cs.missing {
+		return cordonState{cordoned: true}, err
 	}
-	return cordoned, err
+	return cs, err
 }
 
 // forget removes a decommissioned node's keys from the bus: its request, if the key still

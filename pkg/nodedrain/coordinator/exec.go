@@ -144,14 +144,20 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 	m := x.e.metrics
 	switch s.Op {
 	case nodedrain.OpCordon:
-		byUs, err := x.nodeOps.cordon(ctx, node, requestID)
+		byUs, uid, err := x.nodeOps.cordon(ctx, node, requestID)
 		m.CordonAttempts.WithLabelValues(result(err)).Inc()
-		return nodedrain.EvResult{Err: err, ByUs: byUs}
+		return nodedrain.EvResult{Err: err, ByUs: byUs, UID: string(uid)}
 	case nodedrain.OpUncordon:
-		return nodedrain.EvResult{Err: x.nodeOps.uncordon(ctx, node)}
+		left, err := x.nodeOps.uncordon(ctx, node)
+		if left != "" {
+			x.e.log.WithField("node", node).Info("left cordoned: " + left)
+			x.e.nodeEvent(node, corev1.EventTypeNormal, "LeftCordoned", "edgedrain left the node cordoned: "+left)
+		}
+		return nodedrain.EvResult{Err: err, Kept: left}
 	case nodedrain.OpCheckCordon:
-		cordoned, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
-		return nodedrain.EvResult{Err: err, Cordoned: cordoned, At: x.e.cfg.Now()}
+		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
+		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
+			UID: string(cs.uid), At: x.e.cfg.Now()}
 	case nodedrain.OpDeleteNode:
 		deleted, missing, err := x.nodeOps.deleteNode(ctx, node)
 		if deleted && !missing {

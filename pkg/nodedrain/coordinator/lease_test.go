@@ -50,15 +50,17 @@ func TestNodeWritesNeedTheLease(t *testing.T) {
 	client := fake.NewSimpleClientset(node)
 	ops := nodeOps{client: client, now: time.Now}
 	lapsed := WithLeaseCheck(context.Background(), func() bool { return false })
-	_, err := ops.cordon(lapsed, "edge-1", "r1")
+	_, _, err := ops.cordon(lapsed, "edge-1", "r1")
 	require.ErrorIs(t, err, ErrLeaseLapsed)
 	for _, a := range client.Actions() {
 		require.NotEqual(t, "patch", a.GetVerb(), "patched with a lapsed Lease")
 	}
 	valid := WithLeaseCheck(context.Background(), func() bool { return true })
-	byUs, err := ops.cordon(valid, "edge-1", "r1")
+	byUs, _, err := ops.cordon(valid, "edge-1", "r1")
 	require.NoError(t, err)
 	require.True(t, byUs)
-	require.ErrorIs(t, ops.uncordon(lapsed, "edge-1"), ErrLeaseLapsed)
-	require.NoError(t, ops.uncordon(valid, "edge-1"))
+	_, err = ops.uncordon(lapsed, "edge-1")
+	require.ErrorIs(t, err, ErrLeaseLapsed)
+	_, err = ops.uncordon(valid, "edge-1")
+	require.NoError(t, err)
 }

@@ -1,0 +1,47 @@
+package nodedrain
+
+import (
+	"fmt"
+	"time"
+)
+
+// A Node deleted while its drain is under way (kubectl delete node during the eviction, a
+// machine removed from the cluster) must not hold the drain, and its admission slot, for ever,
+// nor ever let the agent proceed (issue 23, defect 4b): once the Node has been missing for
+// NodeGoneAfter (a kubelet registering it again takes seconds), the coordinator ends the drain
+// (EvNodeGone). A Node that registers again within that time is a new object: the check before
+// COMPLETE tells it by its UID and the drain starts over on it. A Node that registers again
+// later is drained anew when its agent, answered FAILED, asks again.
+
+// EvNodeGone says the drain's Node object has been missing from the cluster for For; it comes
+// again at every admission pass until the drain has ended.
+type EvNodeGone struct{ For time.Duration }
+
+func (EvNodeGone) event() {}
+
+// nodeGone ends a drain under way whose Node object is gone: FAILEDCORDON from STARTING,
+// FAILEDDRAIN otherwise, saying why; the slot is free once that is published. A decommission
+// is left to its own rule: its Node going is its purpose, and its deletion (or a coordinator
+// resuming after it) counts it as deleted once missing for NodeGoneAfter.
+func (s *stepper) nodeGone(e EvNodeGone) {
+	// A cordon in flight is a write that may still land (on a Node registered under the name in
+	// the meantime): its answer comes first, as for a withdrawal; the coordinator says it again.
+	if s.d.Request == nil || !s.d.Active() || s.d.Status.Decommission || s.d.Waiting == OpCordon {
+		return
+	}
+	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
+		s.actions = append(s.actions, Cancel{})
+	}
+	s.d.Waiting, s.d.RetryOp = OpNone, OpNone
+	// Whatever cordon the drain made went with the Node object; the withdrawal looks all the
+	// same (an uncordon touches only a node under edgedrain's own cordon).
+	s.d.CordonKnown, s.d.NodeUID, s.d.MissingSince, s.d.Evicted = false, "", time.Time{}, false
+	status := StatusFailedDrain
+	if s.d.Status.Status == StatusStarting {
+		status = StatusFailedCordon
+	}
+	s.set(status, fmt.Sprintf("the Node object has been gone for %s (deleted, and not registered again): drain ended and "+
+		"its admission slot freed; the operation must not run. A Node registering under this name is drained anew when "+
+		"its agent asks again", e.For.Round(time.Second)), nil)
+	s.outcome(status, false)
+}
