@@ -158,7 +158,7 @@ func (a *agentProc) perform(act agent.Action) {
 		s.bus.op(a.conn, func() error {
 			// As the runtime: never over another agent's request.
 			if cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok &&
-				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) {
+				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) && !agent.Stale(cur, x.Before) {
 				return agent.ErrForeignRequest
 			}
 			s.bus.write(bucketRequests, name, req, "agent/"+name)

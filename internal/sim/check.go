@@ -83,7 +83,11 @@ func describe(v any) string {
 // checkS2: COMPLETE only when the node's pods are gone, the node is cordoned and every volume
 // with data on the node has a healthy running copy on another Ready node — or the API has been
 // unreachable for the timeout and the gate's last view said the volumes were safe.
-func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus) {
+//
+// decided is when the coordinator decided it: a write that left its checks behind (the process
+// paused after them) lands later; what changed meanwhile is a known residual of any check
+// before an act (docs/design.md), not a decision taken on it.
+func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time) {
 	cl := s.cluster
 	n := cl.nodes[st.Node]
 	if st.APIUnreachable {
@@ -93,7 +97,7 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus) {
 	if n == nil || !n.exists {
 		return
 	}
-	if s.w.now.Sub(cl.lastUnsafe) < freshness {
+	if decided.Sub(cl.lastUnsafe) < freshness {
 		// Changed after the last checks (the gate, the cordon), which precede COMPLETE by an API
 		// round trip: no check-then-act can see that; S2 is judged on what the checks saw.
 		return
@@ -228,7 +232,8 @@ func (s *Sim) check() {
 	// may not stay stranded while a coordinator can act.
 	leading := false
 	for _, c := range s.coords {
-		leading = leading || (s.leads(c) && c.running && c.core != nil)
+		// (One that reaches the API and NATS: a leader cut off from either cannot uncordon.)
+		leading = leading || (s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected())
 	}
 	for _, name := range cl.order {
 		n := cl.nodes[name]

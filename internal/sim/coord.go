@@ -59,6 +59,7 @@ type coord struct {
 	// pauseMidWrite: the next status write pauses the process this long after its checks
 	// (CoordPauseMidWrite).
 	pauseMidWrite time.Duration
+	pausedAt      time.Time // when the last such pause began
 	// apiCut: this replica's own path to the Kubernetes API is cut while the cluster's is not
 	// (CoordAPICut); cutVols and cutNodes are what its informers held then.
 	apiCut   bool

@@ -118,6 +118,7 @@ func (c *coord) hold(what string, f func()) {
 // pause ends (before anything held), its reply is handled then.
 func (c *coord) publishLate(st nodedrain.NodeDrainStatus, d time.Duration) {
 	c.pause(d, fmt.Sprintf("between its checks and its write of %s %s", st.Node, st.Status))
+	c.pausedAt = c.s.w.now
 	last, inc := c.lastSeq, c.inc
 	var seq uint64
 	refused := true // (killed while paused, it never wrote)

@@ -197,7 +197,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 		}
 		c.writeNode(node, "delete node", rv, nil, func() {
 			n := cl.nodes[node]
-			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid})
+			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid}, s.w.now)
 			n.exists, n.deleted, n.ready = false, true, false
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)

@@ -358,8 +358,9 @@ func (s *Sim) updateDone(node string) {
 // onStatusPublished records a status written by coordinator c (replacing prev) and checks S2
 // and the maintenance policy's rules.
 func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, late bool) {
-	leads := s.leads(c)
+	leads, decided := s.leads(c), s.w.now
 	if late {
+		decided = c.pausedAt
 		// A write that left its checks behind (the process paused between them and the write)
 		// may land after the Lease lapsed, not after another coordinator took over.
 		leads = c.alive && s.term == term{coord: c.name, inc: c.inc}
@@ -396,7 +397,7 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, la
 	}
 	if st.Status == nodedrain.StatusComplete && !st.SlotReleased {
 		// (A COMPLETE re-published to release a stale slot decides nothing: the first did.)
-		s.checkS2(c, st)
+		s.checkS2(c, st, decided)
 	}
 	s.checkPolicyAtPublish(prev, st)
 }

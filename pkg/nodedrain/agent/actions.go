@@ -13,7 +13,7 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 	switch act := act.(type) {
 	case PublishRequest:
 		a.entry().Debug("publishing the drain request")
-		a.busOp(busOp{publish: true, req: act.Request, own: act.Own})
+		a.busOp(busOp{publish: true, req: act.Request, own: act.Own, before: act.Before})
 	case WithdrawRequest:
 		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
 		a.busOp(busOp{id: act.RequestID, own: act.Own, before: act.Before})

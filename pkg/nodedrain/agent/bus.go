@@ -224,19 +224,20 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 		}
 		return ev
 	case op.publish:
-		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own)}
+		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own, op.before)}
 	}
 	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own, op.before)}
 }
 
 // publish writes the node's request unless the key holds a request this agent did not make.
-func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], req nodedrain.NodeDrainRequest, own []string) error {
+func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], req nodedrain.NodeDrainRequest,
+	own []string, before time.Time) error {
 	cur, _, err := requests.Get(ctx, b.node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
 	case err != nil:
 		return err
-	case cur.RequestID != req.RequestID && !slices.Contains(own, cur.RequestID):
+	case cur.RequestID != req.RequestID && !slices.Contains(own, cur.RequestID) && !Stale(cur, before):
 		return fmt.Errorf("publish request %s: %w (%s)", req.RequestID, ErrForeignRequest, cur.RequestID)
 	}
 	_, err = requests.Publish(ctx, b.node, req)

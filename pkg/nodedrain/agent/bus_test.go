@@ -80,6 +80,15 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		ev = b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r5"}}).(EvBusDone)
 		require.NoError(t, ev.Err)
 		assert.Equal(t, "r5", current(), "published over nothing")
+		// An agent without its state file whose start-up clean-up could not withdraw the request
+		// left from before the boot replaces it when it publishes its own (simulation, seed 4731:
+		// it waited for that request to end for good).
+		publish("made-before-the-boot") // RequestedAt t0
+		ev = b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r5"}, before: t0}).(EvBusDone)
+		require.ErrorIs(t, ev.Err, ErrForeignRequest, "made at the boot: it may be a live agent's")
+		ev = b.do(ctx, requests, statuses, busOp{publish: true, req: mine, own: []string{"r5"}, before: t0.Add(time.Second)}).(EvBusDone)
+		require.NoError(t, ev.Err)
+		assert.Equal(t, "r5", current(), "a request from before the boot is replaced")
 		require.NoError(t, requests.Unpublish(ctx, node))
 	})
 

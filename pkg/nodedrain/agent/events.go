@@ -104,6 +104,9 @@ type PublishRequest struct {
 	// Own lists the requests this agent made: the request is published only over nothing or
 	// one of these, never over another agent's request under the same node name.
 	Own []string
+	// Before: a request made before this time (the node's boot, when the agent started without
+	// its state file) is one from before the boot, and is replaced too (zero: none).
+	Before time.Time
 }
 
 // WithdrawRequest asks for the node's request to be removed from the bus, but only if it is one

@@ -75,7 +75,9 @@ func (s *stepper) report(l Level, format string, args ...any) {
 func (s *stepper) sync() {
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	if s.m.State.OnBus {
-		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own()})
+		// (A request left from before the boot is replaced too: the start-up clean-up may not
+		// have been done, its withdrawal failed, when the operation came.)
+		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own(), Before: s.m.State.CleanupBefore})
 		return
 	}
 	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.State.CleanupBefore})
@@ -145,9 +147,7 @@ func (s *stepper) busDone(e EvBusDone) {
 		verb = "publish"
 	}
 	if e.Err == nil {
-		if !e.Publish {
-			s.m.State.CleanupBefore = time.Time{} // the start-up clean-up is done
-		}
+		s.m.State.CleanupBefore = time.Time{} // the start-up clean-up is done (withdrawn, or replaced)
 		if s.m.BusFailures > 0 {
 			s.report(LevelInfo, "%s of the drain request succeeded after %d failed attempt(s)", verb, s.m.BusFailures)
 		}

@@ -225,3 +225,24 @@ func TestStepCleanupSurvivesARestart(t *testing.T) {
 	m, _ = Step(m, wdOK, t0.Add(time.Minute), p)
 	assert.True(t, m.State.CleanupBefore.IsZero(), "done once the withdrawal succeeded")
 }
+
+// The start-up clean-up whose withdrawal failed is carried by the publication of the operation
+// asked meanwhile: it replaces the request from before the boot (simulation, seed 4731: the
+// publication was refused as over another agent's request, and the agent waited for that
+// request to end for good, its own operation never asked). Once published, the clean-up is done.
+func TestStepPublicationCarriesTheCleanup(t *testing.T) {
+	boot := t0.Add(-time.Minute)
+	p := testPolicy()
+	m, _, acts := playFrom(t, fresh(), t0, p, []step{now(EvStart{BootID: "b1", Fresh: true, BootTime: boot}),
+		now(EvBusDone{Err: errors.New("nats: no servers available")}), now(EvBusSnapshot{}), now(trigger(OpUpdate, "r1"))})
+	var pubs []PublishRequest
+	for _, a := range acts {
+		if x, ok := a.(PublishRequest); ok {
+			pubs = append(pubs, x)
+		}
+	}
+	require.Len(t, pubs, 1)
+	assert.Equal(t, boot, pubs[0].Before, "a request made before the boot is replaced by the publication")
+	m, _ = Step(m, pubOK("r1"), t0, p)
+	assert.True(t, m.State.CleanupBefore.IsZero(), "done once the publication succeeded")
+}
