@@ -109,7 +109,7 @@ func (f *fleet) startCoordinator(bin string) error {
 	}
 	f.port = l
 	f.coord = exec.Command(bin, "--kubeconfig", f.c.Kubeconfig, "--nats-url", f.nats.ClientURL(), "--leader-elect=false",
-		"--node-selector", testenv.GroupLabel+"="+f.group, "--max-concurrent-drains", strconv.Itoa(f.p.concurrency),
+		"--node-selector", testenv.GroupLabel+"="+f.group, "--cluster-node-selector", testenv.GroupLabel+"="+f.group, "--max-concurrent-drains", strconv.Itoa(f.p.concurrency),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", f.port), "--log-level", map[bool]string{true: "warn", false: "error"}[f.p.verbose])
 	f.coord.Env = append(os.Environ(), testenv.KeyEnv()...)
 	f.coord.Stdout, f.coord.Stderr = os.Stdout, os.Stderr

@@ -64,6 +64,7 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) (stop func()) {
 	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream = s.c.Client, s.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + s.group
+	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
 	cfg.Policy = testenv.FastPolicy()
 	cfg.Policy.DrainAttemptTimeout = 10 * time.Second // pods with a 1 s grace period on a loaded machine
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond

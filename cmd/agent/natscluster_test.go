@@ -117,7 +117,7 @@ func (s *natsScene) startCoordinator(id string, extra ...string) *coordProc {
 		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", s.passwordFile,
 		"--auth-callout-issuer-seed-file", s.seedFile, "--agent-service-account", s.ns + "/" + agentSA,
 		"--bucket-replicas", "3", "--leader-election-namespace", s.ns, "--identity", id,
-		"--node-selector", testenv.GroupLabel + "=" + s.group, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--node-selector", testenv.GroupLabel + "=" + s.group, "--cluster-node-selector", testenv.GroupLabel + "=" + s.group, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--log-format", "json", "--bus-check-interval", "1s",
 		"--drain-attempt-timeout", "5m", "--cordon-backoff", "50ms", "--drain-backoff", "100ms",
 		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms"}

@@ -72,7 +72,7 @@ func TestReplicaWithAnotherKeyRefusesToStart(t *testing.T) {
 	bus := testenv.StartBus(t)
 	first := testenv.StartProc(t, t.TempDir(), "coordinator-a", coordBin, nil,
 		"--kubeconfig", c.Kubeconfig, "--nats-url", bus.NATS.ClientURL(), "--leader-election-namespace", ns, "--identity", "a",
-		"--node-selector", testenv.GroupLabel+"=nobody", "--listen", "", "--log-format", "json")
+		"--node-selector", testenv.GroupLabel+"=nobody", "--cluster-node-selector", testenv.GroupLabel+"=nobody", "--listen", "", "--log-format", "json")
 	require.Eventually(t, func() bool {
 		var term nodedrain.Term
 		data, err := bus.JS.Conn().Request("$JS.API.DIRECT.GET.KV_"+nodedrain.StatusBucket+".$KV."+nodedrain.StatusBucket+"."+nodedrain.TermKey, nil, time.Second)

@@ -36,7 +36,7 @@ func TestHardKilledLeaderIsReplaced(t *testing.T) {
 		procs[id] = testenv.StartProc(t, t.TempDir(), "coordinator-"+id, coordBin, nil,
 			"--kubeconfig", c.Kubeconfig, "--nats-url", bus.NATS.ClientURL(),
 			"--leader-election-namespace", ns, "--identity", id,
-			"--node-selector", testenv.GroupLabel+"=coord-proc", "--listen", "", "--log-format", "json")
+			"--node-selector", testenv.GroupLabel+"=coord-proc", "--cluster-node-selector", testenv.GroupLabel+"=coord-proc", "--listen", "", "--log-format", "json")
 	}
 	holder := func() string {
 		lease, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, "edgedrain-coordinator", metav1.GetOptions{})

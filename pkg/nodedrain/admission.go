@@ -21,6 +21,9 @@ type NodeInfo struct {
 	// Domain is the node's failure domain (e.g. its zone); two nodes of the same non-empty
 	// domain are never in maintenance at once.
 	Domain string
+	// Unmanaged: the coordinator does not manage the node (--node-selector): it drains nothing
+	// there, but the node is one of the cluster's, where workloads can move to.
+	Unmanaged bool
 }
 
 // Hold keeps a waiting drain in REQUESTED for a reason of the maintenance policy (a closed
@@ -160,8 +163,11 @@ func AdmitWith(in AdmitInput) Admission {
 	}
 	var ahead []string
 	for _, name := range waiting {
-		if _, ok := known[name]; !ok {
+		if n, ok := known[name]; !ok {
 			a.Queued[name] = fmt.Sprintf("waiting: node %s is not (yet) in the cluster", name)
+			continue
+		} else if n.Unmanaged {
+			a.Queued[name] = fmt.Sprintf("waiting: node %s is not (yet) one this coordinator manages (--node-selector)", name)
 			continue
 		}
 		if h, held := in.Holds[name]; held {

@@ -385,3 +385,25 @@ func TestSlotFreedOnlyWhenTheFreeingStatusIsPublished(t *testing.T) {
 	resumed, _ := Resume(NodeDrainStatus{Node: "c", Status: StatusCordoned, RequestID: "c-r"}, nil, t0, p)
 	assert.True(t, resumed.BusHolds, "a resumed drain the bus shows in maintenance holds its slot until its next status is published")
 }
+
+// Nodes the coordinator does not manage (--node-selector) are still nodes of the cluster: a
+// managed node that is the only one selected is drained to them, not told NOTSUPPORTED (which
+// lets its agent go down undrained); they keep a whole-cluster shutdown from being declared while
+// they are up; and a request from one of them is not served.
+func TestUnmanagedNodesAreNodesOfTheCluster(t *testing.T) {
+	ns := nodes("a", "b")
+	ns[1].Unmanaged = true
+	a := Admit(map[string]Drain{"a": drainIn(StatusRequested, "a", 0)}, ns, 1)
+	assert.Equal(t, []string{"a"}, a.Admit, "b can take a's workloads")
+	assert.Empty(t, a.NotSupported)
+
+	decl := map[string]Drain{"a": declaring(drainIn(StatusRequested, "a", 0)), "c": declaring(drainIn(StatusRequested, "c", time.Second))}
+	ns = nodes("a", "b", "c")
+	ns[1].Unmanaged = true
+	assert.False(t, Admit(decl, ns, 1).WholeCluster, "b is up and asks nothing: no whole-cluster shutdown")
+
+	a = Admit(map[string]Drain{"b": drainIn(StatusRequested, "b", 0)}, ns, 1)
+	assert.Empty(t, a.Admit)
+	assert.Empty(t, a.NotSupported)
+	assert.Contains(t, a.Queued["b"], "not (yet) one this coordinator manages")
+}

@@ -42,6 +42,7 @@ func startVMWorld(t *testing.T, group string, mode NonMigratable) *vmWorld {
 	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream = c.Client, w.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
+	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
 	cfg.Policy = testenv.FastPolicy()
 	cfg.Policy.DrainAttemptTimeout = 20 * time.Second
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond

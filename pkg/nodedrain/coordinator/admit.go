@@ -73,13 +73,14 @@ func (e *Engine) observeHolds(holds map[string]nodedrain.Hold, now time.Time) {
 // nodeInfos is admission's view of the cluster's nodes: readiness, and the policy's priority
 // (for the node's waiting request) and failure domain.
 func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
-	nodes, err := e.nodes.List(labels.Everything())
+	nodes, err := e.clusterNodes.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
 	out := make([]nodedrain.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
-		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable}
+		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable,
+			Unmanaged: !e.managed.Matches(labels.Set(n.Labels))}
 		if !info.Ready {
 			info.NotReadySince = notReadySince(n, now)
 		}

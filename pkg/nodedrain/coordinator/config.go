@@ -35,9 +35,15 @@ type Config struct {
 	Gate VolumeGate
 	// Policy holds the retry limits and delays of one drain.
 	Policy nodedrain.Policy
-	// NodeSelector limits the nodes the coordinator knows (admission, whole-cluster detection) to
-	// those matching this label selector; empty: every node.
+	// NodeSelector limits the nodes the coordinator manages (drains, cordons) to those matching
+	// this label selector; empty: every node of the cluster.
 	NodeSelector string
+	// ClusterSelector is the nodes that make up the cluster (empty: every node): admission counts
+	// the Ready, schedulable ones as places the workloads of a drained node can move to, managed
+	// or not, and a whole-cluster shutdown needs every one of them asking or down. Set it to the
+	// NodeSelector only when the selected nodes form a cluster of their own (nothing moves
+	// between them and the others).
+	ClusterSelector string
 	// MaxConcurrentDrains is how many nodes may be in maintenance at once, cluster-wide (≥ 1).
 	MaxConcurrentDrains int
 	// APIUnreachableTimeout is how long the Kubernetes API may be unreachable before a drain
@@ -125,6 +131,9 @@ func (c Config) ValidateSettings() error {
 	}
 	if _, err := labels.Parse(c.NodeSelector); err != nil {
 		errs = append(errs, fmt.Errorf("node selector %q: %w", c.NodeSelector, err))
+	}
+	if _, err := labels.Parse(c.ClusterSelector); err != nil {
+		errs = append(errs, fmt.Errorf("cluster node selector %q: %w", c.ClusterSelector, err))
 	}
 	if c.MaxConcurrentDrains < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent drains must be at least 1, got %d", c.MaxConcurrentDrains))

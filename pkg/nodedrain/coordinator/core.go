@@ -211,6 +211,8 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	if c.seen == nil {
 		c.seen = map[string]time.Time{}
 	}
+	// Its own nodes for what it does to them; the whole cluster for where workloads can go.
+	all, nodes := nodes, managedOnly(nodes)
 	out := c.releaseStale(nodes, now)
 	out = append(out, c.endVanished(nodes, now)...)
 	if c.domains == nil {
@@ -230,7 +232,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		return append(out, c.holdForAPI(now)...), CoreEvent{WholeCluster: c.wholeCluster}
 	}
 	pol.Holds = c.holdDecommissions(pol.Holds)
-	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: nodes, MaxConcurrent: c.maxConcurrent,
+	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
@@ -429,6 +431,17 @@ func (c *Core) Announce(st nodedrain.NodeDrainStatus) bool {
 func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Action) []NodeAction {
 	for _, a := range actions {
 		out = append(out, NodeAction{Node: node, RequestID: requestID, Action: a})
+	}
+	return out
+}
+
+// managedOnly is nodes without those the coordinator does not manage.
+func managedOnly(nodes []nodedrain.NodeInfo) []nodedrain.NodeInfo {
+	out := nodes[:0:0]
+	for _, n := range nodes {
+		if !n.Unmanaged {
+			out = append(out, n)
+		}
 	}
 	return out
 }

@@ -29,8 +29,11 @@ type Engine struct {
 	metrics  *Metrics
 	requests *pubsub.Bucket[nodedrain.NodeDrainRequest]
 	statuses *pubsub.Bucket[nodedrain.NodeDrainStatus]
-	nodes    listersv1.NodeLister
-	ops      *executor
+	nodes    listersv1.NodeLister // the nodes it manages (NodeSelector)
+	// clusterNodes are all the nodes of the cluster (ClusterSelector): admission's view.
+	clusterNodes listersv1.NodeLister
+	managed      labels.Selector
+	ops          *executor
 
 	core         *Core
 	terms        *pubsub.Bucket[nodedrain.Term] // the status bucket, for the term record
@@ -206,10 +209,17 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.claimTerm(ctx); err != nil {
 		return err
 	}
+	// The informer holds the cluster's nodes; the coordinator manages those NodeSelector selects.
 	factory := informers.NewSharedInformerFactoryWithOptions(e.cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = e.cfg.NodeSelector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = e.cfg.ClusterSelector }))
 	nodeInformer := factory.Core().V1().Nodes()
-	e.nodes = nodeInformer.Lister()
+	e.clusterNodes = nodeInformer.Lister()
+	managed, err := labels.Parse(e.cfg.NodeSelector)
+	if err != nil {
+		return fmt.Errorf("node selector %q: %w", e.cfg.NodeSelector, err)
+	}
+	e.managed = managed
+	e.nodes = managedLister{all: e.clusterNodes, sel: managed}
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { e.signalNodes() },
 		UpdateFunc: func(old, cur any) { e.nodeUpdated(old, cur) },
