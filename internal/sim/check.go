@@ -370,11 +370,11 @@ func (s *Sim) decommissionStatusLeft(node string) bool {
 // checkAdmittedWithAPI: no drain is admitted while its coordinator knows the API unreachable
 // (docs/design.md, S2's exception): it could be neither cordoned nor evicted. What the coordinator
 // knows is the model's (its probe, at each tick), not the code's; an admission decided before it
-// knew, and published after a pause, is not one.
+// knew (StartedAt) and published later (after a pause, or a bus outage) is not one.
 func (s *Sim) checkAdmittedWithAPI(c *coord, st nodedrain.NodeDrainStatus) {
-	if !c.apiDownSince.IsZero() {
-		s.violate("S2", "%s admitted (STARTING) by %s, which had seen the Kubernetes API unreachable for %s",
-			st.Node, c.name, s.w.now.Sub(c.apiDownSince).Round(time.Millisecond))
+	if !c.apiDownSince.IsZero() && st.StartedAt.After(c.apiDownSince) {
+		s.violate("S2", "%s admitted (STARTING) at t=%.3fs by %s, which had seen the Kubernetes API unreachable since t=%.3fs",
+			st.Node, st.StartedAt.Sub(epoch).Seconds(), c.name, c.apiDownSince.Sub(epoch).Seconds())
 	}
 }
 
