@@ -139,8 +139,8 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				post(nodedrain.EvResult{Err: errUnreachable("evict")})
 				return
 			}
-			if c.s.w.now.Before(c.frozenUntil) { // paused: the next round comes after
-				s.w.at(c.frozenUntil, "eviction round", round)
+			if c.paused() { // paused: the next round comes after, in order with what else waited
+				c.hold("eviction round", round)
 				return
 			}
 			if !c.stillLeading() { // as the evictor: no eviction once the Lease lapsed
