@@ -206,27 +206,52 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 	}))
 }
 
-// forget removes a decommissioned node's request (if still rid) and status (unless another
-// request is on the bus) from the bus, as Engine.forget does.
+// forget removes a decommissioned node's status (unless another request is on the bus), fenced
+// on the run's last write, then its request (if still rid), as Engine.forget does: two writes,
+// and it may fail between them (the request's removal lost on a lossy bus).
 func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 	s := c.s
+	refused := false
 	s.bus.op(c.conn, func() error {
 		if !c.stillLeading() {
 			return coordinator.ErrLeaseLapsed
 		}
-		if r, ok := s.bus.value(bucketRequests, node).(nodedrain.NodeDrainRequest); ok {
-			if r.RequestID != rid {
-				return nil
-			}
-			s.bus.write(bucketRequests, node, nil, c.name)
+		r, hasReq := s.bus.value(bucketRequests, node).(nodedrain.NodeDrainRequest)
+		if hasReq && r.RequestID != rid {
+			return nil
 		}
-		// A copied delete marker is no removal of the coordinator's (Engine.forget).
-		if r, found := s.bus.latest(bucketStatus, node); found && (r.val != nil || r.copied) {
-			s.bus.write(bucketStatus, node, nil, c.name)
+		// A copied delete marker is no removal of the coordinator's (Engine.forgetStatus).
+		if cur, found := s.bus.latest(bucketStatus, node); found && (cur.val != nil || cur.copied) {
+			if s.bus.buckets[bucketStatus].last != c.lastSeq { // UnpublishIfLast refused
+				refused = true
+				return errors.New("remove the status: the bucket was written since")
+			}
+			c.lastSeq = s.bus.write(bucketStatus, node, nil, c.name)
 			s.w.logf("%s removes the keys of decommissioned %s", c.name, node)
 		}
+		if s.bus.lossy && s.frng.Float64() < 0.3 {
+			return errors.New("remove the request: no reply")
+		}
+		if hasReq {
+			s.bus.write(bucketRequests, node, nil, c.name)
+		}
 		return nil
-	}, func(err error) { post(nodedrain.EvResult{Err: err}) })
+	}, func(err error) {
+		if refused {
+			c.forgetRefused()
+		}
+		post(nodedrain.EvResult{Err: err})
+	})
+}
+
+// forgetRefused is Engine.fenceRefused for forget's status removal.
+func (c *coord) forgetRefused() {
+	s := c.s
+	if s.term != (term{coord: c.name, inc: c.inc}) {
+		c.fenced(nodedrain.NodeDrainStatus{Node: "(forget)"})
+		return
+	}
+	c.lastSeq = s.bus.buckets[bucketStatus].last
 }
 
 // writeNode is a write to node made, as nodeOps makes it, as a compare-and-swap on the revision

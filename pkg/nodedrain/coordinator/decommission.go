@@ -50,31 +50,43 @@ func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission b
 	return cs, err
 }
 
-// forget removes a decommissioned node's keys from the bus: its request, if the key still
-// holds requestID (the agent did not withdraw it: the machine is off), then its status, unless
-// another request is on the bus (a new machine with the name: the status may be its). The
-// status may be any of this request's, or older, not only its COMPLETE: publications lost in a
-// bus outage (seed 706050). Each removal names the revision it read, so a value written
-// meanwhile is never removed in its place.
+// forget removes a decommissioned node's keys from the bus: its status, unless another request
+// is on the bus (a new machine with the name: the status may be its), then its request, if the
+// key still holds requestID (the agent did not withdraw it: the machine is off). The status may
+// be any of this request's, or older, not only its COMPLETE: publications lost in a bus outage
+// (seed 706050). The status goes first: a forget that fails in between leaves the request, so
+// the watch brings no echo of a removal that would read as a withdrawal by the operator; tried
+// again, it finds the status gone. The request's removal names the revision it read, so a
+// request published meanwhile is never removed in its place.
 func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	if !stillLeading(ctx) {
 		return fmt.Errorf("forget node %s: %w", node, ErrLeaseLapsed)
 	}
-	req, rev, err := e.requests.Get(ctx, node)
+	req, reqRev, err := e.requests.Get(ctx, node)
+	ours := err == nil && req.RequestID == requestID
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
 		// (no request, or garbage there: not a request to serve)
 	case err != nil:
 		return fmt.Errorf("read the request of %s: %w", node, err)
-	case req.RequestID != requestID:
+	case !ours:
 		return nil // a new request for the name: its status is not ours to remove
-	default:
-		if err := e.requests.UnpublishRevision(ctx, node, rev); err != nil {
+	}
+	if err := e.forgetStatus(ctx, node); err != nil {
+		return err
+	}
+	if ours {
+		if err := e.requests.UnpublishRevision(ctx, node, reqRev); err != nil {
 			return fmt.Errorf("remove the request of %s: %w", node, err)
 		}
 	}
-	// A copied delete marker is no removal of the coordinator's: its own delete goes on top, or
-	// a later repair would put the node's last status back for good.
+	return nil
+}
+
+// forgetStatus removes node's status, fenced like every status write (fence.go). A copied delete
+// marker is no removal of the coordinator's: its own delete goes on top, or a later repair would
+// put the node's last status back for good.
+func (e *Engine) forgetStatus(ctx context.Context, node string) error {
 	_, rev, origin, err := e.statuses.GetChecked(ctx, node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
@@ -82,8 +94,6 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
 		return fmt.Errorf("read the status of %s: %w", node, err)
 	}
-	// Fenced like every status write (fence.go); refused, it is tried again with the drain's
-	// backoff, reading the key again first.
 	del, err := e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)
 	if errors.Is(err, pubsub.ErrConflict) {
 		if ferr := e.fenceRefused(ctx, "forget "+node); ferr != nil {
