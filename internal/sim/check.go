@@ -392,7 +392,9 @@ func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 			s.cfg.APIUnreachableTimeout)
 	case !ok || !admitted.Before(c.apiDownSince):
 		s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after %s saw the API unreachable", st.Node, c.name)
-	case n == nil || !n.unschedulable:
+	case !s.cluster.apiUp && (n == nil || !n.unschedulable):
+		// (Cut off alone, the coordinator may not see an operator's uncordon: the agent, whose
+		// node reaches the API, does not act on this COMPLETE then; checkS1.)
 		s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
 	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
 		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)

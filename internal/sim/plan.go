@@ -199,18 +199,18 @@ func (s *Sim) apply(f Fault) {
 		// edgedrain's annotation) and cordons it again has that cordon removed when the request
 		// ends. Until the coordinator drops its annotation on a foreign uncordon, the operator
 		// here cordons only nodes without it.
-		if n := nodeAt(f.Target); n.exists && !n.unschedulable && n.annotation == "" {
+		if n := nodeAt(f.Target); cl.apiUp && n.exists && !n.unschedulable && n.annotation == "" { // (kubectl needs the API)
 			w.logf("an operator cordons %s", n.name)
 			n.unschedulable, n.operatorCordon = true, true
 			n.rv++
 			back("operator uncordons", func() {
-				if n.operatorCordon {
+				if n.operatorCordon && cl.apiUp { // (else the quiet period's heal does)
 					cl.operatorUncordon(n, "the operator uncordons %s again")
 				}
 			})
 		}
 	case OperatorUncord:
-		if n := nodeAt(f.Target); n.exists && n.unschedulable {
+		if n := nodeAt(f.Target); cl.apiUp && n.exists && n.unschedulable { // (kubectl needs the API)
 			cl.operatorUncordon(n, "an operator uncordons %s (kubectl uncordon)")
 		}
 	case Withdraw:
