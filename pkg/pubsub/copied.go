@@ -16,6 +16,23 @@ import (
 // direct-get reply). No client write carries them.
 var copyHeaders = []string{jetstream.StreamHeader, jetstream.SubjectHeader, jetstream.SequenceHeader}
 
+// The headers nats.go reads a status line into (a reply's "NATS/1.0 404 Message Not Found").
+// The server's status replies are no stored message (they carry no Nats-Sequence), and no writer
+// of ours puts either header: on a stored message they are a server copy of a status reply (a
+// direct get of a missing key aimed at another key stores "404 Message Not Found" there), or a
+// client's own header that would make readers take the value for a status reply.
+var statusHeaders = []string{"Status", "Description"}
+
+// hasStatus reports whether hdr has a status line or a header named as one.
+func hasStatus(hdr nats.Header) bool {
+	for _, h := range statusHeaders {
+		if len(hdr.Values(h)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Origin says who wrote a bucket revision.
 type Origin int
 
@@ -76,6 +93,9 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 		if hdr.Get(h) != "" {
 			return Copied, nil
 		}
+	}
+	if hasStatus(hdr) {
+		return Copied, nil
 	}
 	if b.mark != "" && !isDelete(hdr) && hdr.Get(b.mark) == "" {
 		return Copied, nil
@@ -184,6 +204,11 @@ func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], err
 // direct get, which needs no permission beyond Get's: the server adds its Nats-Stream,
 // Nats-Subject and Nats-Sequence headers to a direct get's reply after the stored ones, so a
 // stored copy, which already has them, comes back with each twice.
+//
+// A reply is the stored message exactly when it carries Nats-Sequence: the server's status
+// replies (404: no message under key) never do. So the status line is read only from a reply
+// without one; a stored message with a Status or Description header is a copy (see
+// statusHeaders), never "not found".
 func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Origin, error) {
 	var zero T
 	if err := ValidKey(key); err != nil {
@@ -195,14 +220,14 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
 	}
 	hdr := reply.Header
-	switch st := hdr.Get("Status"); {
-	case st == "404":
-		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
-	case st != "":
-		return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
-	}
 	seqs := hdr.Values(jetstream.SequenceHeader)
 	if len(seqs) == 0 {
+		switch st := hdr.Get("Status"); {
+		case st == "404":
+			return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+		case st != "":
+			return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
+		}
 		return zero, 0, Written, fmt.Errorf("get %s/%s: the reply has no %s header", b.name, key, jetstream.SequenceHeader)
 	}
 	// The server's own headers come last: the stored message's revision is the last value.
@@ -218,6 +243,9 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 	}
 	if b.mark != "" && !isDelete(hdr) && len(hdr.Values(b.mark)) != 1 {
 		origin = Copied // a payload copied alone (no_hdr), or a message of another writer
+	}
+	if hasStatus(hdr) {
+		origin = Copied // a stored message posing as a status reply (see statusHeaders)
 	}
 	if subjs := hdr.Values(jetstream.SubjectHeader); len(subjs) == 0 || subjs[len(subjs)-1] != subj {
 		return zero, rev, Copied, fmt.Errorf("get %s/%s: the reply is for subject %v", b.name, key, subjs)

@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -180,4 +182,97 @@ func TestWriterMarkTellsPayloadOnlyCopies(t *testing.T) {
 	o, err = b.Origin(ctx, "c", rev)
 	require.NoError(t, err)
 	require.Equal(t, pubsub.Written, o)
+}
+
+// A stored message that looks like a status reply is a copy, never "not found": any client may
+// put a header named Status (or Description) on its own write and have the server copy that
+// message under another key, and a direct get of a missing key aimed at another key stores the
+// server's own "404 Message Not Found" there. GetChecked used to read the Status header before
+// looking for Nats-Sequence, and answered "no value, revision 0, Written" for a stored copy (the
+// review's finding 1), while Origin said Copied.
+func TestStatusHeaderOnAStoredMessageIsACopy(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	nc, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx := testCtx(t)
+	marked, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "st", History: 5, WriterMark: "Mark"}, nil)
+	require.NoError(t, err)
+	plain, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "req", History: 5}, nil)
+	require.NoError(t, err)
+	publish(t, marked, "b", 1)
+	publish(t, plain, "b", 1)
+
+	for _, c := range []struct {
+		name   string
+		status string // the header put on the attacker's own write; empty: none written
+		descr  string
+		mark   bool
+		data   string
+	}{
+		{"Status 404 with a value", "404", "", true, `{"n":2,"s":"b"}`},
+		{"Status 404 alone", "404", "Message Not Found", false, ""},
+		{"Status 503", "503", "", true, `{"n":2,"s":"b"}`},
+		{"Description alone", "", "Idle Heartbeat", true, `{"n":2,"s":"b"}`},
+		// Stored with no header at all: told by the writer mark only (an unmarked bucket
+		// cannot tell it from its writer's empty value, see the README's payload-only copy).
+		{"the server's own 404 reply", "", "", false, ""},
+	} {
+		// The attacker's own key, and the direct get whose reply (the stored message, or the
+		// server's 404 for a key never written) lands under b.
+		from := "a"
+		if c.status != "" || c.descr != "" {
+			m := nats.NewMsg("$KV.req.a")
+			m.Data = []byte(c.data)
+			if c.status != "" {
+				m.Header.Set("Status", c.status)
+			}
+			if c.descr != "" {
+				m.Header.Set("Description", c.descr)
+			}
+			if c.mark {
+				m.Header.Set("Mark", "1")
+			}
+			_, err := js.PublishMsg(ctx, m)
+			require.NoError(t, err)
+		} else {
+			from = "never-written"
+		}
+		into := []*pubsub.Bucket[record]{marked, plain}
+		if from == "never-written" {
+			into = into[:1]
+		}
+		for _, into := range into {
+			last := latestRev(t, into, "b")
+			require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_req.$KV.req."+from, "$KV."+into.Name()+".b", nil))
+			require.NoError(t, nc.Flush())
+			require.Eventually(t, func() bool { return latestRev(t, into, "b") > last }, 5*time.Second, 20*time.Millisecond,
+				"%s: the copy did not land under %s", c.name, into.Name())
+			rev := latestRev(t, into, "b")
+
+			_, got, origin, err := into.GetChecked(ctx, "b")
+			require.Equal(t, pubsub.Copied, origin, "%s under %s: GetChecked (err %v)", c.name, into.Name(), err)
+			require.Equal(t, rev, got, "%s under %s: the copy's revision", c.name, into.Name())
+			if err != nil {
+				require.ErrorIs(t, err, pubsub.ErrDecode, "%s under %s", c.name, into.Name())
+			}
+			o, err := into.Origin(ctx, "b", rev)
+			require.NoError(t, err)
+			require.Equal(t, pubsub.Copied, o, "%s under %s: Origin", c.name, into.Name())
+		}
+	}
+	// A server's real answer for a missing key still reads as one.
+	_, rev, origin, err := plain.GetChecked(ctx, "missing")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	require.Equal(t, uint64(0), rev)
+	require.Equal(t, pubsub.Written, origin)
+}
+
+// latestRev is the revision of key's newest stored message (0: none).
+func latestRev(t *testing.T, b *pubsub.Bucket[record], key string) uint64 {
+	t.Helper()
+	h, err := b.History(testCtx(t), key)
+	require.NoError(t, err)
+	if len(h) == 0 {
+		return 0
+	}
+	return h[0].Rev
 }
