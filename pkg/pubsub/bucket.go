@@ -105,6 +105,7 @@ type Bucket[T any] struct {
 	decodeCount  atomic.Uint64
 	maxValueSize int32  // <= 0: no limit
 	mark         string // BucketConfig.WriterMark
+	replies      replyMux
 }
 
 // OpenBucket opens the bucket cfg.Name, creating it if it does not exist and
@@ -148,6 +149,7 @@ func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketCo
 		decodeMetric: cfg.DecodeErrors,
 		maxValueSize: st.Config().MaxValueSize,
 		mark:         cfg.WriterMark,
+		replies:      replyMux{nc: js.Conn()},
 	}, nil
 }
 

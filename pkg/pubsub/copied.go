@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -215,7 +217,9 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
 	}
 	subj := "$KV." + b.name + "." + key
-	reply, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+	defer cancel()
+	reply, err := b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
 	if err != nil {
 		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
 	}
@@ -267,4 +271,68 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 func isDelete(hdr nats.Header) bool {
 	op := hdr.Get("KV-Operation")
 	return op == "DEL" || op == "PURGE"
+}
+
+// directGetTimeout bounds one checked read: a server that drops a request (its API queue full,
+// a permission refused) never answers it.
+const directGetTimeout = 5 * time.Second
+
+// replyMux receives the replies to a Bucket's direct gets on one subscription of its own. nats.go's
+// request functions cannot be used for them: they take a reply with no payload and a
+// "Status: 503" header for the server's "no responders" and drop it, and a stored message (the
+// reply to a direct get) may carry that header (see statusHeaders).
+type replyMux struct {
+	nc *nats.Conn
+
+	mu      sync.Mutex
+	prefix  string // the subscription's subject, without its last token
+	sub     *nats.Subscription
+	pending map[string]chan *nats.Msg // by the last token of the reply subject
+	next    uint64
+}
+
+// request publishes data to subj and returns the first reply, whatever its headers.
+func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
+	r.mu.Lock()
+	if r.sub == nil {
+		prefix := r.nc.NewInbox() // under the connection's own inbox prefix (an agent's)
+		sub, err := r.nc.Subscribe(prefix+".*", r.deliver)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("subscribe for replies: %w", err)
+		}
+		r.prefix, r.sub, r.pending = prefix, sub, map[string]chan *nats.Msg{}
+	}
+	r.next++
+	token := strconv.FormatUint(r.next, 36)
+	ch := make(chan *nats.Msg, 1)
+	r.pending[token] = ch
+	reply := r.prefix + "." + token
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, token)
+		r.mu.Unlock()
+	}()
+	if err := r.nc.PublishRequest(subj, reply, data); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// deliver hands a reply to the request waiting for it; others (late, or unasked) are dropped.
+func (r *replyMux) deliver(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	r.mu.Lock()
+	ch := r.pending[token]
+	delete(r.pending, token)
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered, and each token is handed out once
+	}
 }

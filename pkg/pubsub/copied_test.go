@@ -211,6 +211,8 @@ func TestStatusHeaderOnAStoredMessageIsACopy(t *testing.T) {
 		{"Status 404 with a value", "404", "", true, `{"n":2,"s":"b"}`},
 		{"Status 404 alone", "404", "Message Not Found", false, ""},
 		{"Status 503", "503", "", true, `{"n":2,"s":"b"}`},
+		// nats.go's requests take this reply for the server's "no responders".
+		{"Status 503 alone", "503", "", true, ""},
 		{"Description alone", "", "Idle Heartbeat", true, `{"n":2,"s":"b"}`},
 		// Stored with no header at all: told by the writer mark only (an unmarked bucket
 		// cannot tell it from its writer's empty value, see the README's payload-only copy).
