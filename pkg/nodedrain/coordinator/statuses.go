@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -28,6 +29,43 @@ func (e *Engine) checkStatus(key string, st nodedrain.NodeDrainStatus, copied bo
 		return nodedrain.ErrCopied
 	}
 	return e.cfg.TrustedKeys().Verify(key, st)
+}
+
+// statusVerdict is what a checked read of a node's status key found.
+type statusVerdict int
+
+const (
+	// statusOwn: a status a coordinator wrote (signed by a trusted key, no copy).
+	statusOwn statusVerdict = iota
+	// statusGone: no status: the server found no message under the key, or a delete marker a
+	// coordinator wrote (a forgotten node).
+	statusGone
+	// statusForged: anything else the key holds: a server copy (of a value, a delete marker or
+	// a status reply), an undecodable value, a value without a valid signature.
+	statusForged
+	// statusUnread: the read failed (the bus did not answer, or answered with an error):
+	// nothing is known about the key.
+	statusUnread
+)
+
+// judgeStatus tells what GetChecked's answer for key (st, origin, err) is; for statusForged
+// the error says why (a refusal reason), for statusUnread it is the read's error. Only the
+// server's own "no message" and a coordinator's delete count as no status: anything else a
+// client could have aimed at the key must not make a run forget a drain, a return gate or a
+// decommission.
+func (e *Engine) judgeStatus(key string, st nodedrain.NodeDrainStatus, origin pubsub.Origin, err error) (statusVerdict, error) {
+	switch {
+	case err == nil:
+		if err := e.checkStatus(key, st, origin == pubsub.Copied); err != nil {
+			return statusForged, err
+		}
+		return statusOwn, nil
+	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+		return statusGone, nil
+	case origin == pubsub.Copied, errors.Is(err, pubsub.ErrDecode):
+		return statusForged, fmt.Errorf("%w (%w)", nodedrain.ErrCopied, err)
+	}
+	return statusUnread, err
 }
 
 // forgedStatus counts and logs (sampled) a value under key that no coordinator wrote.
@@ -173,16 +211,11 @@ func (e *Engine) retryRepairs(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		st, rev, origin, err := e.statuses.GetChecked(rctx, key)
 		cancel()
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound) && origin == pubsub.Copied:
-			e.repairStatus(ctx, key, rev) // a copied delete marker hides the node's status
-		case errors.Is(err, pubsub.ErrNotFound):
-		case errors.Is(err, pubsub.ErrDecode):
+		switch v, _ := e.judgeStatus(key, st, origin, err); v {
+		case statusForged: // a copied delete marker or status reply included: it hides the node's status
 			e.repairStatus(ctx, key, rev)
-		case err != nil:
+		case statusUnread:
 			e.repairs[key] = true
-		case e.checkStatus(key, st, origin == pubsub.Copied) != nil:
-			e.repairStatus(ctx, key, rev)
 		}
 	}
 }
@@ -222,9 +255,10 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 // (statuses), the keys holding anything else (forged, at that revision: resumed from, a forgery
 // would be signed as this coordinator's own; repaired once resumed), and the statuses signed
 // by another trusted key (resign, at that revision: a key being rotated out). A forged key,
-// an undecodable value or a copied delete marker included, is resumed from the newest status a
-// coordinator wrote there: a forgery must not make the run forget a drain, a return gate or a
-// decommission.
+// an undecodable value, a copied delete marker or status reply included, is resumed from the
+// newest status a coordinator wrote there: a forgery must not make the run forget a drain, a
+// return gate or a decommission. For the same reason a key that cannot be read fails the
+// resume (the run is started again), rather than being left out.
 func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrain.NodeDrainStatus, forged, resign map[string]uint64, err error) {
 	statuses, forged, resign = map[string]nodedrain.NodeDrainStatus{}, map[string]uint64{}, map[string]uint64{}
 	keys, err := e.statusKeys(ctx)
@@ -235,22 +269,23 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		if k == nodedrain.TermKey || nodedrain.ValidNodeName(k) != nil {
 			continue
 		}
-		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
-			continue // removed by a coordinator, or never written
-		case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
-			err = fmt.Errorf("%w (%w)", nodedrain.ErrCopied, err)
-		case err != nil:
-			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+		// Bounded: a server that drops a request never answers it.
+		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		st, rev, origin, err := e.statuses.GetChecked(rctx, k)
+		cancel()
+		v, err := e.judgeStatus(k, st, origin, err)
+		switch v {
+		case statusGone:
 			continue
-		default:
-			err = e.checkStatus(k, st, origin == pubsub.Copied)
-		}
-		if err != nil {
+		case statusUnread:
+			return nil, nil, nil, fmt.Errorf("read the status of %s/%s for the resume (a drain, a return gate or a decommission may be under way there): %w",
+				nodedrain.StatusBucket, k, err)
+		case statusForged:
 			e.forgedStatus(k, rev, err)
 			forged[k] = rev
-			own, err := e.lastOwnStatus(ctx, k)
+			hctx, cancel := context.WithTimeout(ctx, historyTimeout)
+			own, err := e.lastOwnStatus(hctx, k)
+			cancel()
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("read the history of %s/%s under a forged value: %w", nodedrain.StatusBucket, k, err)
 			}
@@ -266,6 +301,10 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 	}
 	return statuses, forged, resign, nil
 }
+
+// historyTimeout bounds the reads of one key's kept history (lastOwnStatus: the history, then
+// one read per revision kept).
+const historyTimeout = 10 * time.Second
 
 // statusKeys lists every key of the status bucket that holds a message, a delete marker
 // included (the bucket's Keys leaves out keys whose newest message is one, which a copied
