@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -379,16 +380,20 @@ func (b *Bucket[T]) Get(ctx context.Context, key string) (T, uint64, error) {
 }
 
 // Keys returns the keys that currently have a value, sorted; an empty bucket
-// gives an empty slice and no error.
+// gives an empty slice and no error. It reads them through a consumer (see consume), headers
+// only.
 func (b *Bucket[T]) Keys(ctx context.Context) ([]string, error) {
-	keys, err := b.kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return []string{}, nil
-	}
+	keys := []string{}
+	err := b.readInitial(ctx, consumeOpts{headersOnly: true}, func(e *entry) {
+		if e.op == jetstream.KeyValuePut {
+			keys = append(keys, e.key)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("keys %s: %w", b.name, err)
 	}
-	return keys, nil
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }
 
 // decode decodes one payload, counting and describing failures.
@@ -405,35 +410,26 @@ func (b *Bucket[T]) decode(key string, rev uint64, data []byte) (T, error) {
 	return zero, fmt.Errorf("%s/%s revision %d: %w: %w", b.name, key, rev, ErrDecode, err)
 }
 
-// ReadAll reads every key's current value through one ordered consumer (the snapshot of a
-// watch), not with direct gets: a client that may create consumers but not send direct gets
+// ReadAll reads every key's current value through one consumer (the snapshot of a watch, see
+// consume), not with direct gets: a client that may create consumers but not send direct gets
 // (whose replies it could aim at another key) still reads the bucket. A value that does not
 // decode is in errs (counted), not in values.
 func (b *Bucket[T]) ReadAll(ctx context.Context) (values map[string]T, errs map[string]error, err error) {
-	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	values, errs = map[string]T{}, map[string]error{}
+	err = b.readInitial(ctx, consumeOpts{}, func(e *entry) {
+		delete(values, e.key)
+		delete(errs, e.key)
+		if e.op != jetstream.KeyValuePut {
+			return
+		}
+		if v, err := b.decode(e.key, e.rev, e.value); err != nil {
+			errs[e.key] = err
+		} else {
+			values[e.key] = v
+		}
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", b.name, err)
 	}
-	defer func() { _ = w.Stop() }()
-	values, errs = map[string]T{}, map[string]error{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("read %s: %w", b.name, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, nil, fmt.Errorf("read %s: the watch ended early", b.name)
-			}
-			if e == nil { // every current value delivered
-				return values, errs, nil
-			}
-			delete(values, e.Key())
-			delete(errs, e.Key())
-			if v, err := b.decode(e.Key(), e.Revision(), e.Value()); err != nil {
-				errs[e.Key()] = err
-			} else {
-				values[e.Key()] = v
-			}
-		}
-	}
+	return values, errs, nil
 }

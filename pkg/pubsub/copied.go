@@ -3,8 +3,8 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,23 +181,23 @@ type Revision[T any] struct {
 }
 
 // History returns key's stored revisions, newest first (as many as the bucket keeps per key).
+// It reads them through a consumer (see consume).
 func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], error) {
-	entries, err := b.kv.History(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+	if err := ValidKey(key); err != nil {
+		return nil, fmt.Errorf("history %s: %w", b.name, err)
 	}
+	var out []Revision[T]
+	err := b.readInitial(ctx, consumeOpts{keys: []string{key}, history: true}, func(e *entry) {
+		r := Revision[T]{Rev: e.rev, Deleted: e.op != jetstream.KeyValuePut}
+		if !r.Deleted {
+			r.Value, r.Err = b.codec.Decode(e.value)
+		}
+		out = append(out, r)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("history %s/%s: %w", b.name, key, err)
 	}
-	out := make([]Revision[T], 0, len(entries))
-	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		r := Revision[T]{Rev: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
-		if !r.Deleted {
-			r.Value, r.Err = b.codec.Decode(e.Value())
-		}
-		out = append(out, r)
-	}
+	slices.Reverse(out)
 	return out, nil
 }
 
