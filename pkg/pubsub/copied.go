@@ -81,31 +81,68 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 	if msg.Subject != "$KV."+b.name+"."+key {
 		return Written, nil
 	}
-	if len(msg.Hdrs) == 0 {
+	o, _ := b.originOf(msg.Hdrs)
+	return o, nil
+}
+
+// originOf tells who wrote a stored message of the bucket from its headers (as stored), which
+// it returns decoded (nil: none, or undecodable).
+func (b *Bucket[T]) originOf(hdrs []byte) (Origin, nats.Header) {
+	if len(hdrs) == 0 {
 		if b.mark != "" {
 			return Copied, nil // a payload alone: not its writer's (see WriterMark)
 		}
 		return Written, nil
 	}
-	hdr, err := nats.DecodeHeadersMsg(msg.Hdrs)
+	hdr, err := nats.DecodeHeadersMsg(hdrs)
 	if err != nil {
 		return Copied, nil // no client write has headers the client library cannot read back
 	}
 	for _, h := range copyHeaders {
 		if hdr.Get(h) != "" {
-			return Copied, nil
+			return Copied, hdr
 		}
 	}
 	if hasStatus(hdr) {
-		return Copied, nil
+		return Copied, hdr
 	}
 	if b.mark != "" && !isDelete(hdr) && hdr.Get(b.mark) == "" {
-		return Copied, nil
+		return Copied, hdr
 	}
 	if hdr.Get(RestoredHeader) != "" {
-		return Restored, nil
+		return Restored, hdr
 	}
-	return Written, nil
+	return Written, hdr
+}
+
+// GetStored is GetChecked through the stream's message API instead of a direct get: it reads
+// key's last stored message as stored (Origin's rules) and needs no direct get, so it answers
+// where a direct get does not (direct gets turned off, a server that does not answer them).
+// Only a client allowed the stream's message API (the coordinator) may use it.
+func (b *Bucket[T]) GetStored(ctx context.Context, key string) (T, uint64, Origin, error) {
+	var zero T
+	if err := ValidKey(key); err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
+	}
+	subj := "$KV." + b.name + "." + key
+	msg, err := b.storedMsg(ctx, map[string]any{"last_by_subj": subj})
+	switch {
+	case err != nil:
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	case msg == nil:
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	case msg.Subject != subj:
+		return zero, msg.Seq, Copied, fmt.Errorf("get %s/%s: the stream answered for subject %q", b.name, key, msg.Subject)
+	}
+	origin, hdr := b.originOf(msg.Hdrs)
+	if hdr != nil && isDelete(hdr) {
+		return zero, msg.Seq, origin, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	}
+	v, err := b.decode(key, msg.Seq, msg.Data)
+	if err != nil {
+		return zero, msg.Seq, origin, err
+	}
+	return v, msg.Seq, origin, nil
 }
 
 // storedMsgTimeout bounds one read of a stored message.
@@ -115,6 +152,7 @@ type storedMsg struct {
 	Subject string `json:"subject"`
 	Seq     uint64 `json:"seq"`
 	Hdrs    []byte `json:"hdrs"`
+	Data    []byte `json:"data"`
 }
 
 // storedMsg reads a message as stored (query: by "seq" or "last_by_subj"), through the stream's

@@ -1,6 +1,7 @@
 package pubsub_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -277,4 +278,52 @@ func latestRev(t *testing.T, b *pubsub.Bucket[record], key string) uint64 {
 		return 0
 	}
 	return h[0].Rev
+}
+
+// GetStored reads what GetChecked reads, through the stream's message API (no direct get), and
+// judges it the same way: the coordinator's fallback when a direct get does not answer.
+func TestGetStoredAgreesWithGetChecked(t *testing.T) {
+	_, js, b := setup(t, "stored", pubsub.BucketConfig{History: 5, WriterMark: "Test-Writer"})
+	ctx := testCtx(t)
+	nc := js.Conn()
+	copyInto := func(from, into string, body []byte) {
+		require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_stored.$KV.stored."+from, "$KV.stored."+into, body))
+		require.NoError(t, nc.Flush())
+		require.Eventually(t, func() bool { return latestRev(t, b, into) > 0 }, 5*time.Second, 20*time.Millisecond)
+	}
+	publish(t, b, "written", 1)
+	copyInto("written", "copied", nil)
+	copyInto("written", "payload-only", []byte(`{"no_hdr":true}`))
+	publish(t, b, "deleted", 2)
+	require.NoError(t, b.Unpublish(ctx, "deleted"))
+	copyInto("deleted", "copied-delete", nil)
+	m := nats.NewMsg("$KV.stored.status")
+	m.Header.Set("Status", "404")
+	m.Header.Set("Test-Writer", "1")
+	m.Data = []byte(`{"n":3,"s":"status"}`)
+	_, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	rev := publish(t, b, "restored", 4)
+	_, err = b.PublishIfRevision(ctx, "restored", record{N: 5, S: "restored"}, rev, true)
+	require.NoError(t, err)
+	m = nats.NewMsg("$KV.stored.garbage")
+	m.Header.Set("Test-Writer", "1")
+	m.Data = []byte("{")
+	_, err = js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	for _, key := range []string{"written", "copied", "payload-only", "deleted", "copied-delete", "status", "restored", "garbage", "missing"} {
+		v1, rev1, o1, err1 := b.GetChecked(ctx, key)
+		v2, rev2, o2, err2 := b.GetStored(ctx, key)
+		require.Equal(t, v1, v2, key)
+		require.Equal(t, rev1, rev2, key)
+		require.Equal(t, o1, o2, key)
+		require.Equal(t, errors.Is(err1, pubsub.ErrNotFound), errors.Is(err2, pubsub.ErrNotFound), "%s: %v, %v", key, err1, err2)
+		require.Equal(t, errors.Is(err1, pubsub.ErrDecode), errors.Is(err2, pubsub.ErrDecode), "%s: %v, %v", key, err1, err2)
+		require.Equal(t, err1 == nil, err2 == nil, "%s: %v, %v", key, err1, err2)
+	}
+	_, _, o, _ := b.GetStored(ctx, "copied-delete")
+	require.Equal(t, pubsub.Copied, o)
+	_, _, o, _ = b.GetStored(ctx, "restored")
+	require.Equal(t, pubsub.Restored, o)
 }

@@ -72,13 +72,14 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 			return fmt.Errorf("remove the request of %s: %w", node, err)
 		}
 	}
-	// A copied delete marker is no removal of the coordinator's: its own delete goes on top, or
-	// a later repair would put the node's last status back for good.
-	_, rev, origin, err := e.statuses.GetChecked(ctx, node)
-	switch {
-	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+	// A copied delete marker (or status reply) is no removal of the coordinator's: its own delete
+	// goes on top, or a later repair would put the node's last status back for good. A status
+	// key that cannot be read is retried (readStatus also reads past a direct get's reply).
+	_, rev, v, err := e.readStatus(ctx, node)
+	switch v {
+	case statusGone:
 		return nil
-	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
+	case statusUnread:
 		return fmt.Errorf("read the status of %s: %w", node, err)
 	}
 	if err := e.statuses.UnpublishRevision(ctx, node, rev); err != nil {

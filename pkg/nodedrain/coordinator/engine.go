@@ -42,6 +42,9 @@ type Engine struct {
 	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
 	recheck      map[string]bool                // request keys whose change could not be checked; every tick
 	repairs      map[string]bool                // status keys holding a forgery not yet repaired; every tick
+	repairNext   string                         // retryRepairs starts at the first key from it
+	repairFails  map[string]int                 // ticks running each of repairs could not be read
+	repairsLost  uint64                         // keys of repairs given up (could not be read)
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -145,7 +148,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{}, repairs: map[string]bool{},
-		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
+		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}}
 	e.ops = newExecutor(e)
 	return e, nil
 }
@@ -189,7 +192,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
-	e.repairs = map[string]bool{}
+	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
 	e.ops = newExecutor(e)

@@ -200,24 +200,80 @@ func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
 		Warn("cannot repair a forged status yet; trying again")
 }
 
+// Bounds of retryRepairs: at most maxRepairReads keys a tick, for at most repairReadBudget
+// (checked before each key: one read may take its timeout), so that thousands of keys left to
+// repair (a flood of forgeries while the run could not write) do not hold the engine's loop.
+// A key that cannot be read at maxRepairReadFailures ticks running is given up.
+const (
+	maxRepairReads        = 16
+	repairReadBudget      = 500 * time.Millisecond
+	maxRepairReadFailures = 30
+)
+
 // retryRepairs looks again at the status keys whose forgery was not repaired: still forged, it
 // is repaired now (at its current revision); anything else (repaired, a newer status) ends it.
+// It takes the keys in turn, from where the last tick stopped, so that keys that cannot be read
+// yet do not keep the others waiting.
 func (e *Engine) retryRepairs(ctx context.Context) {
-	for _, key := range slices.Sorted(maps.Keys(e.repairs)) {
+	keys := slices.Sorted(maps.Keys(e.repairs))
+	first, _ := slices.BinarySearch(keys, e.repairNext)
+	start := time.Now()
+	for n := 0; n < len(keys) && n < maxRepairReads && time.Since(start) < repairReadBudget; n++ {
 		if !stillLeading(ctx) {
 			return // repairs wait for the Lease: no reads that could not end in one
 		}
+		key := keys[(first+n)%len(keys)]
+		e.repairNext = key + "\x00" // the next tick starts after it (no key holds a NUL)
 		delete(e.repairs, key)
-		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		st, rev, origin, err := e.statuses.GetChecked(rctx, key)
-		cancel()
-		switch v, _ := e.judgeStatus(key, st, origin, err); v {
+		_, rev, v, err := e.readStatus(ctx, key)
+		if v != statusUnread {
+			delete(e.repairFails, key)
+		}
+		switch v {
 		case statusForged: // a copied delete marker or status reply included: it hides the node's status
 			e.repairStatus(ctx, key, rev)
 		case statusUnread:
-			e.repairs[key] = true
+			e.repairUnread(key, err)
 		}
 	}
+}
+
+// repairUnread keeps a key whose status could not be read for a later tick, or gives it up
+// (logged, sampled) after maxRepairReadFailures: agents refuse the forgery meanwhile, and the
+// key is looked at again when it changes or a run resumes.
+func (e *Engine) repairUnread(key string, err error) {
+	e.repairFails[key]++
+	if e.repairFails[key] < maxRepairReadFailures {
+		e.repairs[key] = true
+		return
+	}
+	delete(e.repairFails, key)
+	e.repairsLost++
+	e.warnings.Logger("status-repair-given-up", e.log).WithFields(logrus.Fields{"node": key, "given_up": e.repairsLost}).WithError(err).
+		Warnf("giving up repairing a forged status: its key could not be read at %d ticks running (agents refuse the forgery; "+
+			"it is looked at again when the key changes or a coordinator resumes)", maxRepairReadFailures)
+}
+
+// readStatus reads key's status and judges it (judgeStatus): with a direct get (GetChecked), and
+// when that gives no answer, through the stream's message API (GetStored), so that a reply a
+// direct get cannot make sense of, or direct gets that are not answered, do not leave the key
+// unread. Each read is bounded.
+func (e *Engine) readStatus(ctx context.Context, key string) (nodedrain.NodeDrainStatus, uint64, statusVerdict, error) {
+	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	st, rev, origin, err := e.statuses.GetChecked(rctx, key)
+	cancel()
+	v, verr := e.judgeStatus(key, st, origin, err)
+	if v != statusUnread {
+		return st, rev, v, verr
+	}
+	rctx, cancel = context.WithTimeout(ctx, publishTimeout)
+	st, rev, origin, err = e.statuses.GetStored(rctx, key)
+	cancel()
+	v, err = e.judgeStatus(key, st, origin, err)
+	if v == statusUnread {
+		err = fmt.Errorf("%w; through the stream's message API: %w", verr, err)
+	}
+	return st, rev, v, err
 }
 
 // lastOwnStatus is the newest status, by the coordinator's order (Term, Seq), among the values
@@ -269,11 +325,7 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		if k == nodedrain.TermKey || nodedrain.ValidNodeName(k) != nil {
 			continue
 		}
-		// Bounded: a server that drops a request never answers it.
-		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		st, rev, origin, err := e.statuses.GetChecked(rctx, k)
-		cancel()
-		v, err := e.judgeStatus(k, st, origin, err)
+		st, rev, v, err := e.readStatus(ctx, k)
 		switch v {
 		case statusGone:
 			continue
