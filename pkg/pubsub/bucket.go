@@ -359,24 +359,17 @@ func (b *Bucket[T]) UnpublishRevision(ctx context.Context, key string, rev uint6
 
 // Get returns key's current value and revision. It returns an error wrapping
 // ErrNotFound when the key has no value and one wrapping ErrDecode (counted)
-// when the stored payload does not decode.
+// when the stored payload does not decode. It reads as GetChecked does (one
+// direct get, its reply read on a subscription of its own), without telling
+// who wrote the value: nats.go's get takes a stored message with no payload
+// and a Status header for the server's status reply ("404": not found, "503":
+// no responders), and any client may put such a header on its own write.
 func (b *Bucket[T]) Get(ctx context.Context, key string) (T, uint64, error) {
-	var zero T
-	if err := ValidKey(key); err != nil {
-		return zero, 0, fmt.Errorf("get %s: %w", b.name, err)
+	v, rev, _, err := b.GetChecked(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		rev = 0
 	}
-	entry, err := b.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
-	}
-	if err != nil {
-		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, err)
-	}
-	v, err := b.decode(key, entry.Revision(), entry.Value())
-	if err != nil {
-		return zero, entry.Revision(), err
-	}
-	return v, entry.Revision(), nil
+	return v, rev, err
 }
 
 // Keys returns the keys that currently have a value, sorted; an empty bucket

@@ -327,3 +327,35 @@ func TestGetStoredAgreesWithGetChecked(t *testing.T) {
 	_, _, o, _ = b.GetStored(ctx, "restored")
 	require.Equal(t, pubsub.Restored, o)
 }
+
+// Get reads a stored message with a Status header as the value it is: nats.go's get took one
+// with "Status: 404" for "not found", and one with "Status: 503" and no payload for "no
+// responders" (an error that, in the coordinator's forget, was retried for ever).
+func TestGetReadsAStatusHeaderAsAValue(t *testing.T) {
+	_, js, b := setup(t, "plain", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		status, data string
+		decodes      bool
+	}{{"404", `{"n":1,"s":"a"}`, true}, {"503", "", false}, {"408", "", false}} {
+		m := nats.NewMsg("$KV.plain.a")
+		m.Header.Set("Status", c.status)
+		m.Data = []byte(c.data)
+		ack, err := js.PublishMsg(ctx, m)
+		require.NoError(t, err)
+		v, rev, err := b.Get(ctx, "a")
+		require.Equal(t, ack.Sequence, rev, "Status %s", c.status)
+		if c.decodes {
+			require.NoError(t, err, "Status %s", c.status)
+			require.Equal(t, record{N: 1, S: "a"}, v)
+		} else {
+			require.ErrorIs(t, err, pubsub.ErrDecode, "Status %s", c.status)
+		}
+	}
+	require.NoError(t, b.Unpublish(ctx, "a"))
+	_, rev, err := b.Get(ctx, "a")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	require.Zero(t, rev)
+	_, _, err = b.Get(ctx, "never")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+}
