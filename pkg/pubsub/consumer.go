@@ -57,9 +57,9 @@ type inner struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
 	stream  string
-	prefix  string // the bucket's subject prefix, "$KV.<bucket>."
-	name    string // the consumer's
-	sub     *nats.Subscription
+	prefix  string                 // the bucket's subject prefix, "$KV.<bucket>."
+	name    atomic.Pointer[string] // the consumer's, once created
+	sub     atomic.Pointer[nats.Subscription]
 	updates chan *entry
 	// ended is closed once the consumer is stopped, or ends on its own (a gap in its
 	// deliveries, its heartbeats missed, an error from the server): err says why then.
@@ -67,7 +67,6 @@ type inner struct {
 	endOnce sync.Once
 	err     error
 	active  atomic.Bool // something was received since the last heartbeat check
-	hb      *time.Timer
 
 	// mu keeps the subscription's handler waiting until the consumer's creation has answered.
 	// The handler runs for one message at a time (nats.go calls it from one goroutine per
@@ -92,7 +91,7 @@ func (b *Bucket[T]) consume(ctx context.Context, o consumeOpts) (*inner, error) 
 	if err != nil {
 		return nil, fmt.Errorf("subscribe for %s's deliveries: %w", b.name, err)
 	}
-	in.sub = sub
+	in.sub.Store(sub)
 	// Closed with the connection: the reader learns it at once (and ends, see Watcher.run).
 	sub.SetClosedHandler(func(string) { in.end(fmt.Errorf("%w: subscription closed", errConsumerLost)) })
 	cfg := jetstream.ConsumerConfig{
@@ -129,18 +128,18 @@ func (b *Bucket[T]) consume(ctx context.Context, o consumeOpts) (*inner, error) 
 	}
 	c, err := b.js.CreatePushConsumer(ctx, in.stream, cfg)
 	if err != nil {
-		_ = sub.Unsubscribe()
+		in.end(err)
 		return nil, fmt.Errorf("create a consumer of %s: %w", b.name, err)
 	}
 	info := c.CachedInfo()
-	in.name = info.Name
+	in.name.Store(&info.Name)
 	// Some may have been delivered already (the handler waits for mu): they count.
 	in.pending = info.NumPending + info.Delivered.Consumer
 	if in.pending == 0 {
 		in.initDone = true
 		in.updates <- nil // the channel is empty: nothing was handed on yet
 	}
-	in.hb = time.AfterFunc(2*consumerHeartbeat, in.checkActive)
+	time.AfterFunc(2*consumerHeartbeat, in.checkActive)
 	return in, nil
 }
 
@@ -154,7 +153,7 @@ func (in *inner) handle(m *nats.Msg) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if meta.Stream != in.stream || meta.Consumer != in.name {
+	if name := in.name.Load(); name == nil || meta.Stream != in.stream || meta.Consumer != *name {
 		return // not this consumer's delivery
 	}
 	switch dseq := meta.Sequence.Consumer; {
@@ -222,8 +221,13 @@ func (in *inner) send(e *entry) bool {
 // checkActive ends a consumer not heard of since the last check (two heartbeats). While the
 // connection is down it only waits: the watch re-creates its consumer when it is back.
 func (in *inner) checkActive() {
+	select {
+	case <-in.ended:
+		return
+	default:
+	}
 	if in.active.Swap(false) || in.nc.Status() != nats.CONNECTED {
-		in.hb.Reset(2 * consumerHeartbeat)
+		time.AfterFunc(2*consumerHeartbeat, in.checkActive)
 		return
 	}
 	in.end(fmt.Errorf("%w: no heartbeat for %s", errConsumerLost, 2*consumerHeartbeat))
@@ -235,17 +239,17 @@ func (in *inner) end(err error) {
 	in.endOnce.Do(func() {
 		in.err = err
 		close(in.ended)
-		if in.hb != nil {
-			in.hb.Stop()
+		if sub := in.sub.Load(); sub != nil {
+			_ = sub.Unsubscribe()
 		}
-		_ = in.sub.Unsubscribe()
-		if in.name == "" || in.nc.IsClosed() {
+		name := in.name.Load()
+		if name == nil || in.nc.IsClosed() {
 			return
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), storedMsgTimeout)
 			defer cancel()
-			_ = in.js.DeleteConsumer(ctx, in.stream, in.name)
+			_ = in.js.DeleteConsumer(ctx, in.stream, *name)
 		}()
 	})
 }

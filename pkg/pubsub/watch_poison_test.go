@@ -134,3 +134,32 @@ func nextEventWithin(t *testing.T, w *pubsub.Watcher[record], d time.Duration) p
 	}
 	return pubsub.Event[record]{}
 }
+
+// A watch whose consumer is gone from the server (deleted; as well lost with a server that
+// restarted without it) notices within two missed heartbeats and starts another after the last
+// revision it delivered: nothing is lost.
+func TestWatchReplacesALostConsumer(t *testing.T) {
+	_, js, b := setup(t, "lost", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	w := watch(t, b)
+	expectEvents(t, w, snapshotDone())
+	publish(t, b, "a", 1)
+	expectEvents(t, w, put("a", 1))
+
+	s, err := js.Stream(ctx, "KV_lost")
+	require.NoError(t, err)
+	names := s.ConsumerNames(ctx)
+	var deleted int
+	for name := range names.Name() {
+		require.NoError(t, s.DeleteConsumer(ctx, name))
+		deleted++
+	}
+	require.NoError(t, names.Err())
+	require.Equal(t, 1, deleted)
+	publish(t, b, "a", 2)
+	publish(t, b, "b", 3)
+	ev := nextEventWithin(t, w, 25*time.Second)
+	require.Equal(t, seen{Kind: pubsub.EventPut, Key: "a", Value: record{N: 2, S: "a"}}, seen{Kind: ev.Kind, Key: ev.Key, Value: ev.Value})
+	expectEvents(t, w, put("b", 3))
+	require.Equal(t, uint64(1), w.Resumes())
+}
