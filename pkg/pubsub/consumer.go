@@ -166,12 +166,12 @@ func (in *inner) handle(m *nats.Msg) {
 		return
 	}
 	in.delivered = meta.Sequence.Consumer
-	if !strings.HasPrefix(m.Subject, in.prefix) || len(m.Subject) == len(in.prefix) {
-		return // no key of the bucket (the stream takes nothing else)
-	}
-	e := &entry{key: m.Subject[len(in.prefix):], rev: meta.Sequence.Stream, value: m.Data, op: operation(m.Header)}
-	if !in.send(e) {
-		return
+	// (A subject that names no key of the bucket is passed over: the stream takes none.)
+	if strings.HasPrefix(m.Subject, in.prefix) && len(m.Subject) > len(in.prefix) {
+		e := &entry{key: m.Subject[len(in.prefix):], rev: meta.Sequence.Stream, value: m.Data, op: operation(m.Header)}
+		if !in.send(e) {
+			return
+		}
 	}
 	if !in.initDone {
 		in.received++
