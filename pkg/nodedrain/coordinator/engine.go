@@ -285,6 +285,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.requestEvent(ctx, ev)
 		case ev, ok := <-statusWatch.Events():
 			if !ok {
+				if ctx.Err() != nil {
+					return nil // the run was stopped: its watches end with it (this case may win the select)
+				}
 				return fmt.Errorf("status watch ended: %w", statusWatch.Err())
 			}
 			e.statusEvent(ctx, ev)
@@ -334,6 +337,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			return nil
 		case ev, ok := <-watcher.Events():
 			if !ok {
+				if ctx.Err() != nil {
+					return nil // stopped (this case may win the select)
+				}
 				return fmt.Errorf("request watch ended during its snapshot: %w", watcher.Err())
 			}
 			switch ev.Kind {
