@@ -100,8 +100,9 @@ func PermissionsFor(id Identity) Permissions {
 				"$JS.API.DIRECT.GET." + stream(req) + "." + keySubject(req, id.Node),
 				"$JS.API.DIRECT.GET." + stream(st) + "." + keySubject(st, id.Node),
 				"$JS.API.CONSUMER.CREATE." + stream(st) + ".*." + keySubject(st, id.Node),
-				// nats.go deletes a watch's consumer when it stops or resumes it (else it waits
-				// 5 s for an answer); consumer names are random and no agent may list them.
+				// A watch deletes its consumer when it stops or replaces it (pubsub; else the
+				// server keeps it until it is inactive); consumer names are random and no agent
+				// may list them.
 				"$JS.API.CONSUMER.DELETE." + stream(st) + ".*",
 				"$JS.FC." + stream(st) + ".>",
 			},

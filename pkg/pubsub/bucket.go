@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -105,6 +106,7 @@ type Bucket[T any] struct {
 	decodeCount  atomic.Uint64
 	maxValueSize int32  // <= 0: no limit
 	mark         string // BucketConfig.WriterMark
+	replies      replyMux
 }
 
 // OpenBucket opens the bucket cfg.Name, creating it if it does not exist and
@@ -148,6 +150,7 @@ func OpenBucket[T any](ctx context.Context, js jetstream.JetStream, cfg BucketCo
 		decodeMetric: cfg.DecodeErrors,
 		maxValueSize: st.Config().MaxValueSize,
 		mark:         cfg.WriterMark,
+		replies:      replyMux{nc: js.Conn()},
 	}, nil
 }
 
@@ -356,37 +359,34 @@ func (b *Bucket[T]) UnpublishRevision(ctx context.Context, key string, rev uint6
 
 // Get returns key's current value and revision. It returns an error wrapping
 // ErrNotFound when the key has no value and one wrapping ErrDecode (counted)
-// when the stored payload does not decode.
+// when the stored payload does not decode. It reads as GetChecked does (one
+// direct get, its reply read on a subscription of its own), without telling
+// who wrote the value: nats.go's get takes a stored message with no payload
+// and a Status header for the server's status reply ("404": not found, "503":
+// no responders), and any client may put such a header on its own write.
 func (b *Bucket[T]) Get(ctx context.Context, key string) (T, uint64, error) {
-	var zero T
-	if err := ValidKey(key); err != nil {
-		return zero, 0, fmt.Errorf("get %s: %w", b.name, err)
+	v, rev, _, err := b.GetChecked(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		rev = 0
 	}
-	entry, err := b.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
-	}
-	if err != nil {
-		return zero, 0, fmt.Errorf("get %s/%s: %w", b.name, key, err)
-	}
-	v, err := b.decode(key, entry.Revision(), entry.Value())
-	if err != nil {
-		return zero, entry.Revision(), err
-	}
-	return v, entry.Revision(), nil
+	return v, rev, err
 }
 
 // Keys returns the keys that currently have a value, sorted; an empty bucket
-// gives an empty slice and no error.
+// gives an empty slice and no error. It reads them through a consumer (see consume), headers
+// only.
 func (b *Bucket[T]) Keys(ctx context.Context) ([]string, error) {
-	keys, err := b.kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return []string{}, nil
-	}
+	keys := []string{}
+	err := b.readInitial(ctx, consumeOpts{headersOnly: true}, func(e *entry) {
+		if e.op == jetstream.KeyValuePut {
+			keys = append(keys, e.key)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("keys %s: %w", b.name, err)
 	}
-	return keys, nil
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
 }
 
 // decode decodes one payload, counting and describing failures.
@@ -403,35 +403,26 @@ func (b *Bucket[T]) decode(key string, rev uint64, data []byte) (T, error) {
 	return zero, fmt.Errorf("%s/%s revision %d: %w: %w", b.name, key, rev, ErrDecode, err)
 }
 
-// ReadAll reads every key's current value through one ordered consumer (the snapshot of a
-// watch), not with direct gets: a client that may create consumers but not send direct gets
+// ReadAll reads every key's current value through one consumer (the snapshot of a watch, see
+// consume), not with direct gets: a client that may create consumers but not send direct gets
 // (whose replies it could aim at another key) still reads the bucket. A value that does not
 // decode is in errs (counted), not in values.
 func (b *Bucket[T]) ReadAll(ctx context.Context) (values map[string]T, errs map[string]error, err error) {
-	w, err := b.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	values, errs = map[string]T{}, map[string]error{}
+	err = b.readInitial(ctx, consumeOpts{}, func(e *entry) {
+		delete(values, e.key)
+		delete(errs, e.key)
+		if e.op != jetstream.KeyValuePut {
+			return
+		}
+		if v, err := b.decode(e.key, e.rev, e.value); err != nil {
+			errs[e.key] = err
+		} else {
+			values[e.key] = v
+		}
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", b.name, err)
 	}
-	defer func() { _ = w.Stop() }()
-	values, errs = map[string]T{}, map[string]error{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("read %s: %w", b.name, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, nil, fmt.Errorf("read %s: the watch ended early", b.name)
-			}
-			if e == nil { // every current value delivered
-				return values, errs, nil
-			}
-			delete(values, e.Key())
-			delete(errs, e.Key())
-			if v, err := b.decode(e.Key(), e.Revision(), e.Value()); err != nil {
-				errs[e.Key()] = err
-			} else {
-				values[e.Key()] = v
-			}
-		}
-	}
+	return values, errs, nil
 }

@@ -3,9 +3,11 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,6 +17,23 @@ import (
 // The headers the server puts on a message it sends as a copy of a stored one (a JetStream
 // direct-get reply). No client write carries them.
 var copyHeaders = []string{jetstream.StreamHeader, jetstream.SubjectHeader, jetstream.SequenceHeader}
+
+// The headers nats.go reads a status line into (a reply's "NATS/1.0 404 Message Not Found").
+// The server's status replies are no stored message (they carry no Nats-Sequence), and no writer
+// of ours puts either header: on a stored message they are a server copy of a status reply (a
+// direct get of a missing key aimed at another key stores "404 Message Not Found" there), or a
+// client's own header that would make readers take the value for a status reply.
+var statusHeaders = []string{"Status", "Description"}
+
+// hasStatus reports whether hdr has a status line or a header named as one.
+func hasStatus(hdr nats.Header) bool {
+	for _, h := range statusHeaders {
+		if len(hdr.Values(h)) > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Origin says who wrote a bucket revision.
 type Origin int
@@ -62,28 +81,68 @@ func (b *Bucket[T]) Origin(ctx context.Context, key string, rev uint64) (Origin,
 	if msg.Subject != "$KV."+b.name+"."+key {
 		return Written, nil
 	}
-	if len(msg.Hdrs) == 0 {
+	o, _ := b.originOf(msg.Hdrs)
+	return o, nil
+}
+
+// originOf tells who wrote a stored message of the bucket from its headers (as stored), which
+// it returns decoded (nil: none, or undecodable).
+func (b *Bucket[T]) originOf(hdrs []byte) (Origin, nats.Header) {
+	if len(hdrs) == 0 {
 		if b.mark != "" {
 			return Copied, nil // a payload alone: not its writer's (see WriterMark)
 		}
 		return Written, nil
 	}
-	hdr, err := nats.DecodeHeadersMsg(msg.Hdrs)
+	hdr, err := nats.DecodeHeadersMsg(hdrs)
 	if err != nil {
 		return Copied, nil // no client write has headers the client library cannot read back
 	}
 	for _, h := range copyHeaders {
 		if hdr.Get(h) != "" {
-			return Copied, nil
+			return Copied, hdr
 		}
 	}
+	if hasStatus(hdr) {
+		return Copied, hdr
+	}
 	if b.mark != "" && !isDelete(hdr) && hdr.Get(b.mark) == "" {
-		return Copied, nil
+		return Copied, hdr
 	}
 	if hdr.Get(RestoredHeader) != "" {
-		return Restored, nil
+		return Restored, hdr
 	}
-	return Written, nil
+	return Written, hdr
+}
+
+// GetStored is GetChecked through the stream's message API instead of a direct get: it reads
+// key's last stored message as stored (Origin's rules) and needs no direct get, so it answers
+// where a direct get does not (direct gets turned off, a server that does not answer them).
+// Only a client allowed the stream's message API (the coordinator) may use it.
+func (b *Bucket[T]) GetStored(ctx context.Context, key string) (T, uint64, Origin, error) {
+	var zero T
+	if err := ValidKey(key); err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
+	}
+	subj := "$KV." + b.name + "." + key
+	msg, err := b.storedMsg(ctx, map[string]any{"last_by_subj": subj})
+	switch {
+	case err != nil:
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	case msg == nil:
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	case msg.Subject != subj:
+		return zero, msg.Seq, Copied, fmt.Errorf("get %s/%s: the stream answered for subject %q", b.name, key, msg.Subject)
+	}
+	origin, hdr := b.originOf(msg.Hdrs)
+	if hdr != nil && isDelete(hdr) {
+		return zero, msg.Seq, origin, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+	}
+	v, err := b.decode(key, msg.Seq, msg.Data)
+	if err != nil {
+		return zero, msg.Seq, origin, err
+	}
+	return v, msg.Seq, origin, nil
 }
 
 // storedMsgTimeout bounds one read of a stored message.
@@ -93,6 +152,7 @@ type storedMsg struct {
 	Subject string `json:"subject"`
 	Seq     uint64 `json:"seq"`
 	Hdrs    []byte `json:"hdrs"`
+	Data    []byte `json:"data"`
 }
 
 // storedMsg reads a message as stored (query: by "seq" or "last_by_subj"), through the stream's
@@ -159,23 +219,23 @@ type Revision[T any] struct {
 }
 
 // History returns key's stored revisions, newest first (as many as the bucket keeps per key).
+// It reads them through a consumer (see consume).
 func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], error) {
-	entries, err := b.kv.History(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+	if err := ValidKey(key); err != nil {
+		return nil, fmt.Errorf("history %s: %w", b.name, err)
 	}
+	var out []Revision[T]
+	err := b.readInitial(ctx, consumeOpts{keys: []string{key}, history: true}, func(e *entry) {
+		r := Revision[T]{Rev: e.rev, Deleted: e.op != jetstream.KeyValuePut}
+		if !r.Deleted {
+			r.Value, r.Err = b.codec.Decode(e.value)
+		}
+		out = append(out, r)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("history %s/%s: %w", b.name, key, err)
 	}
-	out := make([]Revision[T], 0, len(entries))
-	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		r := Revision[T]{Rev: e.Revision(), Deleted: e.Operation() != jetstream.KeyValuePut}
-		if !r.Deleted {
-			r.Value, r.Err = b.codec.Decode(e.Value())
-		}
-		out = append(out, r)
-	}
+	slices.Reverse(out)
 	return out, nil
 }
 
@@ -184,25 +244,32 @@ func (b *Bucket[T]) History(ctx context.Context, key string) ([]Revision[T], err
 // direct get, which needs no permission beyond Get's: the server adds its Nats-Stream,
 // Nats-Subject and Nats-Sequence headers to a direct get's reply after the stored ones, so a
 // stored copy, which already has them, comes back with each twice.
+//
+// A reply is the stored message exactly when it carries Nats-Sequence: the server's status
+// replies (404: no message under key) never do. So the status line is read only from a reply
+// without one; a stored message with a Status or Description header is a copy (see
+// statusHeaders), never "not found".
 func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Origin, error) {
 	var zero T
 	if err := ValidKey(key); err != nil {
 		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
 	}
 	subj := "$KV." + b.name + "." + key
-	reply, err := b.js.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+	defer cancel()
+	reply, err := b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
 	if err != nil {
 		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
 	}
 	hdr := reply.Header
-	switch st := hdr.Get("Status"); {
-	case st == "404":
-		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
-	case st != "":
-		return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
-	}
 	seqs := hdr.Values(jetstream.SequenceHeader)
 	if len(seqs) == 0 {
+		switch st := hdr.Get("Status"); {
+		case st == "404":
+			return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+		case st != "":
+			return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
+		}
 		return zero, 0, Written, fmt.Errorf("get %s/%s: the reply has no %s header", b.name, key, jetstream.SequenceHeader)
 	}
 	// The server's own headers come last: the stored message's revision is the last value.
@@ -218,6 +285,9 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 	}
 	if b.mark != "" && !isDelete(hdr) && len(hdr.Values(b.mark)) != 1 {
 		origin = Copied // a payload copied alone (no_hdr), or a message of another writer
+	}
+	if hasStatus(hdr) {
+		origin = Copied // a stored message posing as a status reply (see statusHeaders)
 	}
 	if subjs := hdr.Values(jetstream.SubjectHeader); len(subjs) == 0 || subjs[len(subjs)-1] != subj {
 		return zero, rev, Copied, fmt.Errorf("get %s/%s: the reply is for subject %v", b.name, key, subjs)
@@ -239,4 +309,68 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 func isDelete(hdr nats.Header) bool {
 	op := hdr.Get("KV-Operation")
 	return op == "DEL" || op == "PURGE"
+}
+
+// directGetTimeout bounds one checked read: a server that drops a request (its API queue full,
+// a permission refused) never answers it.
+const directGetTimeout = 5 * time.Second
+
+// replyMux receives the replies to a Bucket's direct gets on one subscription of its own. nats.go's
+// request functions cannot be used for them: they take a reply with no payload and a
+// "Status: 503" header for the server's "no responders" and drop it, and a stored message (the
+// reply to a direct get) may carry that header (see statusHeaders).
+type replyMux struct {
+	nc *nats.Conn
+
+	mu      sync.Mutex
+	prefix  string // the subscription's subject, without its last token
+	sub     *nats.Subscription
+	pending map[string]chan *nats.Msg // by the last token of the reply subject
+	next    uint64
+}
+
+// request publishes data to subj and returns the first reply, whatever its headers.
+func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
+	r.mu.Lock()
+	if r.sub == nil {
+		prefix := r.nc.NewInbox() // under the connection's own inbox prefix (an agent's)
+		sub, err := r.nc.Subscribe(prefix+".*", r.deliver)
+		if err != nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("subscribe for replies: %w", err)
+		}
+		r.prefix, r.sub, r.pending = prefix, sub, map[string]chan *nats.Msg{}
+	}
+	r.next++
+	token := strconv.FormatUint(r.next, 36)
+	ch := make(chan *nats.Msg, 1)
+	r.pending[token] = ch
+	reply := r.prefix + "." + token
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, token)
+		r.mu.Unlock()
+	}()
+	if err := r.nc.PublishRequest(subj, reply, data); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// deliver hands a reply to the request waiting for it; others (late, or unasked) are dropped.
+func (r *replyMux) deliver(m *nats.Msg) {
+	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	r.mu.Lock()
+	ch := r.pending[token]
+	delete(r.pending, token)
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- m // buffered, and each token is handed out once
+	}
 }

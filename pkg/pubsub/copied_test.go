@@ -1,11 +1,14 @@
 package pubsub_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
@@ -180,4 +183,179 @@ func TestWriterMarkTellsPayloadOnlyCopies(t *testing.T) {
 	o, err = b.Origin(ctx, "c", rev)
 	require.NoError(t, err)
 	require.Equal(t, pubsub.Written, o)
+}
+
+// A stored message that looks like a status reply is a copy, never "not found": any client may
+// put a header named Status (or Description) on its own write and have the server copy that
+// message under another key, and a direct get of a missing key aimed at another key stores the
+// server's own "404 Message Not Found" there. GetChecked used to read the Status header before
+// looking for Nats-Sequence, and answered "no value, revision 0, Written" for a stored copy (the
+// review's finding 1), while Origin said Copied.
+func TestStatusHeaderOnAStoredMessageIsACopy(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	nc, js := testenv.ConnectNATS(t, srv.ClientURL())
+	ctx := testCtx(t)
+	marked, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "st", History: 5, WriterMark: "Mark"}, nil)
+	require.NoError(t, err)
+	plain, err := pubsub.OpenBucket[record](ctx, js, pubsub.BucketConfig{Name: "req", History: 5}, nil)
+	require.NoError(t, err)
+	publish(t, marked, "b", 1)
+	publish(t, plain, "b", 1)
+
+	for _, c := range []struct {
+		name   string
+		status string // the header put on the attacker's own write; empty: none written
+		descr  string
+		mark   bool
+		data   string
+	}{
+		{"Status 404 with a value", "404", "", true, `{"n":2,"s":"b"}`},
+		{"Status 404 alone", "404", "Message Not Found", false, ""},
+		{"Status 503", "503", "", true, `{"n":2,"s":"b"}`},
+		// nats.go's requests take this reply for the server's "no responders".
+		{"Status 503 alone", "503", "", true, ""},
+		{"Description alone", "", "Idle Heartbeat", true, `{"n":2,"s":"b"}`},
+		// Stored with no header at all: told by the writer mark only (an unmarked bucket
+		// cannot tell it from its writer's empty value, see the README's payload-only copy).
+		{"the server's own 404 reply", "", "", false, ""},
+	} {
+		// The attacker's own key, and the direct get whose reply (the stored message, or the
+		// server's 404 for a key never written) lands under b.
+		from := "a"
+		if c.status != "" || c.descr != "" {
+			m := nats.NewMsg("$KV.req.a")
+			m.Data = []byte(c.data)
+			if c.status != "" {
+				m.Header.Set("Status", c.status)
+			}
+			if c.descr != "" {
+				m.Header.Set("Description", c.descr)
+			}
+			if c.mark {
+				m.Header.Set("Mark", "1")
+			}
+			_, err := js.PublishMsg(ctx, m)
+			require.NoError(t, err)
+		} else {
+			from = "never-written"
+		}
+		into := []*pubsub.Bucket[record]{marked, plain}
+		if from == "never-written" {
+			into = into[:1]
+		}
+		for _, into := range into {
+			last := latestRev(t, into, "b")
+			require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_req.$KV.req."+from, "$KV."+into.Name()+".b", nil))
+			require.NoError(t, nc.Flush())
+			require.Eventually(t, func() bool { return latestRev(t, into, "b") > last }, 5*time.Second, 20*time.Millisecond,
+				"%s: the copy did not land under %s", c.name, into.Name())
+			rev := latestRev(t, into, "b")
+
+			_, got, origin, err := into.GetChecked(ctx, "b")
+			require.Equal(t, pubsub.Copied, origin, "%s under %s: GetChecked (err %v)", c.name, into.Name(), err)
+			require.Equal(t, rev, got, "%s under %s: the copy's revision", c.name, into.Name())
+			if err != nil {
+				require.ErrorIs(t, err, pubsub.ErrDecode, "%s under %s", c.name, into.Name())
+			}
+			o, err := into.Origin(ctx, "b", rev)
+			require.NoError(t, err)
+			require.Equal(t, pubsub.Copied, o, "%s under %s: Origin", c.name, into.Name())
+		}
+	}
+	// A server's real answer for a missing key still reads as one.
+	_, rev, origin, err := plain.GetChecked(ctx, "missing")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	require.Equal(t, uint64(0), rev)
+	require.Equal(t, pubsub.Written, origin)
+}
+
+// latestRev is the revision of key's newest stored message (0: none).
+func latestRev(t *testing.T, b *pubsub.Bucket[record], key string) uint64 {
+	t.Helper()
+	h, err := b.History(testCtx(t), key)
+	require.NoError(t, err)
+	if len(h) == 0 {
+		return 0
+	}
+	return h[0].Rev
+}
+
+// GetStored reads what GetChecked reads, through the stream's message API (no direct get), and
+// judges it the same way: the coordinator's fallback when a direct get does not answer.
+func TestGetStoredAgreesWithGetChecked(t *testing.T) {
+	_, js, b := setup(t, "stored", pubsub.BucketConfig{History: 5, WriterMark: "Test-Writer"})
+	ctx := testCtx(t)
+	nc := js.Conn()
+	copyInto := func(from, into string, body []byte) {
+		require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_stored.$KV.stored."+from, "$KV.stored."+into, body))
+		require.NoError(t, nc.Flush())
+		require.Eventually(t, func() bool { return latestRev(t, b, into) > 0 }, 5*time.Second, 20*time.Millisecond)
+	}
+	publish(t, b, "written", 1)
+	copyInto("written", "copied", nil)
+	copyInto("written", "payload-only", []byte(`{"no_hdr":true}`))
+	publish(t, b, "deleted", 2)
+	require.NoError(t, b.Unpublish(ctx, "deleted"))
+	copyInto("deleted", "copied-delete", nil)
+	m := nats.NewMsg("$KV.stored.status")
+	m.Header.Set("Status", "404")
+	m.Header.Set("Test-Writer", "1")
+	m.Data = []byte(`{"n":3,"s":"status"}`)
+	_, err := js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+	rev := publish(t, b, "restored", 4)
+	_, err = b.PublishIfRevision(ctx, "restored", record{N: 5, S: "restored"}, rev, true)
+	require.NoError(t, err)
+	m = nats.NewMsg("$KV.stored.garbage")
+	m.Header.Set("Test-Writer", "1")
+	m.Data = []byte("{")
+	_, err = js.PublishMsg(ctx, m)
+	require.NoError(t, err)
+
+	for _, key := range []string{"written", "copied", "payload-only", "deleted", "copied-delete", "status", "restored", "garbage", "missing"} {
+		v1, rev1, o1, err1 := b.GetChecked(ctx, key)
+		v2, rev2, o2, err2 := b.GetStored(ctx, key)
+		require.Equal(t, v1, v2, key)
+		require.Equal(t, rev1, rev2, key)
+		require.Equal(t, o1, o2, key)
+		require.Equal(t, errors.Is(err1, pubsub.ErrNotFound), errors.Is(err2, pubsub.ErrNotFound), "%s: %v, %v", key, err1, err2)
+		require.Equal(t, errors.Is(err1, pubsub.ErrDecode), errors.Is(err2, pubsub.ErrDecode), "%s: %v, %v", key, err1, err2)
+		require.Equal(t, err1 == nil, err2 == nil, "%s: %v, %v", key, err1, err2)
+	}
+	_, _, o, _ := b.GetStored(ctx, "copied-delete")
+	require.Equal(t, pubsub.Copied, o)
+	_, _, o, _ = b.GetStored(ctx, "restored")
+	require.Equal(t, pubsub.Restored, o)
+}
+
+// Get reads a stored message with a Status header as the value it is: nats.go's get took one
+// with "Status: 404" for "not found", and one with "Status: 503" and no payload for "no
+// responders" (an error that, in the coordinator's forget, was retried for ever).
+func TestGetReadsAStatusHeaderAsAValue(t *testing.T) {
+	_, js, b := setup(t, "plain", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		status, data string
+		decodes      bool
+	}{{"404", `{"n":1,"s":"a"}`, true}, {"503", "", false}, {"408", "", false}} {
+		m := nats.NewMsg("$KV.plain.a")
+		m.Header.Set("Status", c.status)
+		m.Data = []byte(c.data)
+		ack, err := js.PublishMsg(ctx, m)
+		require.NoError(t, err)
+		v, rev, err := b.Get(ctx, "a")
+		require.Equal(t, ack.Sequence, rev, "Status %s", c.status)
+		if c.decodes {
+			require.NoError(t, err, "Status %s", c.status)
+			require.Equal(t, record{N: 1, S: "a"}, v)
+		} else {
+			require.ErrorIs(t, err, pubsub.ErrDecode, "Status %s", c.status)
+		}
+	}
+	require.NoError(t, b.Unpublish(ctx, "a"))
+	_, rev, err := b.Get(ctx, "a")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	require.Zero(t, rev)
+	_, _, err = b.Get(ctx, "never")
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
 }

@@ -34,10 +34,10 @@ const (
 // arrives.
 //
 // It survives NATS reconnects and server restarts. The JetStream consumer
-// behind a watch lives in the memory of one server; nats.go re-creates it
-// only after missing two heartbeats (10 to 20 s). A Watcher instead
-// re-creates it as soon as the connection is back, or when nats.go gives up
-// on it, starting right after the last revision it delivered: the changes
+// behind a watch (see consume) lives in the memory of one server; it is
+// taken for lost after two missed heartbeats (10 to 20 s), or at once when a
+// delivery goes missing. A Watcher re-creates it then, and as soon as the
+// connection is back, starting right after the last revision it delivered: the changes
 // made meanwhile arrive in order (subject to History as above), none twice,
 // and the latest value of every key is never lost. If the bucket itself was
 // replaced (deleted and created again, or the server came back without its
@@ -57,23 +57,6 @@ type Watcher[T any] struct {
 
 	mu  sync.Mutex
 	err error
-}
-
-// inner is one underlying JetStream key watcher.
-type inner struct {
-	kw     jetstream.KeyWatcher
-	cancel context.CancelFunc
-}
-
-// stop ends the underlying watcher; its channel is drained in the
-// background so the nats.go callback blocked on it can return.
-func (in *inner) stop() {
-	in.cancel()
-	_ = in.kw.Stop()
-	go func() {
-		for range in.kw.Updates() {
-		}
-	}()
 }
 
 // Watch starts watching the given keys of the bucket, or every key if none is given (a
@@ -116,27 +99,10 @@ func (b *Bucket[T]) Watch(ctx context.Context, keys ...string) (*Watcher[T], err
 	return w, nil
 }
 
-// startInner creates a JetStream key watcher: a snapshot of the last value per
-// key when from is 0, else every message from revision from on.
+// startInner creates the consumer of a watch: a snapshot of the last value per key when from
+// is 0, else every message from revision from on.
 func (b *Bucket[T]) startInner(ctx context.Context, keys []string, from uint64) (*inner, error) {
-	ictx, cancel := context.WithCancel(ctx)
-	var opts []jetstream.WatchOpt
-	if from > 0 {
-		opts = append(opts, jetstream.ResumeFromRevision(from))
-	}
-	var kw jetstream.KeyWatcher
-	var err error
-	if len(keys) > 0 {
-		// A copy: nats.go rewrites the slice it is given into subjects.
-		kw, err = b.kv.WatchFiltered(ictx, slices.Clone(keys), opts...)
-	} else {
-		kw, err = b.kv.WatchAll(ictx, opts...)
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &inner{kw: kw, cancel: cancel}, nil
+	return b.consume(ctx, consumeOpts{keys: keys, from: from})
 }
 
 // streamState returns when the bucket's stream was created and its last
@@ -183,8 +149,9 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 	defer w.nc.RemoveStatusListener(status)
 
 	reconnected := (<-chan nats.Status)(status) // set to nil if ever closed
-	backoff := resumeBackoffMin
+	backoff, lostBackoff := resumeBackoffMin, resumeBackoffMin
 	failing := false
+	started := time.Now() // the current consumer's creation
 	for {
 		if in == nil {
 			if w.nc.IsClosed() {
@@ -221,6 +188,7 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			}
 			backoff, failing = resumeBackoffMin, false
 			w.resumes.Add(1)
+			started = time.Now()
 		}
 
 		select {
@@ -232,17 +200,29 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 				reconnected = nil
 				continue
 			}
-			// The consumer may have died with a restarted server; nats.go
-			// would notice only after missing heartbeats. Re-create it now.
+			// The consumer may have died with a restarted server; its missed
+			// heartbeats would tell only later. Re-create it now.
 			in.stop()
 			in = nil
-		case e, ok := <-in.kw.Updates():
-			if !ok {
-				// nats.go gave up on the consumer (or the connection closed).
-				in.cancel()
-				in = nil
-				continue
+		case <-in.ended:
+			// The consumer was lost (its server restarted, a delivery went missing) or the
+			// connection closed: start again after the last revision delivered. One lost soon
+			// after it was made waits (growing) first: whatever ends consumers at once must not
+			// make the watch ask the server for new ones without pause.
+			w.log.WithError(in.err).Debug("watch consumer ended")
+			if time.Since(started) < resumeBackoffMax {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(lostBackoff):
+				}
+				lostBackoff = min(2*lostBackoff, resumeBackoffMax)
+			} else {
+				lostBackoff = resumeBackoffMin
 			}
+			in = nil
+			continue
+		case e := <-in.updates:
 			for _, ev := range apply(st, w.b, e) {
 				if ev.Kind == EventDecodeError {
 					// The caller gets the event and the metric; log quietly, and a sample only.

@@ -89,7 +89,7 @@ func (st *watchState) startResync(created time.Time) {
 
 // apply processes one entry (nil marks the end of a watcher's initial values)
 // and returns the events to deliver, in order.
-func apply[T any](st *watchState, b *Bucket[T], e jetstream.KeyValueEntry) []Event[T] {
+func apply[T any](st *watchState, b *Bucket[T], e *entry) []Event[T] {
 	if e == nil {
 		var out []Event[T]
 		if st.resync != nil {
@@ -113,13 +113,13 @@ func apply[T any](st *watchState, b *Bucket[T], e jetstream.KeyValueEntry) []Eve
 		return out
 	}
 
-	rev := e.Revision()
+	rev := e.rev
 	if rev <= st.lastRev {
 		return nil // already processed before a resume
 	}
 	st.lastRev = rev
-	key := e.Key()
-	switch e.Operation() {
+	key := e.key
+	switch e.op {
 	case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
 		if _, ok := st.present[key]; !ok {
 			return nil // never reported (e.g. deleted before the snapshot)
@@ -131,7 +131,7 @@ func apply[T any](st *watchState, b *Bucket[T], e jetstream.KeyValueEntry) []Eve
 	if st.resync != nil {
 		st.resync[key] = struct{}{}
 	}
-	v, err := b.decode(key, rev, e.Value())
+	v, err := b.decode(key, rev, e.value)
 	if err != nil {
 		return []Event[T]{{Kind: EventDecodeError, Key: key, Revision: rev, Err: err}}
 	}

@@ -84,14 +84,15 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 }
 
 // forgetStatus removes node's status, fenced like every status write (fence.go). A copied delete
-// marker is no removal of the coordinator's: its own delete goes on top, or a later repair would
-// put the node's last status back for good.
+// marker (or status reply) is no removal of the coordinator's: its own delete goes on top, or a
+// later repair would put the node's last status back for good. A status key that cannot be read
+// is retried (readStatus also reads past a direct get's reply).
 func (e *Engine) forgetStatus(ctx context.Context, node string) error {
-	_, rev, origin, err := e.statuses.GetChecked(ctx, node)
-	switch {
-	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+	_, rev, v, err := e.readStatus(ctx, node)
+	switch v {
+	case statusGone:
 		return nil
-	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
+	case statusUnread:
 		return fmt.Errorf("read the status of %s: %w", node, err)
 	}
 	del, err := e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)

@@ -45,6 +45,9 @@ type Engine struct {
 	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
 	recheck      map[string]bool                // request keys whose change could not be checked; every tick
 	repairs      map[string]bool                // status keys holding a forgery not yet repaired; every tick
+	repairNext   string                         // retryRepairs starts at the first key from it
+	repairFails  map[string]int                 // ticks running each of repairs could not be read
+	repairsLost  uint64                         // keys of repairs given up (could not be read)
 	apiDownSince time.Time
 	results      chan nodeEvent
 	nodeChanged  chan struct{}
@@ -148,7 +151,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{}, repairs: map[string]bool{},
-		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1)}
+		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}}
 	e.ops = newExecutor(e)
 	return e, nil
 }
@@ -192,7 +195,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
-	e.repairs = map[string]bool{}
+	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
 	e.ops = newExecutor(e)
@@ -292,6 +295,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.requestEvent(ctx, ev)
 		case ev, ok := <-statusWatch.Events():
 			if !ok {
+				if ctx.Err() != nil {
+					return nil // the run was stopped: its watches end with it (this case may win the select)
+				}
 				return fmt.Errorf("status watch ended: %w", statusWatch.Err())
 			}
 			e.statusEvent(ctx, ev)
@@ -341,6 +347,9 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 			return nil
 		case ev, ok := <-watcher.Events():
 			if !ok {
+				if ctx.Err() != nil {
+					return nil // stopped (this case may win the select)
+				}
 				return fmt.Errorf("request watch ended during its snapshot: %w", watcher.Err())
 			}
 			switch ev.Kind {

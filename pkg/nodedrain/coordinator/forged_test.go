@@ -252,3 +252,45 @@ func TestCopiedDeleteMarkerAtStartUpIsResumedOver(t *testing.T) {
 	}, 15*time.Second, 50*time.Millisecond, "the coordinator did not put the node's status back")
 	require.Equal(t, 1.0, testutil.ToFloat64(cfg.Metrics.ForgedStatuses.WithLabelValues("copied")))
 }
+
+// An agent stores an empty message with a heartbeat's "Status: 100" header under its own request
+// key, and has the server copy it under another node's status key: nats.go's watches took it for
+// a heartbeat and stalled on it (the review's finding 3): the coordinator saw no request any
+// more, and a coordinator starting never finished its resume. Both watches now see an
+// undecodable value: the request is ignored, the status repaired, and drains go on, also after
+// a restart.
+func TestControlLookalikeStallsNoWatch(t *testing.T) {
+	h := newHarness(t, "forge-ctl", 2)
+	attacker, victim := h.nodes[0], h.nodes[1]
+	cfg := h.config(h.c.Client)
+	stop := h.run(cfg)
+	h.request(victim, "r-victim", time.Now())
+	h.waitStatus(victim, nodedrain.StatusComplete, 60*time.Second)
+
+	m := nats.NewMsg("$KV." + nodedrain.RequestsBucket + "." + attacker)
+	m.Header.Set("Status", "100")
+	m.Header.Set("Description", "Idle Heartbeat")
+	_, err := h.js.PublishMsg(context.Background(), m)
+	require.NoError(t, err)
+	nc := h.js.Conn()
+	b := nodedrain.RequestsBucket
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_"+b+".$KV."+b+"."+attacker, "$KV."+nodedrain.StatusBucket+"."+victim, nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool { return testutil.ToFloat64(cfg.Metrics.ForgedStatuses.WithLabelValues("other")) >= 1 }, // undecodable
+		10*time.Second, 20*time.Millisecond, "the copy under the victim's status key was not seen")
+	h.waitStatus(victim, nodedrain.StatusComplete, 10*time.Second)
+
+	// The request watch still delivers: the victim's withdrawal ends its drain.
+	h.withdraw(victim)
+	h.waitFor(victim, 30*time.Second, "uncordoned after the withdrawal", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusNotRequested && !s.CordonedByUs
+	})
+	stop()
+
+	// A coordinator starting over both finishes its resume and serves a new request.
+	h.run(h.config(h.c.Client))
+	h.request(victim, "r-victim-2", time.Now())
+	h.waitFor(victim, 60*time.Second, "the new request drained", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusComplete && s.RequestID == "r-victim-2"
+	})
+}

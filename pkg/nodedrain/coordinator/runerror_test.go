@@ -16,36 +16,14 @@ import (
 var errWatchRefused = errors.New("watch refused (test)")
 
 // refuseRequestWatch is a real JetStream context whose request bucket cannot be watched, as a
-// NATS cluster that lost its quorum answers (the consumer is never created).
+// NATS cluster that lost its quorum answers (the watch's consumer is never created).
 type refuseRequestWatch struct{ jetstream.JetStream }
 
-func (r refuseRequestWatch) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
-	return wrap(r.JetStream.KeyValue(ctx, bucket))
-}
-
-func (r refuseRequestWatch) CreateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	return wrap(r.JetStream.CreateKeyValue(ctx, cfg))
-}
-
-func (r refuseRequestWatch) UpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	return wrap(r.JetStream.UpdateKeyValue(ctx, cfg))
-}
-
-func wrap(kv jetstream.KeyValue, err error) (jetstream.KeyValue, error) {
-	if err != nil || kv.Bucket() != nodedrain.RequestsBucket {
-		return kv, err
+func (r refuseRequestWatch) CreatePushConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.PushConsumer, error) {
+	if stream == "KV_"+nodedrain.RequestsBucket {
+		return nil, errWatchRefused
 	}
-	return noWatch{kv}, nil
-}
-
-type noWatch struct{ jetstream.KeyValue }
-
-func (noWatch) WatchAll(context.Context, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	return nil, errWatchRefused
-}
-
-func (noWatch) WatchFiltered(context.Context, []string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
-	return nil, errWatchRefused
+	return r.JetStream.CreatePushConsumer(ctx, stream, cfg)
 }
 
 // A Run that fails after its node informer started returns its error, so that KeepRunning

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -28,6 +29,43 @@ func (e *Engine) checkStatus(key string, st nodedrain.NodeDrainStatus, copied bo
 		return nodedrain.ErrCopied
 	}
 	return e.cfg.TrustedKeys().Verify(key, st)
+}
+
+// statusVerdict is what a checked read of a node's status key found.
+type statusVerdict int
+
+const (
+	// statusOwn: a status a coordinator wrote (signed by a trusted key, no copy).
+	statusOwn statusVerdict = iota
+	// statusGone: no status: the server found no message under the key, or a delete marker a
+	// coordinator wrote (a forgotten node).
+	statusGone
+	// statusForged: anything else the key holds: a server copy (of a value, a delete marker or
+	// a status reply), an undecodable value, a value without a valid signature.
+	statusForged
+	// statusUnread: the read failed (the bus did not answer, or answered with an error):
+	// nothing is known about the key.
+	statusUnread
+)
+
+// judgeStatus tells what GetChecked's answer for key (st, origin, err) is; for statusForged
+// the error says why (a refusal reason), for statusUnread it is the read's error. Only the
+// server's own "no message" and a coordinator's delete count as no status: anything else a
+// client could have aimed at the key must not make a run forget a drain, a return gate or a
+// decommission.
+func (e *Engine) judgeStatus(key string, st nodedrain.NodeDrainStatus, origin pubsub.Origin, err error) (statusVerdict, error) {
+	switch {
+	case err == nil:
+		if err := e.checkStatus(key, st, origin == pubsub.Copied); err != nil {
+			return statusForged, err
+		}
+		return statusOwn, nil
+	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+		return statusGone, nil
+	case origin == pubsub.Copied, errors.Is(err, pubsub.ErrDecode):
+		return statusForged, fmt.Errorf("%w (%w)", nodedrain.ErrCopied, err)
+	}
+	return statusUnread, err
 }
 
 // forgedStatus counts and logs (sampled) a value under key that no coordinator wrote.
@@ -162,29 +200,80 @@ func (e *Engine) recheckStatusLater(key string, rev uint64, err error) {
 		Warn("cannot repair a forged status yet; trying again")
 }
 
+// Bounds of retryRepairs: at most maxRepairReads keys a tick, for at most repairReadBudget
+// (checked before each key: one read may take its timeout), so that thousands of keys left to
+// repair (a flood of forgeries while the run could not write) do not hold the engine's loop.
+// A key that cannot be read at maxRepairReadFailures ticks running is given up.
+const (
+	maxRepairReads        = 16
+	repairReadBudget      = 500 * time.Millisecond
+	maxRepairReadFailures = 30
+)
+
 // retryRepairs looks again at the status keys whose forgery was not repaired: still forged, it
 // is repaired now (at its current revision); anything else (repaired, a newer status) ends it.
+// It takes the keys in turn, from where the last tick stopped, so that keys that cannot be read
+// yet do not keep the others waiting.
 func (e *Engine) retryRepairs(ctx context.Context) {
-	for _, key := range slices.Sorted(maps.Keys(e.repairs)) {
+	keys := slices.Sorted(maps.Keys(e.repairs))
+	first, _ := slices.BinarySearch(keys, e.repairNext)
+	start := time.Now()
+	for n := 0; n < len(keys) && n < maxRepairReads && time.Since(start) < repairReadBudget; n++ {
 		if !stillLeading(ctx) {
 			return // repairs wait for the Lease: no reads that could not end in one
 		}
+		key := keys[(first+n)%len(keys)]
+		e.repairNext = key + "\x00" // the next tick starts after it (no key holds a NUL)
 		delete(e.repairs, key)
-		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		st, rev, origin, err := e.statuses.GetChecked(rctx, key)
-		cancel()
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound) && origin == pubsub.Copied:
-			e.repairStatus(ctx, key, rev) // a copied delete marker hides the node's status
-		case errors.Is(err, pubsub.ErrNotFound):
-		case errors.Is(err, pubsub.ErrDecode):
+		_, rev, v, err := e.readStatus(ctx, key)
+		if v != statusUnread {
+			delete(e.repairFails, key)
+		}
+		switch v {
+		case statusForged: // a copied delete marker or status reply included: it hides the node's status
 			e.repairStatus(ctx, key, rev)
-		case err != nil:
-			e.repairs[key] = true
-		case e.checkStatus(key, st, origin == pubsub.Copied) != nil:
-			e.repairStatus(ctx, key, rev)
+		case statusUnread:
+			e.repairUnread(key, err)
 		}
 	}
+}
+
+// repairUnread keeps a key whose status could not be read for a later tick, or gives it up
+// (logged, sampled) after maxRepairReadFailures: agents refuse the forgery meanwhile, and the
+// key is looked at again when it changes or a run resumes.
+func (e *Engine) repairUnread(key string, err error) {
+	e.repairFails[key]++
+	if e.repairFails[key] < maxRepairReadFailures {
+		e.repairs[key] = true
+		return
+	}
+	delete(e.repairFails, key)
+	e.repairsLost++
+	e.warnings.Logger("status-repair-given-up", e.log).WithFields(logrus.Fields{"node": key, "given_up": e.repairsLost}).WithError(err).
+		Warnf("giving up repairing a forged status: its key could not be read at %d ticks running (agents refuse the forgery; "+
+			"it is looked at again when the key changes or a coordinator resumes)", maxRepairReadFailures)
+}
+
+// readStatus reads key's status and judges it (judgeStatus): with a direct get (GetChecked), and
+// when that gives no answer, through the stream's message API (GetStored), so that a reply a
+// direct get cannot make sense of, or direct gets that are not answered, do not leave the key
+// unread. Each read is bounded.
+func (e *Engine) readStatus(ctx context.Context, key string) (nodedrain.NodeDrainStatus, uint64, statusVerdict, error) {
+	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	st, rev, origin, err := e.statuses.GetChecked(rctx, key)
+	cancel()
+	v, verr := e.judgeStatus(key, st, origin, err)
+	if v != statusUnread {
+		return st, rev, v, verr
+	}
+	rctx, cancel = context.WithTimeout(ctx, publishTimeout)
+	st, rev, origin, err = e.statuses.GetStored(rctx, key)
+	cancel()
+	v, err = e.judgeStatus(key, st, origin, err)
+	if v == statusUnread {
+		err = fmt.Errorf("%w; through the stream's message API: %w", verr, err)
+	}
+	return st, rev, v, err
 }
 
 // lastOwnStatus is the newest status, by the coordinator's order (Term, Seq), among the values
@@ -222,9 +311,10 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 // (statuses), the keys holding anything else (forged, at that revision: resumed from, a forgery
 // would be signed as this coordinator's own; repaired once resumed), and the statuses signed
 // by another trusted key (resign, at that revision: a key being rotated out). A forged key,
-// an undecodable value or a copied delete marker included, is resumed from the newest status a
-// coordinator wrote there: a forgery must not make the run forget a drain, a return gate or a
-// decommission.
+// an undecodable value, a copied delete marker or status reply included, is resumed from the
+// newest status a coordinator wrote there: a forgery must not make the run forget a drain, a
+// return gate or a decommission. For the same reason a key that cannot be read fails the
+// resume (the run is started again), rather than being left out.
 func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrain.NodeDrainStatus, forged, resign map[string]uint64, err error) {
 	statuses, forged, resign = map[string]nodedrain.NodeDrainStatus{}, map[string]uint64{}, map[string]uint64{}
 	keys, err := e.statusKeys(ctx)
@@ -235,22 +325,19 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		if k == nodedrain.TermKey || nodedrain.ValidNodeName(k) != nil {
 			continue
 		}
-		st, rev, origin, err := e.statuses.GetChecked(ctx, k)
-		switch {
-		case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
-			continue // removed by a coordinator, or never written
-		case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
-			err = fmt.Errorf("%w (%w)", nodedrain.ErrCopied, err)
-		case err != nil:
-			e.warnings.Logger("status-unreadable", e.log).WithField("node", k).WithError(err).Warn("ignoring a published status that cannot be read")
+		st, rev, v, err := e.readStatus(ctx, k)
+		switch v {
+		case statusGone:
 			continue
-		default:
-			err = e.checkStatus(k, st, origin == pubsub.Copied)
-		}
-		if err != nil {
+		case statusUnread:
+			return nil, nil, nil, fmt.Errorf("read the status of %s/%s for the resume (a drain, a return gate or a decommission may be under way there): %w",
+				nodedrain.StatusBucket, k, err)
+		case statusForged:
 			e.forgedStatus(k, rev, err)
 			forged[k] = rev
-			own, err := e.lastOwnStatus(ctx, k)
+			hctx, cancel := context.WithTimeout(ctx, historyTimeout)
+			own, err := e.lastOwnStatus(hctx, k)
+			cancel()
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("read the history of %s/%s under a forged value: %w", nodedrain.StatusBucket, k, err)
 			}
@@ -266,6 +353,10 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 	}
 	return statuses, forged, resign, nil
 }
+
+// historyTimeout bounds the reads of one key's kept history (lastOwnStatus: the history, then
+// one read per revision kept).
+const historyTimeout = 10 * time.Second
 
 // statusKeys lists every key of the status bucket that holds a message, a delete marker
 // included (the bucket's Keys leaves out keys whose newest message is one, which a copied
