@@ -384,7 +384,9 @@ func (s *Sim) checkAdmittedWithAPI(c *coord, st nodedrain.NodeDrainStatus) {
 // Whether the outage is everyone's is the agent's to check (checkS1).
 func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 	n := s.cluster.nodes[st.Node]
-	admitted, ok := s.admittedAt[st.RequestID]
+	// (When its cycle was admitted: StartedAt, decided then; its STARTING may never have
+	// reached the bus, superseded while the bus was down.)
+	admitted, ok := st.StartedAt, !st.StartedAt.IsZero()
 	whole := coordinator.GateOptions{WholeCluster: true}
 	switch {
 	case c.apiDownSince.IsZero() || s.w.now.Sub(c.apiDownSince) < s.cfg.APIUnreachableTimeout:

@@ -248,7 +248,7 @@ func (s *Sim) apply(f Fault) {
 		})
 	case NodeReregister:
 		n := nodeAt(f.Target)
-		if n.exists {
+		if n.exists && cl.apiUp { // (deleting a Node, and registering it, needs the API)
 			w.logf("%s's Node object is deleted and registered again", n.name)
 			n.exists = false
 			// Its copies stop counting as healthy elsewhere (S2), as when its kubelet stops

@@ -140,11 +140,9 @@ type Sim struct {
 	policyCount map[string]int
 	// lastReq and backAt follow each node's request for R3; completeAt is when each request's
 	// first COMPLETE was decided.
-	lastReq    map[string]nodedrain.NodeDrainRequest
-	backAt     map[string]time.Time
-	completeAt map[string]time.Time
-	// admittedAt is when each request's current drain cycle started (its STARTING).
-	admittedAt    map[string]time.Time
+	lastReq       map[string]nodedrain.NodeDrainRequest
+	backAt        map[string]time.Time
+	completeAt    map[string]time.Time
 	hist          history
 	notReadySince map[string]time.Time
 	// frng draws the forger's choices and the coordinator's status watch lags: a stream of its
@@ -179,7 +177,6 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		decommissioned: map[string]string{}}
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
-	s.admittedAt = map[string]time.Time{}
 	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
 	s.bus.onWrite = s.forger.observe
 	cl := s.cluster
@@ -380,7 +377,6 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, la
 		prev := s.published[st.RequestID]
 		if st.Status == nodedrain.StatusStarting && (len(prev) == 0 || prev[len(prev)-1] != nodedrain.StatusStarting) {
 			s.cycles[st.RequestID]++
-			s.admittedAt[st.RequestID] = s.w.now
 			s.checkAdmittedWithAPI(c, st)
 		}
 		s.published[st.RequestID] = append(prev, st.Status)
