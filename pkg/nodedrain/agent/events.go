@@ -37,7 +37,8 @@ type EvTrigger struct {
 type EvBusStatus struct {
 	Status *nodedrain.NodeDrainStatus
 	// Revision is the bus revision of the value (0: unknown). A confirmation read older than
-	// it is ignored (the watch itself delivers in order).
+	// it is not taken and is asked again (the watch itself delivers in order). A delivered
+	// status never confirms a command itself: only a ReadStatus's answer does.
 	Revision uint64
 }
 
