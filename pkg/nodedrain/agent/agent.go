@@ -311,11 +311,11 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 	a.m = m
 	saved := a.persist()
 	for _, act := range actions {
-		if run, ok := act.(RunCommand); ok && !saved {
-			// Not started: the state file does not say it was, and an agent restarted after a
-			// crash would run it again (S5). The machine puts it back to run later.
-			a.queue = append(a.queue, EvRunNotRecorded{RequestID: run.RequestID, Err: a.unsaved.err})
-			continue
+		if !saved {
+			if ev := NotRecorded(act, a.unsaved.err); ev != nil {
+				a.queue = append(a.queue, ev)
+				continue
+			}
 		}
 		a.perform(ctx, act)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -9,8 +10,10 @@ import (
 
 // This file holds how the runtime keeps the state file in step with the machine, and what it
 // does when it cannot: no command starts whose start the state file does not record (a crash
-// after it would run it again: S5, an operation runs once per request), and the save is tried
-// again with backoff until it succeeds.
+// after it would run it again: S5, an operation runs once per request), no request is published
+// that the state file does not record as this agent's (a crash after it would leave an agent that
+// takes it for another's and waits for it to end for good, its node drained and holding its
+// admission slot), and the save is tried again with backoff until it succeeds.
 
 // saveRetryMax bounds the backoff of a failed state save, and of a command held back by one.
 const saveRetryMax = time.Minute
@@ -62,4 +65,23 @@ func (a *Agent) saveRecovered() {
 	a.entry().WithField("failures", a.unsaved.count).Info("agent state saved again")
 	a.unsaved = saveFailure{}
 	a.metrics.StateUnsaved.Set(0)
+}
+
+// NotRecorded returns the event that puts back an action the runtime does not perform while the
+// state file does not hold the machine's State (save failed with err), or nil if the action may
+// be performed all the same:
+//   - a RunCommand: an agent restarted after a crash would run the command again (S5);
+//   - a PublishRequest: an agent restarted after a crash would not know the request for its own
+//     (State.Mine) and would wait for it to end, for good, the node drained and holding its
+//     admission slot (the simulation found it, L1). The machine takes it for a failed publish
+//     and tries again after its bus retry delay; the save is tried again at that step.
+func NotRecorded(act Action, err error) Event {
+	switch x := act.(type) {
+	case RunCommand:
+		return EvRunNotRecorded{RequestID: x.RequestID, Err: err}
+	case PublishRequest:
+		return EvBusDone{Publish: true, RequestID: x.Request.RequestID,
+			Err: fmt.Errorf("not published while the state file cannot record it: %w", err)}
+	}
+	return nil
 }
