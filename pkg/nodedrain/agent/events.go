@@ -72,7 +72,9 @@ type EvStatusRead struct {
 }
 
 // EvRunNotRecorded says the runtime did not start the command of a RunCommand: the state file
-// could not record its start (Err), and an agent restarted after a crash would have run it again.
+// could not record its start, or the override file acted on could not be removed (Err says
+// which; see NotRecorded), and an agent restarted after a crash would have run it again, or let
+// the next operation run without a drain.
 type EvRunNotRecorded struct {
 	RequestID string
 	Err       error

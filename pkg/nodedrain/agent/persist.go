@@ -67,21 +67,34 @@ func (a *Agent) saveRecovered() {
 	a.metrics.StateUnsaved.Set(0)
 }
 
-// NotRecorded returns the event that puts back an action the runtime does not perform while the
-// state file does not hold the machine's State (save failed with err), or nil if the action may
-// be performed all the same:
-//   - a RunCommand: an agent restarted after a crash would run the command again (S5);
-//   - a PublishRequest: an agent restarted after a crash would not know the request for its own
-//     (State.Mine) and would wait for it to end, for good, the node drained and holding its
-//     admission slot (the simulation found it, L1). The machine takes it for a failed publish
-//     and tries again after its bus retry delay; the save is tried again at that step.
-func NotRecorded(act Action, err error) Event {
+// NotRecorded returns the event that puts back an action the runtime does not perform, or nil if
+// it may be performed. unsaved is the error of the failed save when the state file does not hold
+// the machine's State; left the error of the failed removal of an override file acted on.
+//   - A RunCommand is held back while either holds: with the state unsaved, an agent restarted
+//     after a crash would run the command again (S5); with the override file left, it would read
+//     the file again and let the next operation run without a drain.
+//   - A PublishRequest is held back while the state is unsaved: an agent restarted after a crash
+//     would not know the request for its own (State.Mine) and would wait for it to end, for good,
+//     the node drained and holding its admission slot (the simulation found it, L1). The machine
+//     takes it for a failed publish and tries again after its bus retry delay.
+//
+// The simulation performs its agents' actions through it too.
+func NotRecorded(act Action, unsaved, left error) Event {
 	switch x := act.(type) {
 	case RunCommand:
-		return EvRunNotRecorded{RequestID: x.RequestID, Err: err}
+		switch {
+		case unsaved != nil:
+			return EvRunNotRecorded{RequestID: x.RequestID, Err: fmt.Errorf("its start could not be recorded in the state file (%w), "+
+				"and an agent restarted after a crash would run it again", unsaved)}
+		case left != nil:
+			return EvRunNotRecorded{RequestID: x.RequestID, Err: fmt.Errorf("the override file that was acted on could not be removed (%w), "+
+				"and an agent restarted would read it again and let the next operation run without a drain", left)}
+		}
 	case PublishRequest:
-		return EvBusDone{Publish: true, RequestID: x.Request.RequestID,
-			Err: fmt.Errorf("not published while the state file cannot record it: %w", err)}
+		if unsaved != nil {
+			return EvBusDone{Publish: true, RequestID: x.Request.RequestID,
+				Err: fmt.Errorf("not published while the state file cannot record it: %w", unsaved)}
+		}
 	}
 	return nil
 }
