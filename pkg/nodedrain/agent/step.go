@@ -351,7 +351,9 @@ func overrideClears(v View) bool {
 func (s *stepper) stillCleared(edge bool) {
 	st := s.m.State
 	// edgedrainctl withdraw cancels it, unless an operator's go-ahead came after the withdrawal.
-	if s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
+	// A withdrawal the agent made itself (its request no longer on the bus: after a failed drain
+	// or a released slot, before an override let the operation run) cancels nothing.
+	if st.OnBus && s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
 		s.cancelled()
 		return
 	}
