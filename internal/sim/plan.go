@@ -117,7 +117,7 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 			p = append(p, Fault{At: at(), Kind: StatusForger, Target: rng.IntN(cfg.Nodes), For: d})
 		}
 	}
-	return p
+	return appendAgentFaults(p, cfg, rng, at) // after them, for the same reason
 }
 
 // apply makes a happening happen.
@@ -310,6 +310,8 @@ func (s *Sim) apply(f Fault) {
 		back("pdb relaxed", func() { g.blocked-- })
 	case StatusForger:
 		s.forger.start(nodeAt(f.Target).name, f.For)
+	case AgentPause, AgentPauseAtRead, DiskFull, DiskReadOnly, OverrideUnsupported, AgentCutNotReady, AgentPausedNotReady:
+		s.applyAgentFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -351,5 +353,6 @@ func (s *Sim) heal() {
 			n.ready = true
 		}
 	}
+	s.healAgentFaults()
 	s.bus.reconnected()
 }

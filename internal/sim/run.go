@@ -79,6 +79,8 @@ func ConfigFor(seed uint64) Config {
 	cfg.Policy.DecommissionLinger = time.Duration(60+drng.IntN(240)) * time.Second
 	// Status forgers (signed statuses), from a stream of their own: in one run in three.
 	cfg.Forgers = rand.New(rand.NewPCG(seed, 0xf0a9e5)).IntN(3) == 0
+	// Agent faults (agentfaults.go), from a stream of their own: in one run in two.
+	cfg.AgentFaults = rand.New(rand.NewPCG(seed, 0xa6e47)).IntN(2) == 0
 	return cfg
 }
 

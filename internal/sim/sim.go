@@ -56,6 +56,9 @@ type Config struct {
 	// if its checked read gave that same revision) instead of what a checked read of the key
 	// gives; regressions found before agents read after each delivery keep their schedules.
 	UncheckedDeliveries bool
+	// AgentFaults adds agent faults to random plans (agentfaults.go): pauses, disk faults,
+	// NOTSUPPORTED override files, agents cut off or paused while their node is NotReady.
+	AgentFaults bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
