@@ -47,6 +47,8 @@ type agentProc struct {
 	// twin is a second agent started with this node's name (a misconfiguration), sharing its
 	// machine and files but not its state.
 	twin *agentProc
+	// f is the process's side of the agent faults (agentfaults.go).
+	f agentFaultState
 }
 
 func (s *Sim) newAgent(n *node) *agentProc {
@@ -56,7 +58,19 @@ func (s *Sim) newAgent(n *node) *agentProc {
 	return a
 }
 
+// later runs f in the agent process after d (late, if the process is paused then).
 func (a *agentProc) later(d time.Duration, what string, f func()) {
+	inc := a.inc
+	a.s.w.after(d, what, func() {
+		if a.alive && a.inc == inc {
+			a.inProcess(f)
+		}
+	})
+}
+
+// command runs f after d, unless the process died meanwhile (its command with it): what a
+// command the agent started does on its own, paused agent or not.
+func (a *agentProc) command(d time.Duration, what string, f func()) {
 	inc := a.inc
 	a.s.w.after(d, what, func() {
 		if a.alive && a.inc == inc {
@@ -69,11 +83,12 @@ func (a *agentProc) later(d time.Duration, what string, f func()) {
 func (a *agentProc) start() {
 	a.inc++
 	a.alive, a.conn.alive = true, true
+	a.newLife()
 	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
 	a.guard = &agent.StatusGuard{Keys: trusted}
 	a.deliveries, a.checking = nil, false
 	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
-	a.noState = false
+	a.noState = a.noState && a.f.unsaved > 0 // (no state file yet if its first save failed)
 	a.openWatch()
 	if a.override != nil {
 		o := *a.override
@@ -93,11 +108,11 @@ func (a *agentProc) openWatch() {
 	inc := a.inc
 	a.watch = a.s.bus.watch(a.conn, bucketStatus, a.node.name, func(_ string, r revision) {
 		if a.alive && a.inc == inc {
-			a.enqueue(delivery{r: r})
+			a.inProcess(func() { a.enqueue(delivery{r: r}) })
 		}
 	}, func() {
 		if a.alive && a.inc == inc {
-			a.enqueue(delivery{snapshot: true})
+			a.inProcess(func() { a.enqueue(delivery{snapshot: true}) })
 		}
 	})
 }
@@ -129,16 +144,40 @@ func (a *agentProc) pollSentinels() {
 }
 
 // step feeds the real agent.Step, saves the state (before acting, as the runtime does) and
-// performs the actions.
+// performs the actions. As the runtime (Agent.step), what could not be recorded first is not done
+// (agent.NotRecorded: a command's start or a request's publication the state file could not
+// record, a command while the override file acted on could not be removed): agent.Step hears of
+// it once this step is over, and a failed save is tried again on a timer, a failed removal at
+// every step.
 func (a *agentProc) step(ev agent.Event) {
+	before := a.m.State
 	m, actions := agent.Step(a.m, ev, a.s.w.now, a.s.cfg.AgentPolicy)
 	a.m = m
-	a.persisted = m.State
+	a.noteOverride(ev, before)
+	saved := a.save()
+	if a.f.overrideLeft {
+		a.removeOverride()
+	}
 	for _, act := range actions {
+		var unsaved, left error
+		if !saved {
+			unsaved = errDiskFault
+		}
+		if a.f.overrideLeft {
+			left = errReadOnly
+		}
+		if ev := agent.NotRecorded(act, unsaved, left); ev != nil {
+			a.f.queue = append(a.f.queue, ev)
+			continue
+		}
 		a.perform(act)
 	}
 	a.timerGen++
-	if next := a.m.NextWake(); !next.IsZero() {
+	next := a.m.NextWake()
+	if retry := a.f.saveRetryAt; !retry.IsZero() && (next.IsZero() || retry.Before(next)) {
+		next = retry
+	}
+	if !next.IsZero() {
 		gen := a.timerGen
 		a.later(next.Sub(a.s.w.now), "agent timer", func() {
 			if gen == a.timerGen {
@@ -146,6 +185,7 @@ func (a *agentProc) step(ev agent.Event) {
 			}
 		})
 	}
+	a.drainQueue()
 }
 
 func (a *agentProc) perform(act agent.Action) {
@@ -165,7 +205,7 @@ func (a *agentProc) perform(act agent.Action) {
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
-				a.step(agent.EvBusDone{Publish: true, RequestID: req.RequestID, Err: err})
+				a.inProcess(func() { a.step(agent.EvBusDone{Publish: true, RequestID: req.RequestID, Err: err}) })
 			}
 		})
 	case agent.WithdrawRequest:
@@ -178,7 +218,7 @@ func (a *agentProc) perform(act agent.Action) {
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
-				a.step(agent.EvBusDone{RequestID: x.RequestID, Err: err})
+				a.inProcess(func() { a.step(agent.EvBusDone{RequestID: x.RequestID, Err: err}) })
 			}
 		})
 	case agent.ReadStatus:
@@ -190,16 +230,20 @@ func (a *agentProc) perform(act agent.Action) {
 			if r, ok := s.bus.latest(bucketStatus, name); ok && r.val != nil {
 				read, found = r, true
 			}
+			if a.inc == inc { // what S1 judges a run on
+				a.f.lastRead = readServed{at: s.w.now, r: read, found: found, ok: true}
+			}
 			return nil
 		}, func(err error) {
 			if a.alive && a.inc == inc {
-				a.step(a.readResult(read, found, err))
+				a.inProcess(func() { a.step(a.readResult(read, found, err)) })
 			}
 		})
+		a.onReadAsked()
 	case agent.RunCommand:
 		a.runCommand(x)
 	case agent.RemoveOverride:
-		a.override = nil
+		a.removeOverride()
 	case agent.Report:
 		s.w.logf("agent of %s: %s", name, x.Message)
 	case agent.DrainFailed:
@@ -217,6 +261,14 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 	s.w.logf("agent of %s runs the %s command for request %s (cleared by %s)", a.node.name, x.Operation, x.RequestID, a.m.State.ClearedBy)
 	if byBus {
 		s.checkS1(a, x.RequestID)
+	} else {
+		s.checkO1(a, x.RequestID)
+	}
+	if st, ok := s.statusOf(a.node.name).(nodedrain.NodeDrainStatus); ok && st.RequestID == x.RequestID && releasedComplete(st) {
+		if a.f.ranReleased == nil {
+			a.f.ranReleased = map[string]bool{}
+		}
+		a.f.ranReleased[x.RequestID] = true
 	}
 	fails := s.w.chance(s.cfg.CommandFailure)
 	if x.Operation == agent.OpDecommission {
@@ -225,20 +277,26 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 		return
 	}
 	goesDown := x.Operation != agent.OpUpdate || s.cfg.AgentPolicy.UpdateReboots
-	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
+	// (The command's exit reaches the agent late if it is paused; the machine goes down on the
+	// command's own account.)
+	a.command(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
 		var err error
 		if fails {
 			err = fmt.Errorf("%s command exited 1 (simulated)", x.Operation)
 		}
 		if err == nil && x.Operation == agent.OpUpdate {
 			s.updateDone(a.node.name)
+			s.checkS5Update(a, x.RequestID)
 		}
-		a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: err})
+		a.inProcess(func() { a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: err}) })
 		if err == nil && goesDown {
 			a.cmdRequest, a.cmdByBus = x.RequestID, byBus
-			a.later(s.w.between(100*time.Millisecond, 3*time.Second), "machine goes down", func() {
+			a.command(s.w.between(100*time.Millisecond, 3*time.Second), "machine goes down", func() {
 				s.goDown(a, x.RequestID, byBus)
 			})
+		}
+		if a.f.crashArmed && a.diskFailing() {
+			a.command(s.w.between(0, time.Second), "agent crash (disk fault)", func() { a.crashAndRestart("crash after its command, its disk failing") })
 		}
 	})
 }
@@ -248,14 +306,16 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 // removes it) or after (the agent withdraws it first).
 func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
 	s := a.s
-	a.later(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
+	a.command(s.w.between(100*time.Millisecond, 2*time.Second), "command done", func() {
 		switch {
 		case fails:
-			a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: fmt.Errorf("decommission command exited 1 (simulated)")})
+			a.inProcess(func() {
+				a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: fmt.Errorf("decommission command exited 1 (simulated)")})
+			})
 		case s.w.chance(0.5):
 			a.retire()
 		default:
-			a.step(agent.EvCommandDone{RequestID: x.RequestID})
+			a.inProcess(func() { a.step(agent.EvCommandDone{RequestID: x.RequestID}) })
 			// The command's own doing, whatever becomes of the agent meanwhile (seed 721206).
 			s.w.after(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", func() {
 				if a.node.up {

@@ -15,8 +15,9 @@ import (
 // after every event; L1 at the end of the quiet period. They judge a node's status by what the
 // coordinators last wrote under its key (Sim.statusOf), not by what a forger wrote over it.
 
-// freshness bounds how long before a command starts the status that cleared it may have been
-// replaced on the bus: the time a confirmation read and its reply take.
+// freshness is the tolerance of a check-then-act by a live process: a decision judged on what its
+// checks saw up to an API or bus round trip earlier. (An agent's confirmation read may be older:
+// S1 bounds it by agent.ConfirmMaxAge, as the agent does, for a paused agent handles it late.)
 const freshness = time.Second
 
 // strandedFor bounds how long a node may carry edgedrain's cordon with no live request while a
@@ -24,10 +25,13 @@ const freshness = time.Second
 const strandedFor = 90 * time.Second
 
 // checkS1: an agent runs its operation only after a COMPLETE (or NOTSUPPORTED) that the active
-// coordinator published for the agent's current request, and that was still the node's status
-// on the bus when the agent last confirmed it. Only a revision a coordinator wrote counts as
-// that COMPLETE (a copy of it, or a forgery naming the request, is none), and any value written
-// over it, forged or not, ends its validity.
+// coordinator published for the agent's current request, as its last confirmation read found
+// it: that read (a status delivered by the watch confirms nothing) was served at most
+// agent.ConfirmMaxAge before the command starts — the agent counts a read asked for within that
+// time, and a paused agent handles its reply late — and found, under the node's key, a revision
+// a coordinator wrote (a copy of it, or a forgery naming the request, is none) that clears the
+// request and does not say its slot was released (a stale holder's: another node may be in
+// maintenance in its place), unless it is a decommission's.
 func (s *Sim) checkS1(a *agentProc, rid string) {
 	ok := false
 	for _, st := range s.published[rid] {
@@ -40,35 +44,71 @@ func (s *Sim) checkS1(a *agentProc, rid string) {
 			a.node.name, rid, s.published[rid])
 		return
 	}
-	// When did the clearing status stop being the node's status on the bus?
-	revs := s.bus.buckets[bucketStatus].keys[a.node.name]
-	var validUntil time.Time
-	found := false
-	for i := len(revs) - 1; i >= 0; i-- {
-		st, isStatus := revs[i].val.(nodedrain.NodeDrainStatus)
-		if isStatus && !revs[i].forged && st.RequestID == rid && st.Status.Clears() {
-			if st.APIUnreachable && s.cluster.apiUp {
-				// (docs/design.md, S2's exception: the outage must be everyone's, the node's too.)
-				s.violate("S2", "the agent of %s runs its operation for request %s undrained, on a COMPLETE of the API-unreachable rule, "+
-					"though its node reaches the API (the outage is its coordinator's alone)", a.node.name, rid)
-				return
-			}
-			found = true
-			validUntil = s.w.now
-			if i+1 < len(revs) {
-				validUntil = revs[i+1].at
-			}
-			break
-		}
-	}
-	if !found {
-		s.violate("S1", "the agent of %s runs its operation for request %s on a COMPLETE no longer in the bucket's history", a.node.name, rid)
+	rd := a.f.lastRead
+	if !rd.ok {
+		s.violate("S1", "the agent of %s runs its operation for request %s with no confirmation read served to this process", a.node.name, rid)
 		return
 	}
-	if stale := s.w.now.Sub(validUntil); stale > freshness {
-		cur := s.bus.value(bucketStatus, a.node.name)
-		s.violate("S1", "the agent of %s runs its operation for request %s on a COMPLETE replaced %.1fs earlier (now: %s)",
-			a.node.name, rid, stale.Seconds(), describe(cur))
+	if age := s.w.now.Sub(rd.at); age > agent.ConfirmMaxAge {
+		s.violate("S1", "the agent of %s runs its operation for request %s on a confirmation read served %.1fs earlier (now: %s)",
+			a.node.name, rid, age.Seconds(), describe(s.bus.value(bucketStatus, a.node.name)))
+		return
+	}
+	st, isStatus := rd.r.val.(nodedrain.NodeDrainStatus)
+	switch {
+	case !rd.found || !isStatus:
+		s.violate("S1", "the agent of %s runs its operation for request %s, but its confirmation read found no status", a.node.name, rid)
+	case rd.r.forged:
+		s.violate("S1", "the agent of %s runs its operation for request %s on a confirmation read that found a value no coordinator wrote (revision %d, by %s): %s",
+			a.node.name, rid, rd.r.seq, rd.r.by, describe(rd.r.val))
+	case st.RequestID != rid || !st.Status.Clears():
+		s.violate("S1", "the agent of %s runs its operation for request %s, but its confirmation read found %s", a.node.name, rid, describe(st))
+	case releasedComplete(st):
+		s.violate("S1", "the agent of %s runs its operation for request %s on a COMPLETE whose admission slot was released (%s)", a.node.name, rid, st.Message)
+	case st.APIUnreachable && s.cluster.apiUp:
+		// (docs/design.md, S2's exception: the outage must be everyone's, the node's too.)
+		s.violate("S2", "the agent of %s runs its operation for request %s undrained, on a COMPLETE of the API-unreachable rule, "+
+			"though its node reaches the API (the outage is its coordinator's alone)", a.node.name, rid)
+	}
+}
+
+// releasedComplete reports whether st is a COMPLETE whose admission slot the coordinator
+// released (a stale holder's, or a node gone down under a declared shutdown): it gives its node
+// no slot. A decommission's COMPLETE carries SlotReleased by design, as its go-ahead.
+func releasedComplete(st nodedrain.NodeDrainStatus) bool {
+	return st.Status == nodedrain.StatusComplete && st.SlotReleased && !st.Decommission
+}
+
+// checkO1: an operator's override file (COMPLETE or NOTSUPPORTED) lets one operation run, the one
+// it was acted on for: it is consumed, or it would let every later one run without a drain.
+func (s *Sim) checkO1(a *agentProc, rid string) {
+	id := a.f.clearedBy[rid]
+	if id == 0 {
+		return // (cleared by an override this model did not follow: none)
+	}
+	if a.f.overrideOps == nil {
+		a.f.overrideOps = map[int]map[string]bool{}
+	}
+	ops := a.f.overrideOps[id]
+	if ops == nil {
+		ops = map[string]bool{}
+		a.f.overrideOps[id] = ops
+	}
+	ops[rid] = true
+	if len(ops) > 1 {
+		s.violate("O1", "the agent of %s runs its operation for request %s on the override file that already let another run (%d operations on one override)",
+			a.node.name, rid, len(ops))
+	}
+}
+
+// checkS5Update: an update runs once per request (S5), as a reboot goes down once (goDown).
+func (s *Sim) checkS5Update(a *agentProc, rid string) {
+	if a.f.updates == nil {
+		a.f.updates = map[string]int{}
+	}
+	a.f.updates[rid]++
+	if a.f.updates[rid] > 1 {
+		s.violate("S5", "the update of %s ran a second time for request %s", a.node.name, rid)
 	}
 }
 
@@ -190,6 +230,10 @@ func (s *Sim) check() {
 		// for another reason, and was counted as still returning).
 		back := s.backUnhealthy(name, st, req, live)
 		switch {
+		case !n.up && a.cmdByBus && a.cmdRequest != "" && a.f.ranReleased[a.cmdRequest] && !s.withdrawn[a.cmdRequest]:
+			// Gone down for a command started on a COMPLETE whose slot was released: the release
+			// gave its slot away before, so it holds one again.
+			holders = append(holders, name+" (down on a released COMPLETE)")
 		case st.HoldsSlot():
 			holders = append(holders, name)
 		case back:

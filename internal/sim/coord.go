@@ -509,6 +509,11 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	s.w.logf("%s: %s %s refused, a value no coordinator wrote landed since its last write; writing again after it", c.name, st.Node, st.Status)
 	c.lastSeq = s.bus.buckets[bucketStatus].last
+	// Once more at once (Engine.publishOne), signed anew; a second refusal waits for the tick.
+	if seq, again := c.land(c.sign(st), c.lastSeq, false); !again {
+		c.written(st, seq, false)
+		return
+	}
 	c.unpublished[st.Node] = true
 	if st.Status == nodedrain.StatusComplete {
 		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))

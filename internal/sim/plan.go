@@ -120,7 +120,7 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.ProcessPauses { // after them, for the same reason
 		p = append(p, coordFaults(cfg, rng)...)
 	}
-	return p
+	return appendAgentFaults(p, cfg, rng, at) // after them, for the same reason
 }
 
 // apply makes a happening happen.
@@ -315,6 +315,8 @@ func (s *Sim) apply(f Fault) {
 		s.forger.start(nodeAt(f.Target).name, f.For)
 	case CoordPauseMidWrite, CoordAPICut, CoordBusCut:
 		s.applyCoordFault(f)
+	case AgentPause, AgentPauseAtRead, DiskFull, DiskReadOnly, OverrideUnsupported, AgentCutNotReady, AgentPausedNotReady:
+		s.applyAgentFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -357,5 +359,6 @@ func (s *Sim) heal() {
 			n.ready = true
 		}
 	}
+	s.healAgentFaults()
 	s.bus.reconnected()
 }

@@ -59,6 +59,9 @@ type Config struct {
 	// ProcessPauses adds to random plans coordinators paused between the checks that allow a
 	// status write and the write (coordfaults.go).
 	ProcessPauses bool
+	// AgentFaults adds agent faults to random plans (agentfaults.go): pauses, disk faults,
+	// NOTSUPPORTED override files, agents cut off or paused while their node is NotReady.
+	AgentFaults bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.

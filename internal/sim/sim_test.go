@@ -2,6 +2,7 @@ package sim
 
 import (
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -40,8 +41,14 @@ func TestSimulation(t *testing.T) {
 	forgedRuns, forged, refused, repairs, copies := 0, 0, 0, 0, 0
 	policy := map[string]int{}
 	states := map[string]bool{}
+	agentFaultRuns := map[Kind]int{}
 	for _, seed := range list {
 		r := Run(seed)
+		for _, k := range agentFaultKinds {
+			if slices.ContainsFunc(r.Plan, func(f Fault) bool { return f.Kind == k.k }) {
+				agentFaultRuns[k.k]++
+			}
+		}
 		events += r.Events
 		if r.Outages > 0 {
 			outages++
@@ -67,6 +74,11 @@ func TestSimulation(t *testing.T) {
 	t.Logf("maintenance policy: %v", policy)
 	t.Logf("status forgers in %d runs (%.1f%%): %d forged writes, %d statuses refused by agents' guards, %d values repaired by coordinators; "+
 		"%d server copies reached agent.Step through a failed checked read", forgedRuns, 100*float64(forgedRuns)/float64(len(list)), forged, refused, repairs, copies)
+	var shares []string
+	for _, k := range agentFaultKinds {
+		shares = append(shares, fmt.Sprintf("%s %.1f%%", k.k, 100*float64(agentFaultRuns[k.k])/float64(len(list))))
+	}
+	t.Logf("agent faults, share of runs drawing each: %s", strings.Join(shares, ", "))
 }
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
@@ -373,13 +385,13 @@ func TestRegressions(t *testing.T) {
 			Plan{{At: sec(109.3), Kind: Update, Target: 2}, {At: sec(101.2), Kind: CoordPauseMidWrite, Target: 1, For: 20 * time.Second}},
 			[][]string{{"coordinator-1 pauses for 20s between its checks and its write of node-2.edge REQUESTED"},
 				{"coordinator-0 writes its term record"}, {"node-2.edge COMPLETE"}, {"coordinator-1: node-2.edge REQUESTED not published", "fenced"}}},
-		{"a coordinator alone cut off from the API: the agent, whose node reaches it, does not run on the API-unreachable rule's COMPLETE (S2, seed 218)", 218, ConfigFor(218),
-			Plan{{At: 29443598038, Kind: KernelDay}, {At: 51012882154, Kind: Reboot, Target: 1}, {At: 32083113822, Kind: CoordCrash, For: 9 * time.Second},
-				{At: 17819679230, Kind: AgentCrash, For: 7 * time.Second}, {At: 9177606880, Kind: StatusForger, For: 56 * time.Second},
-				{At: 95787615047, Kind: CoordAPICut, For: 119 * time.Second}},
-			[][]string{{"coordinator-0's path to the Kubernetes API is cut"}, {"node-0.edge COMPLETE", "Kubernetes API unreachable for"},
-				{"agent of node-0.edge", "comes from the API-unreachable rule", "this node reaches the Kubernetes API"},
-				{"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the reboot command"}}},
+		{"a coordinator alone cut off from the API: the agent, whose node reaches it, does not run on the API-unreachable rule's COMPLETE (S2; seed 218 found it)", 218,
+			func() Config { c := three(1, volumes.PolicyWait); c.Active = 5 * time.Minute; return c }(),
+			Plan{{At: sec(85), Kind: PDBBlocks, For: 120 * time.Second}, {At: sec(85), Kind: Reboot, Target: 1},
+				{At: sec(100), Kind: CoordAPICut, For: 150 * time.Second}},
+			[][]string{{"coordinator-0's path to the Kubernetes API is cut"}, {"node-1.edge COMPLETE", "Kubernetes API unreachable for"},
+				{"agent of node-1.edge", "comes from the API-unreachable rule", "this node reaches the Kubernetes API"},
+				{"coordinator-0 reaches the API again"}, {"node-1.edge COMPLETE", "node drained"}, {"agent of node-1.edge runs the reboot command"}}},
 		{"an agent without its state file whose clean-up withdrawal failed replaces the request from before the boot when it publishes its own (L1, seed 4731)", 4731, ConfigFor(4731),
 			Plan{{At: 4948231767, Kind: KernelDay}, {At: 62677399038, Kind: Reboot, Target: 3}, {At: 59421814676, Kind: BusOutage, For: 29 * time.Second},
 				{At: 49104948007, Kind: StateLost, Target: 3, For: 39 * time.Second}, {At: 70412604448, Kind: StatusForger, Target: 3, For: 221 * time.Second}},
@@ -388,6 +400,46 @@ func TestRegressions(t *testing.T) {
 		{"a declared whole-cluster shutdown ends without deadlock", 14, three(2, volumes.PolicyWait),
 			Plan{{At: sec(5), Kind: ClusterShutdown}},
 			[][]string{{"declares a whole-cluster shutdown"}, {"NOTSUPPORTED", "declared whole-cluster shutdown"}}},
+		// Agent faults (agentfaults.go): each found its defect on the code before its fix.
+		{"a paused agent whose slot was released as a stale holder's does not run on that COMPLETE (S1, agent faults, seed 4002775)", 4002775, ConfigFor(4002775),
+			Plan{{At: 79188258981, Kind: Reboot, Target: 1}, {At: 107205176883, Kind: AgentPausedNotReady, Target: 1, For: 61 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"the agent of node-1.edge is paused"}, {"node-1.edge releases its slot"},
+				{"agent of node-1.edge: COMPLETE for request", "says its admission slot was released"}}},
+		{"a paused agent reads its status again when its confirmation read is older than ConfirmMaxAge (S1, agent faults, seed 4000294)", 4000294, ConfigFor(4000294),
+			Plan{{At: 212259529593, Kind: Update, Target: 1}, {At: 102509126954, Kind: AgentPausedNotReady, Target: 1, For: 6 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"the agent of node-1.edge is paused"}, {"node-1.edge releases its slot"},
+				{"agent of node-1.edge resumes"}, {"agent of node-1.edge: the status read that confirmed", "reading it again"}}},
+		{"a NOTSUPPORTED override file lets one operation run (O1, agent faults, seed 4000430)", 4000430, ConfigFor(4000430),
+			Plan{{At: 50655239603, Kind: KernelDay}, {At: 115681560300, Kind: Reboot, Target: 0}, {At: 103854759327, Kind: OverrideUnsupported, Target: 0, For: 39 * time.Second}},
+			[][]string{{"writes the override file on node-0.edge: NOTSUPPORTED"}, {"agent of node-0.edge runs the reboot command", "cleared by override NOTSUPPORTED"},
+				{"node-0.edge goes down"}, {"node-0.edge: /var/run/reboot-required appears"}, {"agent of node-0.edge runs the reboot command", "cleared by COMPLETE"}}},
+		{"an update whose start the state file cannot record is not started: a crash does not run it twice (S5, agent faults, seed 4000546)", 4000546, ConfigFor(4000546),
+			Plan{{At: 34836452956, Kind: KernelDay}, {At: 13867329483, Kind: Update, Target: 1}, {At: 170487616714, Kind: OperatorUncord, Target: 0, For: 35 * time.Second},
+				{At: 53616676037, Kind: CoordCrash, Target: 1, For: 33 * time.Second}, {At: 15758230027, Kind: PDBBlocks, Target: 1, For: 169 * time.Second},
+				{At: 183569194892, Kind: DiskReadOnly, Target: 1, For: 62 * time.Second}},
+			[][]string{{"the disk of node-1.edge refuses writes"}, {"agent of node-1.edge: the update for request", "was not started", "could not be recorded"},
+				{"agent of node-1.edge stops", "disk"}, {"agent of node-1.edge restarts"}, {"agent of node-1.edge runs the update command"}, {"agent of node-1.edge: update command succeeded"}}},
+		{"a request the state file cannot record is not published: a crash leaves no request its agent takes for another's (L1, agent faults, seed 4000021)", 4000021, ConfigFor(4000021),
+			Plan{{At: 119924917895, Kind: Reboot, Target: 0}, {At: 161395432943, Kind: Reboot, Target: 1}, {At: 163834087562, Kind: DiskReadOnly, Target: 1, For: 7 * time.Second}},
+			[][]string{{"agent of node-1.edge cannot save its state"}, {"agent of node-1.edge: cannot publish the drain request: not published while the state file cannot record it"},
+				{"agent of node-1.edge stops", "disk"}, {"agent of node-1.edge restarts"}, {"node-1.edge goes down"}}},
+		{"no command starts while the override file acted on cannot be removed: a restart does not let it run a second operation (O1, agent faults, a plan made for it)", 7, func() Config {
+			c := ConfigFor(7)
+			c.Nodes = 3
+			return c
+		}(), Plan{{At: sec(20), Kind: DiskReadOnly, Target: 0, For: time.Minute}, {At: sec(25), Kind: OverrideUnsupported, Target: 0},
+			{At: sec(30), Kind: Reboot, Target: 0}, {At: sec(150), Kind: Update, Target: 0}},
+			[][]string{{"agent of node-0.edge cannot remove the override file"}, {"was not started: the override file that was acted on could not be removed"},
+				{"agent of node-0.edge runs the reboot command", "cleared by override NOTSUPPORTED"}, {"node-0.edge goes down"},
+				{"agent of node-0.edge runs the update command", "cleared by COMPLETE"}}},
+		{"an agent's own withdrawal does not cancel the operation an override then let run (L1, agent faults, seed 4006851)", 4006851, ConfigFor(4006851),
+			Plan{{At: 28864591735, Kind: Update, Target: 1}, {At: 36801651312, Kind: ReplicaFails, Target: 1, For: 20 * time.Second},
+				{At: 4446175041, Kind: CoordCrash, Target: 1, For: 27 * time.Second}, {At: 76350474841, Kind: StatusForger, Target: 1, For: 30 * time.Second},
+				{At: 100960631699, Kind: StatusForger, Target: 1, For: 43 * time.Second}, {At: 16420127125, Kind: StatusForger, Target: 0, For: 36 * time.Second},
+				{At: 44899227363, Kind: AgentPausedNotReady, Target: 1, For: 52 * time.Second}, {At: 108830515969, Kind: OverrideUnsupported, Target: 1, For: 20 * time.Second}},
+			[][]string{{"node-1.edge releases its slot"}, {"writes the override file on node-1.edge: NOTSUPPORTED"}, {"agent of node-1.edge resumes"},
+				{"agent of node-1.edge runs the update command", "cleared by override NOTSUPPORTED"}, {"agent of node-1.edge: update command failed"},
+				{"agent of node-1.edge runs the update command", "cleared by override NOTSUPPORTED"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -426,7 +478,7 @@ func lossyPlan(seed uint64, mod func(*Config)) Plan {
 // noChanges is cfg without the gate's change signals (issue 12): the regressions found before
 // them keep the schedules they were found with.
 func noChanges(cfg Config) Config {
-	cfg.InformerChanges, cfg.Decommission, cfg.Forgers = 0, false, false
+	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults = 0, false, false, false
 	return cfg
 }
 
@@ -434,7 +486,7 @@ func noChanges(cfg Config) Config {
 // holders, domains): the regressions found before it keep the schedules they were found with.
 func beforePolicy(cfg Config) Config {
 	cfg.Maintenance, cfg.Domains, cfg.StaleHolderTimeout, cfg.Policy.ReturnTimeout = false, 0, 0, 0
-	cfg.InformerChanges, cfg.Decommission, cfg.Forgers = 0, false, false
+	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults = 0, false, false, false
 	return cfg
 }
 

@@ -37,14 +37,18 @@ type Agent struct {
 	bus      *bus
 	timer    *time.Timer
 
-	m           Machine
-	saved       []byte // the state as last saved
-	unsaved     saveFailure
-	view        View       // the effective status last logged
-	call        *localCall // the local request being stepped
-	sentinelErr map[Operation]string
-	foreignLog  ratelog.Limiter
-	heartbeat   atomic.Int64
+	m       Machine
+	saved   []byte // the state as last saved
+	unsaved saveFailure
+	// overrideLeft is the error of the last removal of an override file that was acted on (it
+	// let an operation run), nil once removed: no command starts meanwhile (NotRecorded), and the
+	// removal is tried again at every step.
+	overrideLeft error
+	view         View       // the effective status last logged
+	call         *localCall // the local request being stepped
+	sentinelErr  map[Operation]string
+	foreignLog   ratelog.Limiter
+	heartbeat    atomic.Int64
 }
 
 // New checks cfg and returns an agent; Run starts it.
@@ -311,11 +315,16 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 	m, actions := Step(a.m, ev, a.cfg.Now(), a.cfg.Policy)
 	a.m = m
 	saved := a.persist()
+	if a.overrideLeft != nil {
+		a.consumeOverride()
+	}
 	for _, act := range actions {
-		if run, ok := act.(RunCommand); ok && !saved {
-			// Not started: the state file does not say it was, and an agent restarted after a
-			// crash would run it again (S5). The machine puts it back to run later.
-			a.queue = append(a.queue, EvRunNotRecorded{RequestID: run.RequestID, Err: a.unsaved.err})
+		var unsaved error
+		if !saved {
+			unsaved = a.unsaved.err
+		}
+		if ev := NotRecorded(act, unsaved, a.overrideLeft); ev != nil {
+			a.queue = append(a.queue, ev)
 			continue
 		}
 		a.perform(ctx, act)
@@ -356,12 +365,20 @@ func (a *Agent) entry() *logrus.Entry {
 	return e
 }
 
+// consumeOverride removes the override file that was acted on (it let the operation run). When it
+// cannot, no command starts until it can (it is tried again at every step): an agent restarted
+// meanwhile would read the file again, and it would let the next operation run without a drain.
 func (a *Agent) consumeOverride() {
 	if err := os.Remove(a.cfg.OverrideFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		a.entry().WithError(err).Error("override acted on (it let the operation run) but its file cannot be removed; it is ignored until it changes")
+		if a.overrideLeft == nil {
+			a.entry().WithError(err).Error("override acted on (it let the operation run) but its file cannot be removed: " +
+				"no operation command starts until it is (it is tried again), or the file would let the next operation run without a drain")
+		}
+		a.overrideLeft = err
 		return
 	}
 	a.override.forget()
+	a.overrideLeft = nil
 	a.entry().Info("override acted on (it let the operation run): file removed, the next operation waits for its drain")
 }
 

@@ -314,8 +314,9 @@ func (b *bus) forward(ctx context.Context, w *pubsub.Watcher[nodedrain.NodeDrain
 // is refused even if something newer follows at once), then through a checked read of the key,
 // which tells a server copy (KV watch entries carry no headers); what the read gives (this
 // revision, or a newer value or delete superseding it) is what is taken. When the read fails
-// (three times), the delivery stands on its signature and order; the agent still acts only
-// after a checked read. ok false: nothing to take; a nil status with ok: the key's status was removed since.
+// (three times), the delivery stands on its signature and order: it can move the machine on
+// (to ask for its confirmation read), never start a command, which only the answer of a checked
+// confirmation read (ReadStatus) can. ok false: nothing to take; a nil status with ok: the key's status was removed since.
 func (b *bus) checkDelivery(ctx context.Context, statuses *pubsub.Bucket[nodedrain.NodeDrainStatus],
 	ev pubsub.Event[nodedrain.NodeDrainStatus]) (st *nodedrain.NodeDrainStatus, rev uint64, ok bool) {
 	v := ev.Value

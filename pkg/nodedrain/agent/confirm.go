@@ -46,7 +46,8 @@ func (s *stepper) confirm() {
 }
 
 // statusRead takes the status read from the bus as the node's status; if it still clears the
-// current request, the command may run.
+// current request, the command may run. Only such a checked read confirms a command: a status the
+// watch delivered never does, whatever it says.
 func (s *stepper) statusRead(e EvStatusRead) {
 	s.m.Confirming = false
 	if e.Err != nil {
@@ -54,20 +55,26 @@ func (s *stepper) statusRead(e EvStatusRead) {
 		s.report(LevelWarn, "cannot read the drain status to confirm it before the %s: %v; retrying in %s", s.m.State.Operation, e.Err, s.p.BusRetry)
 		return
 	}
-	// The read is the bus now, unless the watch delivered a newer value while it was under way
-	// (its answer was served before that value was written). A read older than a value the
-	// agent had before asking means the bucket was replaced: the read is the truth then.
-	newerDelivered := s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision
-	if !newerDelivered {
-		s.takeBus(e.Status, e.Revision)
+	if s.m.BusRevision != s.m.ReadFrom && e.Revision < s.m.BusRevision {
+		// The watch delivered a newer value while the read was under way (the read was served
+		// before it was written). The delivery confirms nothing: it may stand without its
+		// checked read (the bus layer's fallback, e.g. a server copy of an old COMPLETE the
+		// read answers "no value" for), so the status is read again, checked, at once (the
+		// reconcile that follows asks). The older read is not taken either: it would roll the
+		// agent back (seed 2358).
+		return
 	}
-	if c := s.m.Bus; !newerDelivered && c != nil && c.RequestID == s.m.State.RequestID && e.outageNotEveryones() {
+	// The read is the bus now. A read older than a value the agent had before asking means the
+	// bucket was replaced: the read is the truth then.
+	s.takeBus(e.Status, e.Revision)
+	if c := e.Status; c != nil && c.RequestID == s.m.State.RequestID && e.outageNotEveryones() {
 		s.askAgain(fmt.Sprintf("COMPLETE for request %s comes from the API-unreachable rule (%s), but this node reaches the "+
 			"Kubernetes API: the coordinator alone is cut off from it, so the %s does not run undrained on it",
 			c.RequestID, c.Message, s.m.State.Operation))
 		return
 	}
-	if c := s.m.Bus; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() && !s.m.slotReleased() && !e.outageNotEveryones() {
+	// Only what the read answered confirms.
+	if c := e.Status; c != nil && c.RequestID == s.m.State.RequestID && c.Status.Clears() && !s.m.slotReleased() {
 		if s.m.State.Operation != OpDecommission || (c.Status == nodedrain.StatusComplete && c.Decommission) {
 			s.m.Confirmed = c.RequestID
 			return

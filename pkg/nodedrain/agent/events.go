@@ -37,7 +37,8 @@ type EvTrigger struct {
 type EvBusStatus struct {
 	Status *nodedrain.NodeDrainStatus
 	// Revision is the bus revision of the value (0: unknown). A confirmation read older than
-	// it is ignored (the watch itself delivers in order).
+	// it is not taken and is asked again (the watch itself delivers in order). A delivered
+	// status never confirms a command itself: only a ReadStatus's answer does.
 	Revision uint64
 }
 
@@ -74,7 +75,9 @@ type EvStatusRead struct {
 }
 
 // EvRunNotRecorded says the runtime did not start the command of a RunCommand: the state file
-// could not record its start (Err), and an agent restarted after a crash would have run it again.
+// could not record its start, or the override file acted on could not be removed (Err says
+// which; see NotRecorded), and an agent restarted after a crash would have run it again, or let
+// the next operation run without a drain.
 type EvRunNotRecorded struct {
 	RequestID string
 	Err       error

@@ -158,8 +158,8 @@ type Machine struct {
 	Boot string
 	// Bus is the latest status published for this node; nil when none is (or none was seen).
 	Bus *nodedrain.NodeDrainStatus
-	// BusRevision is the bus revision of Bus (0: unknown): a value read or delivered later but
-	// older than it is ignored (a confirmation read answered after a newer watch delivery).
+	// BusRevision is the bus revision of Bus (0: unknown): a value read later but older than a
+	// value delivered while the read was under way is not taken, and the status is read again.
 	BusRevision uint64
 	// BusKnown says the status watch has delivered its snapshot, so a nil Bus means "none published".
 	BusKnown bool

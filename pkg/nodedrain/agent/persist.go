@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -9,8 +10,10 @@ import (
 
 // This file holds how the runtime keeps the state file in step with the machine, and what it
 // does when it cannot: no command starts whose start the state file does not record (a crash
-// after it would run it again: S5, an operation runs once per request), and the save is tried
-// again with backoff until it succeeds.
+// after it would run it again: S5, an operation runs once per request), no request is published
+// that the state file does not record as this agent's (a crash after it would leave an agent that
+// takes it for another's and waits for it to end for good, its node drained and holding its
+// admission slot), and the save is tried again with backoff until it succeeds.
 
 // saveRetryMax bounds the backoff of a failed state save, and of a command held back by one.
 const saveRetryMax = time.Minute
@@ -62,4 +65,36 @@ func (a *Agent) saveRecovered() {
 	a.entry().WithField("failures", a.unsaved.count).Info("agent state saved again")
 	a.unsaved = saveFailure{}
 	a.metrics.StateUnsaved.Set(0)
+}
+
+// NotRecorded returns the event that puts back an action the runtime does not perform, or nil if
+// it may be performed. unsaved is the error of the failed save when the state file does not hold
+// the machine's State; left the error of the failed removal of an override file acted on.
+//   - A RunCommand is held back while either holds: with the state unsaved, an agent restarted
+//     after a crash would run the command again (S5); with the override file left, it would read
+//     the file again and let the next operation run without a drain.
+//   - A PublishRequest is held back while the state is unsaved: an agent restarted after a crash
+//     would not know the request for its own (State.Mine) and would wait for it to end, for good,
+//     the node drained and holding its admission slot (the simulation found it, L1). The machine
+//     takes it for a failed publish and tries again after its bus retry delay.
+//
+// The simulation performs its agents' actions through it too.
+func NotRecorded(act Action, unsaved, left error) Event {
+	switch x := act.(type) {
+	case RunCommand:
+		switch {
+		case unsaved != nil:
+			return EvRunNotRecorded{RequestID: x.RequestID, Err: fmt.Errorf("its start could not be recorded in the state file (%w), "+
+				"and an agent restarted after a crash would run it again", unsaved)}
+		case left != nil:
+			return EvRunNotRecorded{RequestID: x.RequestID, Err: fmt.Errorf("the override file that was acted on could not be removed (%w), "+
+				"and an agent restarted would read it again and let the next operation run without a drain", left)}
+		}
+	case PublishRequest:
+		if unsaved != nil {
+			return EvBusDone{Publish: true, RequestID: x.Request.RequestID,
+				Err: fmt.Errorf("not published while the state file cannot record it: %w", unsaved)}
+		}
+	}
+	return nil
 }

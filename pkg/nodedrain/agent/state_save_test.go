@@ -156,3 +156,48 @@ func TestAgentRunsOnceItsStateSavesAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, agent.PhaseIdle, st.Phase, "the state file says the update is done")
 }
+
+// A request is published only once the state file records it as this agent's: published while
+// the file could not be saved, a crash left an agent that took it for another agent's and waited
+// for it to end, for good, its node drained and holding the admission slot (the simulation found
+// it: a disk fault, a crash, L1). The publish is held back and tried again; once the state saves,
+// the request goes out, the one the state file names.
+func TestAgentDoesNotPublishWhatItCannotRecord(t *testing.T) {
+	w := newSaveWorld(t)
+	stop := w.start()
+	w.waitStatus(nodedrain.StatusNotRequested)
+
+	w.breakStateDir()
+	_, err := agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v1")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.status().State.Phase == agent.PhaseDeferred }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(10 * w.cfg.Policy.BusRetry) // retries, each held back
+	_, _, err = w.requests.Get(context.Background(), node)
+	require.ErrorIs(t, err, pubsub.ErrNotFound, "published a request the state file does not record")
+
+	// The crash: the next agent finds the state file from before the request, and no request
+	// of its own, or anyone's, holds the node.
+	stop()
+	w.repairStateDir()
+	w.start()
+	w.waitStatus(nodedrain.StatusNotRequested)
+	st, err := agent.NewStateStore(w.cfg.StateDir).Load()
+	require.NoError(t, err)
+	assert.Equal(t, agent.PhaseIdle, st.Phase)
+	_, _, err = w.requests.Get(context.Background(), node)
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+
+	// Without a crash, the request goes out once the state saves again.
+	w.breakStateDir()
+	_, err = agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v2")
+	require.NoError(t, err)
+	time.Sleep(5 * w.cfg.Policy.BusRetry)
+	_, _, err = w.requests.Get(context.Background(), node)
+	require.ErrorIs(t, err, pubsub.ErrNotFound)
+	w.repairStateDir()
+	r := w.request()
+	st, err = agent.NewStateStore(w.cfg.StateDir).Load()
+	require.NoError(t, err)
+	assert.Equal(t, st.RequestID, r.RequestID, "the request published is the one the state file records")
+	assert.Contains(t, st.Mine, r.RequestID)
+}

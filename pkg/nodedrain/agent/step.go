@@ -184,9 +184,10 @@ func (s *stepper) commandDone(e EvCommandDone) {
 	}
 }
 
-// runNotRecorded puts back a command the runtime did not start because the state file could not
-// record its start: it runs once a save succeeds, after the backoff and, when the bus cleared it,
-// a fresh confirmation (the bus may have changed meanwhile). Not a failure of the command.
+// runNotRecorded puts back a command the runtime did not start because what it must record first
+// could not be (its start in the state file, the removal of the override file acted on; see
+// NotRecorded): it runs once that succeeds, after the backoff and, when the bus cleared it, a
+// fresh confirmation (the bus may have changed meanwhile). Not a failure of the command.
 func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
 	st := &s.m.State
 	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
@@ -196,8 +197,7 @@ func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
 	wait := nodedrain.Backoff(s.m.UnrecordedRuns, s.p.BusRetry, saveRetryMax)
 	// As before this start: in the cleared phase every earlier run of the command failed.
 	st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, s.now.Add(wait), st.CommandFailures > 0
-	s.report(LevelError, "the %s for request %s was not started: its start could not be recorded in the state file (%v), "+
-		"and an agent restarted after a crash would run it again; trying again in %s", st.Operation, st.RequestID, e.Err, wait)
+	s.report(LevelError, "the %s for request %s was not started: %v; trying again in %s", st.Operation, st.RequestID, e.Err, wait)
 }
 
 func (s *stepper) commandFailed(reason string) {
@@ -351,7 +351,9 @@ func overrideClears(v View) bool {
 func (s *stepper) stillCleared(edge bool) {
 	st := s.m.State
 	// edgedrainctl withdraw cancels it, unless an operator's go-ahead came after the withdrawal.
-	if s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
+	// A withdrawal the agent made itself (its request no longer on the bus: after a failed drain
+	// or a released slot, before an override let the operation run) cancels nothing.
+	if st.OnBus && s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
 		s.cancelled()
 		return
 	}

@@ -288,10 +288,15 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	// to the bucket since this run's last write.
 	rev, err := e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
 	if errors.Is(err, pubsub.ErrConflict) {
-		if ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String()); errors.Is(ferr, errFenced) {
+		switch ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String()); {
+		case errors.Is(ferr, errFenced):
 			return
-		} else if ferr != nil {
+		case ferr != nil:
 			err = fmt.Errorf("%w; and then: %w", err, ferr)
+		default:
+			// Stepped over what no coordinator wrote: once more at once, or a forger writing
+			// between every two of our writes would keep a COMPLETE off the bus.
+			rev, err = e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
 		}
 	}
 	if err != nil {
