@@ -90,6 +90,9 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus) {
 		s.checkAPIRule(c, st)
 		return
 	}
+	if s.checkSameNode(st); s.violation != nil { // N1 (operators.go)
+		return
+	}
 	if n == nil || !n.exists {
 		return
 	}
@@ -226,14 +229,16 @@ func (s *Sim) check() {
 	}
 	// S4: a node carrying edgedrain's cordon has a live request or an uncordon under way: it
 	// may not stay stranded while a coordinator can act.
+	// (Edgedrain's cordon: its annotation on a cordon it made, node.ours; a leader that reaches
+	// the API, as only it can uncordon.)
 	leading := false
 	for _, c := range s.coords {
-		leading = leading || (s.leads(c) && c.running && c.core != nil)
+		leading = leading || (s.leads(c) && c.running && c.core != nil && c.apiUp())
 	}
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		stranded := n.exists && n.annotation != "" && n.unschedulable && !live && leading && cl.apiUp && s.bus.up
+		stranded := n.ours() && !live && leading && s.bus.up
 		switch {
 		case !stranded:
 			delete(s.strandedSince, name)
@@ -243,6 +248,10 @@ func (s *Sim) check() {
 			s.violate("S4", "%s has carried edgedrain's cordon for %s with no live request", name, s.w.now.Sub(s.strandedSince[name]).Round(time.Second))
 			return
 		}
+	}
+	// N2: a drain whose Node went frees its slot (operators.go).
+	if s.checkVanishedSlots(); s.violation != nil {
+		return
 	}
 	// S5: attempts never exceed the configured numbers (per request, across coordinators; an
 	// engine that resumes may redo the attempt that was under way when its predecessor stopped).
@@ -296,6 +305,10 @@ func (s *Sim) checkEnd() {
 			// failed within the ~40 s its agent's pod outlives the Node, or an operator withdrew it
 			// after the deletion: seed 740852), the machine is out of the cluster, with no agent,
 			// until its kubelet restarts and registers it again; a request made meanwhile waits.
+		case n.gone && !n.exists && !st.HoldsSlot():
+			// Its Node deleted by someone else (operators.go) and not registered again: its
+			// agent's pod went with it, and a request it made (asked again after its drain
+			// ended) waits for the Node to register; what else was asked of it waits too.
 		case n.retired && a.twin != nil:
 			// Known open: a second agent with the node's name (a misconfiguration) asks again
 			// from the shared sentinel, with a state of its own; once the machine is retired

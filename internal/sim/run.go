@@ -81,6 +81,8 @@ func ConfigFor(seed uint64) Config {
 	cfg.Forgers = rand.New(rand.NewPCG(seed, 0xf0a9e5)).IntN(3) == 0
 	// Process pauses between a check and the write that depends on it, in one run in two.
 	cfg.ProcessPauses = rand.New(rand.NewPCG(seed, 0x9a05e)).IntN(2) == 0
+	// Operators acting on Node objects (recordons, keep-cordoned, deletions), in one run in two.
+	cfg.Operators = rand.New(rand.NewPCG(seed, 0xc04d0)).IntN(2) == 0
 	return cfg
 }
 

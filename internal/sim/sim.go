@@ -59,6 +59,9 @@ type Config struct {
 	// ProcessPauses adds to random plans coordinators paused between the checks that allow a
 	// status write and the write (coordfaults.go).
 	ProcessPauses bool
+	// Operators adds to random plans operators acting on Node objects: recordons, the
+	// keep-cordoned annotation, deletions (operators.go).
+	Operators bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -154,6 +157,8 @@ type Sim struct {
 	// repairs counts values the coordinators repaired; refusals statuses the guards refused;
 	// copiesTaken server copies that reached agent.Step through a failed checked read.
 	repairs, refusals, copiesTaken int
+	// ops is the state of the operators' faults and their oracles (operators.go).
+	ops *operators
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
