@@ -400,7 +400,9 @@ func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 			s.cfg.APIUnreachableTimeout)
 	case !ok || !admitted.Before(c.apiDownSince):
 		s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after %s saw the API unreachable", st.Node, c.name)
-	case n == nil || !n.unschedulable:
+	case n == nil || (!n.unschedulable && !n.uncordonedAt.After(admitted)):
+		// (An operator who uncordoned the node during its drain, before the outage, made it so:
+		// the rule asks for a cordon the API confirmed, not one still there.)
 		s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
 	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
 		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)

@@ -39,6 +39,8 @@ type node struct {
 	// field from every owner). kubectl uncordon leaves edgedrain's annotation behind: the
 	// cordon is edgedrain's only while it carries that annotation and edgedrain set it.
 	cordonBy string
+	// uncordonedAt is when an operator last uncordoned the node.
+	uncordonedAt time.Time
 	// uid names the Node object: every registration makes a new one.
 	uid int
 	// changedAt is when the Node object last went or came (deleted, or registered again).
@@ -344,7 +346,7 @@ func (c *cluster) liveFacts() ([]volumes.Volume, map[string]volumes.NodeState) {
 // from every owner); what says so.
 func (c *cluster) operatorUncordon(n *node, what string) {
 	c.w.logf(what, n.name)
-	n.unschedulable, n.cordonBy = false, ""
+	n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", c.w.now
 	c.lastUnsafe = c.w.now
 	n.rv++
 	c.reschedule()

@@ -202,9 +202,10 @@ func (s *Sim) gateWaiting(node string) bool {
 }
 
 // recordon is kubectl uncordon, then kubectl cordon a moment later (pods may land between):
-// the cordon is the operator's, and edgedrain's annotation, if any, is left on it.
+// the cordon is the operator's, and edgedrain's annotation, if any, is left on it. Not once
+// faults have stopped: a cordon made then would stay (heal has removed the operators' cordons).
 func (s *Sim) recordon(n *node, why string) {
-	if !n.exists || !n.unschedulable {
+	if !n.exists || !n.unschedulable || s.quiet || !s.cluster.apiUp {
 		return
 	}
 	if why != "" {
@@ -213,7 +214,7 @@ func (s *Sim) recordon(n *node, why string) {
 	s.cluster.operatorUncordon(n, "an operator uncordons %s (kubectl uncordon)"+why)
 	uid := n.uid
 	s.w.after(s.w.between(10*time.Millisecond, 2*time.Second), "operator cordons", func() {
-		s.whenAPI(operatorWindow, func() bool { return n.exists && n.uid == uid }, func() {
+		s.when(operatorWindow, func() bool { return n.exists && n.uid == uid }, func() {
 			if !n.unschedulable {
 				s.w.logf("an operator cordons %s again (kubectl cordon): the cordon is theirs", n.name)
 				n.unschedulable, n.cordonBy = true, cordonByOperator
