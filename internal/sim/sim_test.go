@@ -408,6 +408,14 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge's Node object is deleted"}, {"node-1.edge's Node object registers again", "cordoned"},
 				{"node-1.edge STARTING", "the Node object was replaced during the drain"},
 				{"node-1.edge CORDONED", "already cordoned by someone else"}, {"node-1.edge COMPLETE"}}},
+		{"a node COMPLETE for a declared whole-cluster shutdown whose Node is deleted before it goes down releases its slot on the bus " +
+			"before another drain is admitted in its place (S3, seed 5006715)", 5006715, ConfigFor(5006715),
+			Plan{{At: 62388061566, Kind: ClusterShutdown}, {At: 61154579541, Kind: Reboot, Target: 0},
+				{At: 28934930190, Kind: StatusForger, Target: 0, For: 31 * time.Second}, {At: 8145738905, Kind: StatusForger, Target: 2, For: 18 * time.Second},
+				{At: 59455684834, Kind: NodeDeleted, Target: 3, For: 229 * time.Second}},
+			[][]string{{"node-3.edge COMPLETE", "node drained"}, {"node-3.edge's Node object is deleted"},
+				{"node-3.edge COMPLETE", "went down under the declared whole-cluster shutdown: admission slot released"},
+				{"node-1.edge STARTING"}, {"node-3.edge goes down"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
