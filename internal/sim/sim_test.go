@@ -416,6 +416,12 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-3.edge COMPLETE", "node drained"}, {"node-3.edge's Node object is deleted"},
 				{"node-3.edge COMPLETE", "went down under the declared whole-cluster shutdown: admission slot released"},
 				{"node-1.edge STARTING"}, {"node-3.edge goes down"}}},
+		{"a new request waits for the uncordon in flight of the withdrawn one, which would remove its cordon (S2, seed 5008849)", 5008849,
+			ConfigFor(5008849), Plan{{At: 30275002312, Kind: KernelDay}, {At: 39351704551, Kind: Update, Target: 0}, {At: 88501934526, Kind: Reboot, Target: 1}},
+			[][]string{{"node-0.edge NOTREQUESTED", "request withdrawn; uncordoning the node"},
+				{"node-0.edge REQUESTED", "new request replaces the previous one"}, {"coordinator-0 uncordons node-0.edge"},
+				{"node-0.edge STARTING"}, {"coordinator-0 cordons node-0.edge"}, {"node-0.edge COMPLETE", "node drained"},
+				{"agent of node-0.edge runs the update command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
