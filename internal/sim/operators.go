@@ -396,7 +396,7 @@ func (s *Sim) checkSameNode(st nodedrain.NodeDrainStatus) {
 
 // checkVanishedSlots (N2): a drain under way whose Node is gone ends, and frees its slot, within
 // NodeGoneAfter and some slack while one coordinator run leads and can act (reaches the API and
-// NATS, not paused).
+// NATS, not paused) and some Node is left.
 func (s *Sim) checkVanishedSlots() {
 	o := s.opState()
 	var leader *coord
@@ -404,6 +404,10 @@ func (s *Sim) checkVanishedSlots() {
 		if s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected() && !c.paused() {
 			leader = c
 		}
+	}
+	if leader != nil && len(leader.nodeInfos()) == 0 {
+		// Every Node gone: an empty view is no evidence to the Core (a failed list looks so).
+		leader = nil
 	}
 	for _, name := range s.cluster.order {
 		n := s.cluster.nodes[name]

@@ -356,8 +356,10 @@ func (s *Sim) heal() {
 	}
 	s.maint.heal()
 	for _, n := range s.cluster.nodes {
-		if n.cordonBy == cordonByOperator {
-			n.unschedulable, n.cordonBy = false, ""
+		if n.cordonBy == cordonByOperator { // (a drain's last checks may have read it still there)
+			n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", s.w.now
+			n.rv++
+			s.cluster.lastUnsafe = s.w.now
 		}
 		if n.up && n.exists {
 			n.ready = true
