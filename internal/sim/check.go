@@ -134,6 +134,9 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 		s.checkAPIRule(c, st)
 		return
 	}
+	if s.checkSameNode(st); s.violation != nil { // N1 (operators.go)
+		return
+	}
 	if n == nil || !n.exists {
 		return
 	}
@@ -274,6 +277,8 @@ func (s *Sim) check() {
 	}
 	// S4: a node carrying edgedrain's cordon has a live request or an uncordon under way: it
 	// may not stay stranded while a coordinator can act.
+	// (Edgedrain's cordon: its annotation on a cordon it made, node.ours; a leader that reaches
+	// the API, as only it can uncordon.)
 	leading := false
 	for _, c := range s.coords {
 		// (One that reaches the API and NATS: a leader cut off from either cannot uncordon.)
@@ -282,7 +287,7 @@ func (s *Sim) check() {
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		stranded := n.exists && n.annotation != "" && n.unschedulable && !live && leading && cl.apiUp && s.bus.up
+		stranded := n.ours() && !live && leading && s.bus.up
 		switch {
 		case !stranded:
 			delete(s.strandedSince, name)
@@ -292,6 +297,10 @@ func (s *Sim) check() {
 			s.violate("S4", "%s has carried edgedrain's cordon for %s with no live request", name, s.w.now.Sub(s.strandedSince[name]).Round(time.Second))
 			return
 		}
+	}
+	// N2: a drain whose Node went frees its slot (operators.go).
+	if s.checkVanishedSlots(); s.violation != nil {
+		return
 	}
 	// S5: attempts never exceed the configured numbers (per request, across coordinators; an
 	// engine that resumes may redo the attempt that was under way when its predecessor stopped).
@@ -345,6 +354,10 @@ func (s *Sim) checkEnd() {
 			// failed within the ~40 s its agent's pod outlives the Node, or an operator withdrew it
 			// after the deletion: seed 740852), the machine is out of the cluster, with no agent,
 			// until its kubelet restarts and registers it again; a request made meanwhile waits.
+		case n.gone && !n.exists && !st.HoldsSlot():
+			// Its Node deleted by someone else (operators.go) and not registered again: its
+			// agent's pod went with it, and a request it made (asked again after its drain
+			// ended) waits for the Node to register; what else was asked of it waits too.
 		case n.retired && a.twin != nil:
 			// Known open: a second agent with the node's name (a misconfiguration) asks again
 			// from the shared sentinel, with a state of its own; once the machine is retired
@@ -438,9 +451,11 @@ func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 			s.cfg.APIUnreachableTimeout)
 	case !ok || !admitted.Before(c.apiDownSince):
 		s.violate("S2", "COMPLETE for %s during an API outage for a drain admitted after %s saw the API unreachable", st.Node, c.name)
-	case !s.cluster.apiUp && (n == nil || !n.unschedulable):
+	case !s.cluster.apiUp && (n == nil || (!n.unschedulable && !n.uncordonedAt.After(admitted))):
 		// (Cut off alone, the coordinator may not see an operator's uncordon: the agent, whose
-		// node reaches the API, does not act on this COMPLETE then; checkS1.)
+		// node reaches the API, does not act on this COMPLETE then; checkS1. An operator who
+		// uncordoned the node during its drain, before the outage, made it so: the rule asks for
+		// a cordon the API confirmed, not one still there.)
 		s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
 	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
 		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)

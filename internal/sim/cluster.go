@@ -31,20 +31,32 @@ type node struct {
 	// exists: a Node object is registered; up: the machine runs; ready: its kubelet reports Ready.
 	exists, up, ready bool
 	unschedulable     bool
-	// annotation is edgedrain's cordon record (the request ID), "" when absent.
-	annotation string
-	rv         int
-	bootID     int
-	bootAt     time.Time // when the machine last booted
-	// operatorCordon: an operator cordoned the node (not edgedrain).
-	operatorCordon bool
+	// annotation is edgedrain's cordon record (the request ID), "" when absent; keep is the
+	// keep-cordoned annotation an operator set (its reason), "" when absent.
+	annotation, keep string
+	// cordonBy is who last set unschedulable, as the Node's managedFields record the field's
+	// owner: cordonByEdgedrain or cordonByOperator ("" while schedulable: an uncordon takes the
+	// field from every owner). kubectl uncordon leaves edgedrain's annotation behind: the
+	// cordon is edgedrain's only while it carries that annotation and edgedrain set it.
+	cordonBy string
+	// uncordonedAt is when an operator last uncordoned the node.
+	uncordonedAt time.Time
+	// uid names the Node object: every registration makes a new one.
+	uid int
+	// changedAt is when the Node object last went or came (deleted, or registered again).
+	changedAt time.Time
+	rv        int
+	bootID    int
+	bootAt    time.Time // when the machine last booted
 	// downUndrained records pods lost when the machine went down.
 	// evictionRequested is the Longhorn node's eviction request made by the gate (work the gate
 	// holds for the node's drain).
 	evictionRequested bool
 	// retired: the machine was powered off for good by a decommission command; deleted: a
-	// coordinator deleted the Node object for a decommission (it never registers again).
-	retired, deleted bool
+	// coordinator deleted the Node object for a decommission (it never registers again);
+	// gone: someone else deleted it (kubectl delete node), and its kubelet registers it again
+	// when it next starts (operators.go).
+	retired, deleted, gone bool
 	// overridden: the decommission command ran on an override file, not on the coordinator's
 	// COMPLETE.
 	overridden bool
@@ -102,6 +114,25 @@ type cluster struct {
 	frozenN    map[string]volumes.NodeState
 	lease      lease
 	podSeq     int
+	uidSeq     int
+}
+
+// Who set a node's spec.unschedulable last (node.cordonBy).
+const (
+	cordonByEdgedrain = "edgedrain"
+	cordonByOperator  = "operator"
+)
+
+// ours reports whether n's cordon is the one edgedrain made (coordinator's cordonIsOurs: its
+// annotation is there and edgedrain alone set unschedulable).
+func (n *node) ours() bool {
+	return n.exists && n.unschedulable && n.annotation != "" && n.cordonBy == cordonByEdgedrain
+}
+
+// newUID gives a Node object registering now its UID.
+func (c *cluster) newUID(n *node) {
+	c.uidSeq++
+	n.uid, n.changedAt = c.uidSeq, c.w.now
 }
 
 func newCluster(w *world, n int) *cluster {
@@ -109,6 +140,7 @@ func newCluster(w *world, n int) *cluster {
 	for i := range n {
 		name := fmt.Sprintf("node-%d.edge", i)
 		c.nodes[name] = &node{name: name, exists: true, up: true, ready: true, bootID: 1, bootAt: epoch.Add(-time.Hour)}
+		c.newUID(c.nodes[name])
 		c.order = append(c.order, name)
 	}
 	return c
@@ -238,6 +270,11 @@ func (c *cluster) machineDown(n *node) {
 			c.place(c.group(p.group))
 		}
 	}
+	c.replicasStop(n)
+}
+
+// replicasStop stops n's replicas (its machine, or Longhorn's instance manager there, stopped).
+func (c *cluster) replicasStop(n *node) {
 	for _, v := range c.vols {
 		for _, r := range v.replicas {
 			if r.node == n.name {
@@ -253,12 +290,16 @@ func (c *cluster) machineDown(n *node) {
 // machineUp brings a node back with a new boot ID; its intact replicas run again.
 func (c *cluster) machineUp(n *node) {
 	n.up, n.bootID, n.bootAt = true, n.bootID+1, c.w.now
-	if n.deleted {
+	switch {
+	case n.deleted:
 		// Its Node object was deleted for a decommission whose command did not retire the
 		// machine: the kubelet registers it again as it starts (seed 700308), a new object.
 		c.w.logf("%s's kubelet registers its Node object again (its agent's pod is made again)", n.name)
-		n.exists, n.deleted, n.unschedulable, n.annotation, n.operatorCordon = true, false, false, "", false
+		n.exists, n.deleted, n.unschedulable, n.annotation, n.keep, n.cordonBy = true, false, false, "", "", ""
+		c.newUID(n)
 		n.rv++
+	case n.gone:
+		c.registerAgain(n, "as its kubelet starts") // (operators.go)
 	}
 	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "kubelet ready", func() {
 		if n.up && n.exists {
@@ -301,10 +342,11 @@ func (c *cluster) liveFacts() ([]volumes.Volume, map[string]volumes.NodeState) {
 	return vols, states
 }
 
-// operatorUncordon is kubectl uncordon (which leaves edgedrain's annotation); what says so.
+// operatorUncordon is kubectl uncordon (which leaves edgedrain's annotation, and takes the field
+// from every owner); what says so.
 func (c *cluster) operatorUncordon(n *node, what string) {
 	c.w.logf(what, n.name)
-	n.unschedulable, n.operatorCordon = false, false
+	n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", c.w.now
 	c.lastUnsafe = c.w.now
 	n.rv++
 	c.reschedule()
@@ -338,7 +380,9 @@ func (c *cluster) longhorn() {
 	for _, v := range c.vols {
 		good := 0
 		for _, r := range v.replicas {
-			if r.intact && !c.nodes[r.node].evictionRequested && c.nodes[r.node].up {
+			// (Intact replicas stop on a machine that runs only when its Node's pods were
+			// garbage-collected: Longhorn's instance manager with them.)
+			if r.intact && r.running && !c.nodes[r.node].evictionRequested && c.nodes[r.node].up {
 				good++
 			}
 			if r.rebuilding {

@@ -31,70 +31,115 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	cl := s.cluster
 	switch st.Op {
 	case nodedrain.OpCordon:
-		var rv int
-		var unsched bool
-		var ours bool
+		// As nodeOps.cordonOnce: a cordon already there is edgedrain's only if it is the one
+		// edgedrain made (node.ours); another one is left, and a record of edgedrain's left on
+		// it from before goes (a write as the cordon's). The answer names the Node object read.
+		var rv, uid int
+		var unsched, ours, stale bool
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
 				return fmt.Errorf("get node %s: %w", node, errNotFound)
 			}
-			rv, unsched, ours = n.rv, n.unschedulable, n.annotation != ""
+			rv, uid, unsched, ours, stale = n.rv, n.uid, n.unschedulable, n.ours(), n.annotation != ""
 			return nil
 		}, c.onReply(inc, func(err error) {
-			if err != nil || unsched {
-				post(nodedrain.EvResult{Err: err, ByUs: ours})
-				return
+			done := func(err error, byUs bool) {
+				if err == nil {
+					s.cordonFound(rid, uid)
+				}
+				post(nodedrain.EvResult{Err: err, ByUs: byUs, UID: nodeUID(uid)})
 			}
-			if !c.stillLeading() { // as nodeOps.cordon: no write once the Lease lapsed
+			switch {
+			case err != nil:
+				post(nodedrain.EvResult{Err: err})
+			case unsched && (ours || !stale):
+				done(nil, ours)
+			case unsched: // someone else's cordon under edgedrain's record: the record goes
+				c.writeNode(node, "remove edgedrain's cordon record", rv, errNotFound, func() {
+					n := cl.nodes[node]
+					n.annotation, n.keep = "", ""
+					s.w.logf("%s removes its stale cordon record from %s (the cordon is someone else's)", c.name, node)
+				}, func(err error) { done(err, false) })
+			case !c.stillLeading(): // as nodeOps.cordon: no write once the Lease lapsed
 				post(nodedrain.EvResult{Err: coordinator.ErrLeaseLapsed})
-				return
+			default:
+				s.countCordon(rid) // an attempt that reaches the API (an unanswered one is no attempt)
+				c.writeNode(node, "cordon", rv, errNotFound, func() {
+					n := cl.nodes[node]
+					n.unschedulable, n.annotation, n.cordonBy = true, rid, cordonByEdgedrain
+					s.w.logf("%s cordons %s for request %s", c.name, node, rid)
+				}, func(err error) {
+					if err == nil && s.loseCordonReply(node) {
+						err = errUnreachable("cordon")
+					}
+					done(err, err == nil)
+				})
 			}
-			s.countCordon(rid) // an attempt that reaches the API (an unanswered one is no attempt)
-			c.writeNode(node, "cordon", rv, errNotFound, func() {
-				n := cl.nodes[node]
-				n.unschedulable, n.annotation, n.operatorCordon = true, rid, false
-				s.w.logf("%s cordons %s for request %s", c.name, node, rid)
-			}, func(err error) { post(nodedrain.EvResult{Err: err, ByUs: err == nil}) })
 		}))
 	case nodedrain.OpUncordon:
+		// As nodeOps.uncordonOnce: only edgedrain's own cordon is removed, and not if an
+		// operator asked to keep it (it is theirs from then on); edgedrain's record, and the
+		// keep mark, go in the same write.
 		var rv int
-		var ours bool
+		var recorded, ours, cordoned bool
+		var keep string
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if ok && n.exists {
-				rv, ours = n.rv, n.annotation != ""
+				rv, recorded, ours, cordoned, keep = n.rv, n.annotation != "", n.ours(), n.unschedulable, n.keep
 			}
 			return nil
 		}, c.onReply(inc, func(err error) {
-			if err != nil || !ours {
+			if err != nil || !recorded {
 				post(nodedrain.EvResult{Err: err})
 				return
 			}
+			kept := ""
+			switch {
+			case ours && keep != "":
+				kept = "an operator asked to keep it cordoned (" + keep + ")"
+			case !ours && cordoned:
+				kept = "its cordon is someone else's"
+			}
+			uncordon := ours && keep == ""
 			c.writeNode(node, "uncordon", rv, nil, func() {
 				n := cl.nodes[node]
-				if n.operatorCordon {
-					s.violate("S4", "%s removed a cordon of %s that an operator made (edgedrain's annotation was left from before)", c.name, node)
+				if uncordon && n.unschedulable {
+					s.checkUncordon(c, n)
+					n.unschedulable, n.cordonBy = false, ""
+					s.w.logf("%s uncordons %s", c.name, node)
+					cl.reschedule()
+				} else {
+					s.w.logf("%s removes its cordon record from %s and leaves it cordoned: %s", c.name, node, kept)
 				}
-				n.unschedulable, n.annotation = false, ""
-				s.w.logf("%s uncordons %s", c.name, node)
-				cl.reschedule()
-			}, func(err error) { post(nodedrain.EvResult{Err: err}) })
+				if ours && keep != "" {
+					s.handedOver(n)
+				}
+				n.annotation, n.keep = "", ""
+			}, func(err error) { post(nodedrain.EvResult{Err: err, Kept: kept}) })
 		}))
 	case nodedrain.OpCheckCordon:
-		var cordoned bool
+		// As nodeOps.cordonedOrGone and the executor: Foreign is a cordon not edgedrain's own,
+		// Missing a Node not found (a decommission's counts as cordoned), UID the object read.
+		var cordoned, foreign, missing bool
+		var uid int
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
-				if st.Decommission { // as nodeOps.cordonedOrGone
+				if st.Decommission {
 					cordoned = true
-					return nil
+				} else {
+					missing = true
 				}
-				return errNotFound
+				return nil
 			}
-			cordoned = n.unschedulable
+			cordoned, foreign, uid = n.unschedulable, n.unschedulable && !n.ours(), n.uid
+			s.cordonChecked(rid)
 			return nil
-		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: cordoned, At: s.w.now}) })
+		}, func(err error) {
+			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, UID: nodeUID(uid), At: s.w.now})
+		})
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, inc, post)
 	case nodedrain.OpForget:
@@ -197,7 +242,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 		}
 		c.writeNode(node, "delete node", rv, nil, func() {
 			n := cl.nodes[node]
-			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid}, s.w.now)
+			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid, Decommission: true}, s.w.now)
 			n.exists, n.deleted, n.ready = false, true, false
 			cl.lastUnsafe = s.w.now
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)

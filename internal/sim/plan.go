@@ -120,7 +120,11 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.ProcessPauses { // after them, for the same reason
 		p = append(p, coordFaults(cfg, rng)...)
 	}
-	return appendAgentFaults(p, cfg, rng, at) // after them, for the same reason
+	p = appendAgentFaults(p, cfg, rng, at) // after them, for the same reason
+	if cfg.Operators {                     // after them, for the same reason
+		p = append(p, operatorFaults(cfg, rng)...)
+	}
+	return p
 }
 
 // apply makes a happening happen.
@@ -195,22 +199,21 @@ func (s *Sim) apply(f Fault) {
 		cl.setAPI(false)
 		back("api back", func() { w.logf("the Kubernetes API is back"); cl.setAPI(true) })
 	case OperatorCordon:
-		// Known open: an operator who uncordons a node edgedrain cordoned (kubectl leaves
-		// edgedrain's annotation) and cordons it again has that cordon removed when the request
-		// ends. Until the coordinator drops its annotation on a foreign uncordon, the operator
-		// here cordons only nodes without it.
-		if n := nodeAt(f.Target); cl.apiUp && n.exists && !n.unschedulable && n.annotation == "" { // (kubectl needs the API)
+		// kubectl cordon of a schedulable node, edgedrain's annotation left on it or not (kubectl
+		// uncordon leaves it): the cordon is the operator's. (kubectl needs the API.)
+		if n := nodeAt(f.Target); n.exists && !n.unschedulable && cl.apiUp {
 			w.logf("an operator cordons %s", n.name)
-			n.unschedulable, n.operatorCordon = true, true
+			n.unschedulable, n.cordonBy = true, cordonByOperator
 			n.rv++
+			uid := n.uid
 			back("operator uncordons", func() {
-				if n.operatorCordon && cl.apiUp { // (else the quiet period's heal does)
+				if n.exists && n.uid == uid && n.unschedulable && n.cordonBy == cordonByOperator && cl.apiUp {
 					cl.operatorUncordon(n, "the operator uncordons %s again")
 				}
 			})
 		}
 	case OperatorUncord:
-		if n := nodeAt(f.Target); cl.apiUp && n.exists && n.unschedulable { // (kubectl needs the API)
+		if n := nodeAt(f.Target); n.exists && n.unschedulable && cl.apiUp {
 			cl.operatorUncordon(n, "an operator uncordons %s (kubectl uncordon)")
 		}
 	case Withdraw:
@@ -255,8 +258,10 @@ func (s *Sim) apply(f Fault) {
 			// reporting: a COMPLETE decided just before is judged on what its checks saw (seed
 			// 2007040: the Node went 2 ms before a COMPLETE for another node).
 			cl.lastUnsafe = w.now
+			n.changedAt = w.now
 			w.after(w.between(time.Second, 10*time.Second), "node registers", func() {
-				n.exists, n.unschedulable, n.annotation, n.operatorCordon, n.ready = true, false, "", false, n.up
+				n.exists, n.unschedulable, n.annotation, n.keep, n.cordonBy, n.ready = true, false, "", "", "", n.up
+				cl.newUID(n)
 				n.rv++
 				cl.reschedule()
 			})
@@ -317,6 +322,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyCoordFault(f)
 	case AgentPause, AgentPauseAtRead, DiskFull, DiskReadOnly, OverrideUnsupported, AgentCutNotReady, AgentPausedNotReady:
 		s.applyAgentFault(f)
+	case OperatorRecordon, RecordonAtGate, RecordonLostReply, RecordonNoCoordinator, KeepCordoned, NodeDeleted, NodeDeletedForGood:
+		s.applyOperatorFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
@@ -352,8 +359,10 @@ func (s *Sim) heal() {
 	}
 	s.maint.heal()
 	for _, n := range s.cluster.nodes {
-		if n.operatorCordon {
-			n.unschedulable, n.operatorCordon = false, false
+		if n.cordonBy == cordonByOperator { // (a drain's last checks may have read it still there)
+			n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", s.w.now
+			n.rv++
+			s.cluster.lastUnsafe = s.w.now
 		}
 		if n.up && n.exists {
 			n.ready = true

@@ -83,6 +83,8 @@ func ConfigFor(seed uint64) Config {
 	cfg.ProcessPauses = rand.New(rand.NewPCG(seed, 0x9a05e)).IntN(2) == 0
 	// Agent faults (agentfaults.go), from a stream of their own: in one run in two.
 	cfg.AgentFaults = rand.New(rand.NewPCG(seed, 0xa6e47)).IntN(2) == 0
+	// Operators acting on Node objects (recordons, keep-cordoned, deletions), in one run in two.
+	cfg.Operators = rand.New(rand.NewPCG(seed, 0xc04d0)).IntN(2) == 0
 	return cfg
 }
 

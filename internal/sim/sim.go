@@ -62,6 +62,9 @@ type Config struct {
 	// AgentFaults adds agent faults to random plans (agentfaults.go): pauses, disk faults,
 	// NOTSUPPORTED override files, agents cut off or paused while their node is NotReady.
 	AgentFaults bool
+	// Operators adds to random plans operators acting on Node objects: recordons, the
+	// keep-cordoned annotation, deletions (operators.go).
+	Operators bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -155,6 +158,8 @@ type Sim struct {
 	// repairs counts values the coordinators repaired; refusals statuses the guards refused;
 	// copiesTaken server copies that reached agent.Step through a failed checked read.
 	repairs, refusals, copiesTaken int
+	// ops is the state of the operators' faults and their oracles (operators.go).
+	ops *operators
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is

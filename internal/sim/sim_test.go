@@ -313,7 +313,8 @@ func TestRegressions(t *testing.T) {
 		{"a decommission whose Node another deleted waits for it to register again, then drains it again (D1, seed 772961)", 772961, ConfigFor(772961),
 			Plan{{At: sec(32.6), Kind: NodeReregister, Target: 1, For: 14 * time.Second}, {At: sec(16.8), Kind: Decommission, Target: 1}},
 			[][]string{{"node-1.edge's Node object is deleted and registered again"}, {"node-1.edge CORDONED", "missing (registering again?)"},
-				{"node-1.edge STARTING", "cordoning it again"}, {"deletes the Node object of node-1.edge"}, {"node-1.edge COMPLETE", "decommissioned"}}},
+				{"node-1.edge STARTING", "registered again): draining the new one"}, {"deletes the Node object of node-1.edge"},
+				{"node-1.edge COMPLETE", "decommissioned"}}},
 		{"a paused coordinator whose Lease lapsed writes no term record when its engine retry fires (S1 check, simulator, seed 871214)", 871214, ConfigFor(871214),
 			Plan{{At: sec(12.5), Kind: Reboot, Target: 1}, {At: sec(86.2), Kind: APIOutage, Target: 0, For: 15 * time.Second},
 				{At: sec(61.9), Kind: CoordFreeze, Target: 2, For: 26 * time.Second}, {At: sec(52.8), Kind: PowerCycle, Target: 1, For: 34 * time.Second},
@@ -440,6 +441,44 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge releases its slot"}, {"writes the override file on node-1.edge: NOTSUPPORTED"}, {"agent of node-1.edge resumes"},
 				{"agent of node-1.edge runs the update command", "cleared by override NOTSUPPORTED"}, {"agent of node-1.edge: update command failed"},
 				{"agent of node-1.edge runs the update command", "cleared by override NOTSUPPORTED"}}},
+		{"kubectl uncordon then kubectl cordon during the drain makes the cordon the operator's: the drain starts over under it and " +
+			"the withdrawal leaves it (S4, issue 23 defect 4, seed 5000063)", 5000063, ConfigFor(5000063),
+			Plan{{At: 61028869419, Kind: Reboot, Target: 2}, {At: 88428344919, Kind: OperatorRecordon, Target: 2, For: 62 * time.Second}},
+			[][]string{{"an operator uncordons node-2.edge (kubectl uncordon)"}, {"an operator cordons node-2.edge again"},
+				{"node-2.edge STARTING", "cordoned again by someone else during the drain"}, {"removes its stale cordon record from node-2.edge"},
+				{"node-2.edge COMPLETE"}, {"node-2.edge goes down"}, {"node-2.edge NOTREQUESTED", "request withdrawn"}}},
+		{"edgedrain.io/keep-cordoned set during the drain keeps the node cordoned after it, the operator's from then on " +
+			"(S4, issue 23 defect 4c, seed 5000348)", 5000348, ConfigFor(5000348),
+			Plan{{At: 92286624107, Kind: Update, Target: 3}, {At: 10344424448, Kind: KeepCordoned, Target: 3, For: 92 * time.Second}},
+			[][]string{{"an operator annotates node-3.edge edgedrain.io/keep-cordoned"}, {"node-3.edge COMPLETE"},
+				{"removes its cordon record from node-3.edge and leaves it cordoned", "asked to keep it cordoned"},
+				{"node-3.edge NOTREQUESTED", "node left cordoned"}, {"the operator uncordons node-3.edge (kept cordoned"}}},
+		{"a drain whose Node is deleted ends after a minute and frees its slot; the Node registered again is drained anew " +
+			"(N2, issue 23 defect 4b, seed 5003172)", 5003172, ConfigFor(5003172),
+			Plan{{At: 84960962582, Kind: Reboot, Target: 1}, {At: 117062463914, Kind: NodeDeletedForGood, Target: 1, For: 10 * time.Minute}},
+			[][]string{{"node-1.edge's Node object is deleted"}, {"node-1.edge CORDONED", "the Node object is missing"},
+				{"node-1.edge FAILEDDRAIN", "the Node object has been gone for 1m0s"}, {"node-1.edge's Node object registers again"},
+				{"node-1.edge STARTING", "node-1.edge-req2"}, {"node-1.edge COMPLETE", "node-1.edge-req2"}}},
+		{"a Node deleted during the drain and registered again cordoned is drained anew, not taken for the drained one " +
+			"(N1, issue 23 defect 4b, seed 5000927)", 5000927, ConfigFor(5000927),
+			Plan{{At: 20084959872, Kind: Update, Target: 1}, {At: 17214519505, Kind: NodeDeleted, Target: 1, For: 3 * time.Second}},
+			[][]string{{"node-1.edge's Node object is deleted"}, {"node-1.edge's Node object registers again", "cordoned"},
+				{"node-1.edge STARTING", "the Node object was replaced during the drain"},
+				{"node-1.edge CORDONED", "already cordoned by someone else"}, {"node-1.edge COMPLETE"}}},
+		{"a node COMPLETE for a declared whole-cluster shutdown whose Node is deleted before it goes down releases its slot on the bus " +
+			"before another drain is admitted in its place (S3, seed 5006715)", 5006715, ConfigFor(5006715),
+			Plan{{At: 62388061566, Kind: ClusterShutdown}, {At: 61154579541, Kind: Reboot, Target: 0},
+				{At: 28934930190, Kind: StatusForger, Target: 0, For: 31 * time.Second}, {At: 8145738905, Kind: StatusForger, Target: 2, For: 18 * time.Second},
+				{At: 59455684834, Kind: NodeDeleted, Target: 3, For: 229 * time.Second}},
+			[][]string{{"node-3.edge COMPLETE", "node drained"}, {"node-3.edge's Node object is deleted"},
+				{"node-3.edge COMPLETE", "went down under the declared whole-cluster shutdown: admission slot released"},
+				{"node-1.edge STARTING"}, {"node-3.edge goes down"}}},
+		{"a new request waits for the uncordon in flight of the withdrawn one, which would remove its cordon (S2, seed 5008849)", 5008849,
+			ConfigFor(5008849), Plan{{At: 30275002312, Kind: KernelDay}, {At: 39351704551, Kind: Update, Target: 0}, {At: 88501934526, Kind: Reboot, Target: 1}},
+			[][]string{{"node-0.edge NOTREQUESTED", "request withdrawn; uncordoning the node"},
+				{"node-0.edge REQUESTED", "new request replaces the previous one"}, {"coordinator-0 uncordons node-0.edge"},
+				{"node-0.edge STARTING"}, {"coordinator-0 cordons node-0.edge"}, {"node-0.edge COMPLETE", "node drained"},
+				{"agent of node-0.edge runs the update command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -478,7 +517,7 @@ func lossyPlan(seed uint64, mod func(*Config)) Plan {
 // noChanges is cfg without the gate's change signals (issue 12): the regressions found before
 // them keep the schedules they were found with.
 func noChanges(cfg Config) Config {
-	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults = 0, false, false, false
+	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults, cfg.Operators = 0, false, false, false, false
 	return cfg
 }
 

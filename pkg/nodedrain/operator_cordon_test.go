@@ -38,3 +38,22 @@ func TestUncordonThatLeftTheNodeCordonedSaysWhy(t *testing.T) {
 		r.d.Status.Message)
 	assert.False(t, r.d.Status.CordonedByUs)
 }
+
+// An uncordon in flight when a new request comes is waited for, not doubled: a second one, its
+// answer taken for the first's, let the new drain be admitted and cordon the node while it was
+// still on its way, and it removed that cordon before COMPLETE (simulation, seed 5008849: COMPLETE
+// on a schedulable node, with no fault at all).
+func TestNewRequestWaitsForTheUncordonInFlight(t *testing.T) {
+	r := newRun(t)
+	r.p.ReturnTimeout = 0
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon)
+	r.expect(StatusComplete)
+	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
+	r.step(EvRequest{Request: req("b")}).expect(StatusRequested) // no second uncordon
+	assert.Equal(t, OpUncordon, r.d.Waiting)
+	assert.False(t, r.d.AwaitsAdmission(), "admissible before the uncordon in flight answered")
+	r.step(EvAdmit{}).expect(StatusRequested)
+	r.ok(OpUncordon).expect(StatusRequested)
+	assert.True(t, r.d.AwaitsAdmission())
+	r.step(EvAdmit{}).expect(StatusStarting, OpCordon)
+}

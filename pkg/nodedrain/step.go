@@ -199,12 +199,20 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
 	s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, time.Time{}, ""
+	// An uncordon already sent may still land too, and it removes whatever cordon of edgedrain's
+	// it reads then: it is waited for (no drain is admitted before its answer), never doubled.
+	// A second one, its answer taken for the first's, removed the cordon of the drain admitted
+	// meanwhile, which went COMPLETE on a schedulable node (simulation, seed 5008849).
+	if inFlight == OpUncordon {
+		s.d.Waiting = OpUncordon
+	}
 	uncordon := func() {
-		if writeInFlight {
+		switch {
+		case writeInFlight:
 			s.d.Waiting, s.d.UncordonAfter = inFlight, true
-			return
+		case inFlight != OpUncordon:
+			s.start(OpUncordon, 0)
 		}
-		s.start(OpUncordon, 0)
 	}
 	st := &s.d.Status
 	st.Attempt, st.StartedAt, st.SlotReleased, st.CompleteSent, st.APIUnreachable = 0, time.Time{}, false, false, false

@@ -375,19 +375,26 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 // declaration ends as soon as one node is Ready without a request (the last one withdrew, one
 // came back), and its slot would be held again while a drain admitted under the declaration
 // runs: more nodes in maintenance than the limit (review of seed 873019). Released and
-// published, it stays released, as a stale holder's.
+// published, it stays released, as a stale holder's. A node whose Node object is missing counts
+// as down, as admission counts it (its slot free under the declaration): released too, so that
+// the bus never shows it holding a slot admission gave to another node (simulation, seed
+// 5006715: kubectl delete node on a node COMPLETE for the shutdown, not down yet).
 func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []NodeAction {
 	if !c.wholeCluster {
 		return nil
 	}
-	var out []NodeAction
+	ready := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
-		d, ok := c.drains[n.Name]
-		if !ok || n.Ready || d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased ||
+		ready[n.Name] = n.Ready
+	}
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		d := c.drains[node]
+		if ready[node] || d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased ||
 			!nodedrain.DeclaresClusterShutdown(*d.Request) {
 			continue
 		}
-		out = append(out, c.Step(n.Name, nodedrain.EvReleaseSlot{
+		out = append(out, c.Step(node, nodedrain.EvReleaseSlot{
 			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
 	}
 	return out

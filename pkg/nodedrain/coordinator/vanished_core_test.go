@@ -38,3 +38,37 @@ func TestCoreEndsTheDrainOfAVanishedNode(t *testing.T) {
 	d, _ = c.Drain("a")
 	assert.False(t, d.Active())
 }
+
+// Under a declared whole-cluster shutdown admission counts a COMPLETE node whose Node object is
+// missing as down, its slot free: the slot is released on the bus too before another drain is
+// admitted in its place (simulation, seed 5006715: kubectl delete node on a node COMPLETE for
+// the shutdown and still up, and the next drain admitted while the bus showed both holding).
+func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := func(node string) *nodedrain.NodeDrainRequest {
+		return &nodedrain.NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp,
+			Context: nodedrain.ClusterShutdownContext}
+	}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.Resume(ResumeInput{
+		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c")},
+		Statuses: map[string]nodedrain.NodeDrainStatus{
+			"a": {Node: "a", RequestID: "a-r", Status: nodedrain.StatusComplete, Attempt: 1, UpdatedAt: now, CordonedByUs: true},
+			"b": {Node: "b", RequestID: "b-r", Status: nodedrain.StatusRequested, UpdatedAt: now},
+			"c": {Node: "c", RequestID: "c-r", Status: nodedrain.StatusRequested, UpdatedAt: now}},
+	}, now)
+	withoutA := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}, {Name: "c", Ready: true, Schedulable: true}}
+	out, ev := c.Admit(withoutA, AdmitPolicy{}, now)
+	require.True(t, ev.WholeCluster)
+	d, _ := c.Drain("a")
+	require.True(t, d.Status.SlotReleased, "a's Node object is missing: down for the shutdown, as admission counts it")
+	assert.Contains(t, d.Status.Message, ReleasedUnderShutdown)
+	// What the bus gets, in order: a's release, then the admission it allows (one only).
+	var published []string
+	for _, na := range out {
+		if p, ok := na.Action.(nodedrain.Publish); ok && (p.Status.SlotReleased || p.Status.Status == nodedrain.StatusStarting) {
+			published = append(published, na.Node+" "+p.Status.Status.String())
+		}
+	}
+	assert.Equal(t, []string{"a COMPLETE", "b STARTING"}, published)
+}
