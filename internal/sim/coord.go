@@ -509,6 +509,9 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	s.w.logf("%s: %s %s refused, a value no coordinator wrote landed since its last write; writing again after it", c.name, st.Node, st.Status)
 	c.lastSeq = s.bus.buckets[bucketStatus].last
+	if !c.stillLeading() && !c.outage { // Engine.mayAct: the refusal came late, the Lease lapsed
+		return
+	}
 	// Once more at once (Engine.publishOne), signed anew; a second refusal waits for the tick.
 	if seq, again := c.land(c.sign(st), c.lastSeq, false); !again {
 		c.written(st, seq, false)

@@ -293,6 +293,8 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 			return
 		case ferr != nil:
 			err = fmt.Errorf("%w; and then: %w", err, ferr)
+		case !e.mayAct(ctx):
+			return // (the refusal came late: the Lease lapsed meanwhile)
 		default:
 			// Stepped over what no coordinator wrote: once more at once, or a forger writing
 			// between every two of our writes would keep a COMPLETE off the bus.
