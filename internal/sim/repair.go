@@ -113,6 +113,7 @@ func (c *coord) repair(key string, rev uint64) {
 	s.repairs++
 	own, ok := s.lastOwnStatus(key)
 	var seq uint64
+	fenceAt := s.bus.buckets[bucketStatus].last == c.lastSeq // nothing came between (putSigned)
 	if !ok {
 		s.w.logf("%s repairs %s: deletes the value at revision %d (%s)", c.name, key, rev, describe(s.bus.value(bucketStatus, key)))
 		seq = s.bus.write(bucketStatus, key, nil, c.name)
@@ -135,7 +136,9 @@ func (c *coord) repair(key string, rev uint64) {
 		c.repairs[key] = true
 		return
 	}
-	c.lastSeq = max(c.lastSeq, seq)
+	if fenceAt {
+		c.lastSeq = seq
+	}
 }
 
 // writesItself is Engine.writesItself: a node this run serves gets its own status published

@@ -99,7 +99,7 @@ func (e *Engine) forgetStatus(ctx context.Context, node string) error {
 	if errors.Is(err, pubsub.ErrConflict) {
 		if ferr := e.fenceRefused(ctx, "forget "+node); ferr != nil {
 			err = fmt.Errorf("%w; and then: %w", err, ferr)
-		} else { // stepped over what no coordinator wrote: once more, after it
+		} else if stillLeading(ctx) { // stepped over what no coordinator wrote: once more, after it
 			del, err = e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)
 		}
 	}

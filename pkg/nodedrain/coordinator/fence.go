@@ -72,7 +72,10 @@ func (e *Engine) takenOver(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("read term record %d: %w", r.Rev, err)
 		}
-		if origin != pubsub.Copied {
+		// A record written as a coordinator writes (or put back by an administrator). A revision
+		// gone by now (Superseded, pushed out by later copies) proves nothing: a forger's flood
+		// must not stop the run over and over.
+		if origin == pubsub.Written || origin == pubsub.Restored {
 			return true, nil
 		}
 	}

@@ -187,7 +187,13 @@ func (e *Engine) writesItself(ctx context.Context, key string) bool {
 func (e *Engine) putSigned(ctx context.Context, key string, st nodedrain.NodeDrainStatus, rev uint64, restored bool) error {
 	put, err := e.statuses.PublishIfRevision(ctx, key, e.sign(st), rev, restored)
 	if err == nil {
-		e.ownRevs[key], e.lastSeq = put, max(e.lastSeq, put)
+		e.ownRevs[key] = put
+		if put == e.lastSeq+1 {
+			// A repair is conditional on its key's revision, not fenced on the bucket's end:
+			// the run's fence moves past it only when nothing came between (a takeover's term
+			// record in between must still refuse the next status write).
+			e.lastSeq = put
+		}
 	}
 	return err
 }
