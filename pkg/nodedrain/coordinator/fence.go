@@ -57,6 +57,23 @@ func (e *Engine) fenceRefused(ctx context.Context, what string) error {
 // standing in for it; only a flood of more copies than the key's history keeps could push the
 // record out, and the Lease still fences the replica that lost it.)
 func (e *Engine) takenOver(ctx context.Context) (bool, error) {
+	// The current record first, with one direct get: the stream's replicas answer it even while
+	// the cluster's JetStream API cannot create a consumer (a NATS cluster regaining its quorum),
+	// which the history needs; a status write refused then (its ack lost in the outage) would
+	// wait for it.
+	_, rev, origin, err := e.terms.GetChecked(ctx, nodedrain.TermKey)
+	if err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode) {
+		_, rev, origin, err = e.terms.GetStored(ctx, nodedrain.TermKey) // (no direct get answered)
+	}
+	switch {
+	case (err == nil || errors.Is(err, pubsub.ErrDecode)) && origin != pubsub.Copied:
+		return rev > e.term, nil // (a newer record a coordinator wrote; ours, else)
+	case errors.Is(err, pubsub.ErrNotFound) && origin != pubsub.Copied:
+		return false, nil // (no record: none newer)
+	case err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode):
+		return false, fmt.Errorf("read the term record: %w", err)
+	}
+	// A server copy stands there: a record a coordinator wrote may be behind it.
 	revs, err := e.terms.History(ctx, nodedrain.TermKey)
 	if err != nil {
 		return false, fmt.Errorf("read the term records: %w", err)
