@@ -44,10 +44,7 @@ const (
 )
 
 // agentFaultKinds are weighted like faultKinds.
-var agentFaultKinds = []struct {
-	k Kind
-	w int
-}{
+var agentFaultKinds = []weightedKind{
 	{AgentPause, 2}, {AgentPauseAtRead, 3}, {DiskFull, 2}, {DiskReadOnly, 2}, {OverrideUnsupported, 2},
 	{AgentCutNotReady, 2}, {AgentPausedNotReady, 2},
 }
@@ -72,20 +69,8 @@ func appendAgentFaults(p Plan, cfg Config, rng *rand.Rand, at func() time.Durati
 	if !cfg.AgentFaults {
 		return p
 	}
-	total := 0
-	for _, k := range agentFaultKinds {
-		total += k.w
-	}
 	for range 1 + rng.IntN(2) {
-		x := rng.IntN(total)
-		var k Kind
-		for _, fk := range agentFaultKinds {
-			if x < fk.w {
-				k = fk.k
-				break
-			}
-			x -= fk.w
-		}
+		k := drawKind(agentFaultKinds, rng)
 		d := time.Duration(1+rng.IntN(40)) * time.Second
 		switch k {
 		case DiskFull, DiskReadOnly:

@@ -57,11 +57,30 @@ func (f Fault) String() string {
 // Plan is the happenings of a run; shrinking removes some.
 type Plan []Fault
 
-// weighted kinds of faults for random plans.
-var faultKinds = []struct {
+// weightedKind is a kind of fault and its weight in random plans.
+type weightedKind struct {
 	k Kind
 	w int
-}{
+}
+
+// drawKind draws one of kinds, each as likely as its weight (one draw of rng).
+func drawKind(kinds []weightedKind, rng *rand.Rand) Kind {
+	total := 0
+	for _, k := range kinds {
+		total += k.w
+	}
+	x := rng.IntN(total)
+	for _, fk := range kinds {
+		if x < fk.w {
+			return fk.k
+		}
+		x -= fk.w
+	}
+	return kinds[len(kinds)-1].k
+}
+
+// weighted kinds of faults for random plans.
+var faultKinds = []weightedKind{
 	{CoordCrash, 4}, {CoordFreeze, 2}, {AgentCrash, 4}, {AgentCut, 4}, {BusOutage, 3}, {BusLossy, 2}, {WatchLag, 3},
 	{APIOutage, 3}, {OperatorCordon, 2}, {OperatorUncord, 2}, {Withdraw, 3}, {Override, 1}, {KubeletDown, 2},
 	{NodeReregister, 1}, {ReplicaFails, 3}, {PowerCycle, 2}, {AgentDuplicated, 1}, {ForgedStatus, 1}, {PDBBlocks, 3}, {StateLost, 1},
@@ -85,20 +104,8 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 			p = append(p, Fault{At: at(), Kind: Update, Target: n})
 		}
 	}
-	total := 0
-	for _, k := range faultKinds {
-		total += k.w
-	}
 	for range rng.IntN(9) {
-		x := rng.IntN(total)
-		var k Kind
-		for _, fk := range faultKinds {
-			if x < fk.w {
-				k = fk.k
-				break
-			}
-			x -= fk.w
-		}
+		k := drawKind(faultKinds, rng)
 		d := time.Duration(1+rng.IntN(40)) * time.Second
 		if (k == APIOutage || k == PDBBlocks) && rng.IntN(2) == 0 {
 			d = time.Duration(60+rng.IntN(240)) * time.Second
