@@ -244,14 +244,15 @@ func (s *Sim) check() {
 			// return gate's time: it holds its slot whether or not the coordinator saw the
 			// withdrawal (a restart, a new request over the COMPLETE, a lost reply).
 			holders = append(holders, name+" (back from its operation, not healthy yet)")
-		case st.Status == nodedrain.StatusComplete && st.SlotReleased && live && st.RequestID == req.RequestID:
+		case cleared(st) && st.SlotReleased && live && st.RequestID == req.RequestID:
 			// released as a node that never came back (R2 checks it was so)
 		case (a.cmdDeclared && !n.up) || (live && s.downDeclared[req.RequestID]) ||
 			(live && nodedrain.DeclaresClusterShutdown(req) && s.wholeClusterDeclared()):
 			// A declared whole-cluster shutdown lets nodes go down without a slot: while every
 			// request declares it, or for a request whose node went down under it.
-		case st.Status == nodedrain.StatusComplete && live && st.RequestID == req.RequestID:
-			// (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
+		case cleared(st) && live && st.RequestID == req.RequestID:
+			// COMPLETE, or NOTSUPPORTED: the node goes down undrained, and in maintenance all the
+			// same (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
 			holders = append(holders, name)
 		case !n.up && a.cmdByBus && a.cmdRequest != "" && !s.withdrawn[a.cmdRequest] &&
 			!(st.SlotReleased && st.RequestID == a.cmdRequest):
@@ -460,4 +461,9 @@ func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
 		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
 	}
+}
+
+// cleared reports whether a status lets its agent run the operation: COMPLETE or NOTSUPPORTED.
+func cleared(st nodedrain.NodeDrainStatus) bool {
+	return st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported
 }

@@ -69,7 +69,7 @@ type Admission struct {
 }
 
 // holdsSlot reports whether a drain counts against the concurrency limit: while it runs, and
-// after COMPLETE until the node is back and its agent withdraws the request (its node is down or
+// after COMPLETE (or NOTSUPPORTED: its node goes down too, undrained) until the node is back and its agent withdraws the request (its node is down or
 // under maintenance). In a whole-cluster shutdown a COMPLETE node that is no longer Ready has gone
 // down as planned and frees its slot, so the next node can drain.
 //
@@ -79,7 +79,7 @@ func holdsSlot(d Drain, ready, wholeCluster bool) bool {
 	if d.Active() || d.BusHolds || d.Returning() {
 		return true
 	}
-	return d.Status.Status == StatusComplete && d.Request != nil && !d.Status.SlotReleased && !(wholeCluster && !ready)
+	return d.Cleared() && !d.Status.SlotReleased && !(wholeCluster && !ready)
 }
 
 // Admit decides which REQUESTED drains start, oldest request first, so that at most
@@ -159,7 +159,8 @@ func AdmitWith(in AdmitInput) Admission {
 	})
 	admitted := map[string]bool{} // admitted earlier in this pass: as busy as a running drain
 	busy := func(name string) bool {
-		return admitted[name] || drains[name].Active() || drains[name].Status.Status == StatusComplete
+		return admitted[name] || drains[name].Active() || drains[name].Status.Status == StatusComplete ||
+			drains[name].Status.Status == StatusNotSupported
 	}
 	var ahead []string
 	for _, name := range waiting {

@@ -2,6 +2,8 @@ package nodedrain
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,19 +215,55 @@ func TestWholeClusterShutdownDoesNotDeadlock(t *testing.T) {
 // that comes up meanwhile (its kubelet back) drains while the nodes that went down keep holding
 // no slot (seed 873019: the declaration ended with the NOTSUPPORTED, two nodes held slots with
 // max-concurrent-drains 1).
+//
+// The node answered NOTSUPPORTED is in maintenance until it has gone down: nothing drains to it.
 func TestWholeClusterShutdownOutlastsItsNotSupported(t *testing.T) {
 	drains := map[string]Drain{
 		"a": declaring(drainIn(StatusComplete, "a", 0)),
 		"b": declaring(drainIn(StatusComplete, "b", time.Second)),
 		"c": declaring(drainIn(StatusNotSupported, "c", 2*time.Second)),
 		"d": declaring(drainIn(StatusRequested, "d", 3*time.Second)),
+		"e": declaring(drainIn(StatusRequested, "e", 4*time.Second)),
 	}
-	ns := nodes("a", "b", "c", "d")
+	ns := nodes("a", "b", "c", "d", "e")
 	ns[0].Ready, ns[1].Ready = false, false
 	a := Admit(drains, ns, 1)
+	assert.True(t, a.WholeCluster)
+	assert.Empty(t, a.Admit)
+	assert.Contains(t, a.Queued["d"], "c in maintenance", "c, told to go down undrained, is still up")
+
+	ns[2].Ready = false // c went down as told
+	a = Admit(drains, ns, 1)
 	assert.True(t, a.WholeCluster, "the NOTSUPPORTED ended the declaration")
 	assert.Equal(t, []string{"d"}, a.Admit)
-	assert.Empty(t, a.Queued)
+	assert.Equal(t, []string{"e"}, slices.Collect(maps.Keys(a.Queued)))
+}
+
+// A node answered NOTSUPPORTED goes down undrained: it is in maintenance, and no workload is
+// drained to it, until it is back and its agent withdraws (or its slot is released as a stale
+// holder's). A cluster seen as one node (the other's Node object deleted long enough) answers
+// NOTSUPPORTED; the other node registering again meanwhile waits for it (simulation, seed
+// 6001898: both went down at once).
+func TestANotSupportedNodeIsInMaintenance(t *testing.T) {
+	drains := map[string]Drain{
+		"a": drainIn(StatusNotSupported, "a", 0),
+		"b": drainIn(StatusRequested, "b", time.Second),
+	}
+	a := Admit(drains, nodes("a", "b"), 1)
+	assert.Empty(t, a.Admit)
+	assert.Contains(t, a.Queued["b"], "a in maintenance")
+
+	a = Admit(drains, nodes("a", "b"), 2)
+	assert.Empty(t, a.Admit, "with a second slot, b still has nowhere to drain to")
+	assert.Contains(t, a.Queued["b"], "no other Ready, schedulable node")
+
+	released := drains["a"]
+	released.Status.SlotReleased = true
+	drains["a"] = released
+	ns := nodes("a", "b", "c")
+	ns[0].Ready = false
+	a = Admit(drains, ns, 1)
+	assert.Equal(t, []string{"b"}, a.Admit, "a's slot was released: b drains to c")
 }
 
 func TestDeclaresClusterShutdown(t *testing.T) {

@@ -185,6 +185,13 @@ func (d Drain) Decommissioned() bool {
 // Active reports whether the drain holds an admission slot: started and not yet finished.
 func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 
+// Cleared reports whether the drain's answer lets the agent run its operation: COMPLETE, or
+// NOTSUPPORTED (nowhere to move the workloads), for the request still standing. Either way the
+// node goes down: it is in maintenance until it is back, or its slot is released.
+func (d Drain) Cleared() bool {
+	return (d.Status.Status == StatusComplete || d.Status.Status == StatusNotSupported) && d.Request != nil
+}
+
 // Cordoned reports whether the drain is past its cordon: the API answered that the node is
 // cordoned (CORDONED, DRAINRETRYING), and the drain has not started over from STARTING.
 func (d Drain) Cordoned() bool {

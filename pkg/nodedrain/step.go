@@ -39,10 +39,10 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 	case EvNodeGone:
 		s.nodeGone(e)
 	case EvReleaseSlot:
-		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
+		if s.d.Cleared() && !s.d.Status.SlotReleased {
 			// The bus shows the slot held until the release reaches it (S3 is about the bus).
 			s.d.Status.SlotReleased, s.d.BusHolds = true, true
-			s.set(StatusComplete, e.Reason, nil)
+			s.set(s.d.Status.Status, e.Reason, nil)
 			s.actions = append(s.actions, SlotReleased{Reason: e.Reason})
 		}
 	case EvPublishFailed:

@@ -95,14 +95,15 @@ func (s *stepper) statusRead(e EvStatusRead) {
 	s.m.ConfirmRetryAt = s.now.Add(s.p.BusRetry)
 }
 
-// slotReleased reports whether the bus's status is a COMPLETE whose admission slot the
+// slotReleased reports whether the bus's status is a COMPLETE (or NOTSUPPORTED) whose admission slot the
 // coordinator released because the node never came back (SlotReleased: NotReady, or its Node
 // object gone, for the stale-holder timeout; or down under a declared whole-cluster shutdown).
 // The slot may be another node's now. A decommission's COMPLETE carries SlotReleased too (its
 // Node object is deleted, by design): that one is the decommission's go-ahead.
 func (m Machine) slotReleased() bool {
 	b := m.Bus
-	return b != nil && b.Status == nodedrain.StatusComplete && b.SlotReleased && !b.Decommission
+	return b != nil && (b.Status == nodedrain.StatusComplete || b.Status == nodedrain.StatusNotSupported) &&
+		b.SlotReleased && !b.Decommission
 }
 
 // released handles a COMPLETE for the current request whose slot was released: the operation
@@ -112,8 +113,8 @@ func (m Machine) slotReleased() bool {
 // backoff, and the drain failures are not counted.
 func (s *stepper) released() {
 	st := &s.m.State
-	s.askAgain(fmt.Sprintf("COMPLETE for request %s says its admission slot was released (%s): another node may be in maintenance "+
-		"in its place, so the %s does not run on it", st.RequestID, s.m.Bus.Message, st.Operation))
+	s.askAgain(fmt.Sprintf("%s for request %s says its admission slot was released (%s): another node may be in maintenance "+
+		"in its place, so the %s does not run on it", s.m.Bus.Status, st.RequestID, s.m.Bus.Message, st.Operation))
 }
 
 // askAgain withdraws the current request, whose COMPLETE the operation does not run on (why),

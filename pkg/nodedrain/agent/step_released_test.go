@@ -16,6 +16,14 @@ func releasedStatus(id string) *nodedrain.NodeDrainStatus {
 		Message: "COMPLETE, but the node has been NotReady since ...: admission slot released"}
 }
 
+// releasedNotSupported is a NOTSUPPORTED (a node that goes down undrained is in maintenance all
+// the same) for request id whose slot the coordinator released.
+func releasedNotSupported(id string) *nodedrain.NodeDrainStatus {
+	st := releasedStatus(id)
+	st.Status, st.Message = nodedrain.StatusNotSupported, "NOTSUPPORTED, but the node has been NotReady since ...: admission slot released"
+	return st
+}
+
 // A COMPLETE whose slot was released gives the node no slot: another node may be in maintenance
 // in its place, so running the operation on it would put more nodes in maintenance than
 // --max-concurrent-drains allows (S3). The agent does not run it: it withdraws the request and
@@ -39,6 +47,9 @@ func TestStepCompleteWithReleasedSlotDoesNotRun(t *testing.T) {
 			// (The operation's second run of its command, on the new request.)
 			want: []string{"withdraw", "accepted", "publish r1", "read", "run reboot r1 #1", "command-failed #1", "withdraw"},
 			run:  "run reboot r2 #2"},
+		{name: "a NOTSUPPORTED whose slot was released (the node went NotReady before it ran)",
+			steps: seq(deferredReboot, []step{now(EvBusStatus{Status: releasedNotSupported("r1")})}),
+			want:  []string{"withdraw", "accepted", "publish r1", "withdraw"}, run: "run reboot r2 #1"},
 		{name: "found after a restart",
 			steps: seq(deferredReboot, []step{now(EvStart{BootID: "b1"}), now(EvBusStatus{Status: releasedStatus("r1")})}),
 			want:  []string{"withdraw", "accepted", "publish r1", "publish r1", "withdraw"}, run: "run reboot r2 #1"},

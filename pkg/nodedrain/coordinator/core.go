@@ -339,7 +339,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
-		if d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased {
+		if !d.Cleared() || d.Status.SlotReleased {
 			delete(c.absent, node)
 			continue
 		}
@@ -353,15 +353,15 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 				since = d.Status.UpdatedAt
 			}
 			if !n.Ready && !n.NotReadySince.IsZero() && now.Sub(since) >= c.staleAfter {
-				reason = fmt.Sprintf("COMPLETE, but the node has been NotReady since %s (and COMPLETE for longer than the stale-holder timeout %s): "+
+				reason = fmt.Sprintf("%[1]s, but the node has been NotReady since %[2]s (and %[1]s for longer than the stale-holder timeout %[3]s): "+
 					"admission slot released; the node is uncordoned when it is back and its agent withdraws",
-					n.NotReadySince.UTC().Format(time.RFC3339), c.staleAfter)
+					d.Status.Status, n.NotReadySince.UTC().Format(time.RFC3339), c.staleAfter)
 			}
 		} else if since, seen := c.absent[node]; !seen {
 			c.absent[node] = now
 		} else if gone := now.Sub(since); gone >= min(c.staleAfter, DeletedGrace) {
-			reason = fmt.Sprintf("COMPLETE, but the Node object has been gone for %s: admission slot released",
-				gone.Round(time.Second))
+			reason = fmt.Sprintf("%s, but the Node object has been gone for %s: admission slot released",
+				d.Status.Status, gone.Round(time.Second))
 		}
 		if reason != "" {
 			out = append(out, c.Step(node, nodedrain.EvReleaseSlot{Reason: reason}, now)...)
@@ -390,7 +390,7 @@ func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []Node
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
-		if ready[node] || d.Status.Status != nodedrain.StatusComplete || d.Request == nil || d.Status.SlotReleased ||
+		if ready[node] || !d.Cleared() || d.Status.SlotReleased ||
 			!nodedrain.DeclaresClusterShutdown(*d.Request) {
 			continue
 		}

@@ -90,14 +90,16 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	}
 	c := NewCore(nodedrain.DefaultPolicy(), 1)
 	c.Resume(ResumeInput{
-		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c"), "d": req("d")},
+		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c"), "d": req("d"), "e": req("e")},
 		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusComplete), "b": st("b", nodedrain.StatusComplete),
-			"c": st("c", nodedrain.StatusNotSupported), "d": st("d", nodedrain.StatusRequested)},
+			"c": st("c", nodedrain.StatusNotSupported), "d": st("d", nodedrain.StatusRequested), "e": st("e", nodedrain.StatusRequested)},
 	}, now)
-	nodes := []nodedrain.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c", Ready: true, Schedulable: true}, {Name: "d", Ready: true, Schedulable: true}}
+	// c went down as its NOTSUPPORTED told it; d drains to e.
+	nodes := []nodedrain.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d", Ready: true, Schedulable: true},
+		{Name: "e", Ready: true, Schedulable: true}}
 	_, ev := c.Admit(nodes, AdmitPolicy{}, now)
 	assert.True(t, ev.WholeCluster)
-	for _, n := range []string{"a", "b"} {
+	for _, n := range []string{"a", "b", "c"} {
 		d, _ := c.Drain(n)
 		assert.True(t, d.Status.SlotReleased, "%s went down under the declaration", n)
 		assert.Contains(t, d.Status.Message, ReleasedUnderShutdown)
@@ -108,11 +110,12 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	d, _ := c.Drain("d")
 	assert.Equal(t, nodedrain.StatusStarting, d.Status.Status, "d is admitted: a and b are down for the shutdown")
 
-	c.Step("c", nodedrain.EvRequest{}, now) // c withdraws: the declaration is over
+	nodes[2].Ready = true                   // c is back
+	c.Step("c", nodedrain.EvRequest{}, now) // and withdraws: the declaration is over
 	_, ev = c.Admit(nodes, AdmitPolicy{}, now)
 	assert.False(t, ev.WholeCluster)
 	var holders []string
-	for _, n := range []string{"a", "b", "c", "d"} {
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		if d, _ := c.Drain(n); d.Status.HoldsSlot() || d.BusHolds {
 			holders = append(holders, n)
 		}
