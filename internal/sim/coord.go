@@ -327,7 +327,14 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 }
 
 func (c *coord) afterEvents() {
-	actions, ev := c.core.Admit(c.nodeInfos(), c.holds(), c.s.w.now)
+	pol := c.holds()
+	if c.s.cfg.VolumePolicy == volumes.PolicyWait { // the volume gate's Peers
+		pol.Peers = func(node string) []nodedrain.VolumePeers {
+			vols, _ := c.s.cluster.facts()
+			return volumes.Peers(vols, node)
+		}
+	}
+	actions, ev := c.core.Admit(c.nodeInfos(), pol, c.s.w.now)
 	if ev.Changed {
 		c.s.w.logf("%s: whole-cluster shutdown = %v", c.name, ev.WholeCluster)
 	}

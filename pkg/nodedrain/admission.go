@@ -50,6 +50,10 @@ type AdmitInput struct {
 	// Domains is the last known failure domain of nodes whose Node object is missing now (a
 	// node in maintenance re-registering keeps its domain).
 	Domains map[string]string
+	// Peers, when set, lists a node's volumes with the other nodes holding their copies (the
+	// volume gate's, under the wait policy): a drain is not admitted while every other copy of
+	// one of its volumes is on nodes in maintenance.
+	Peers func(node string) []VolumePeers
 }
 
 // Admission is what Admit decided for the drains waiting in REQUESTED.
@@ -183,6 +187,17 @@ func AdmitWith(in AdmitInput) Admission {
 		if dom := known[name].Domain; dom != "" {
 			if same := sameDomain(holders, known, in.Domains, dom); len(same) > 0 {
 				a.Queued[name] = fmt.Sprintf("waiting: %s of the same failure domain %q in maintenance", strings.Join(same, ", "), dom)
+				continue
+			}
+		}
+		if in.Peers != nil && len(holders) > 0 {
+			inMaint := make(map[string]bool, len(holders))
+			for _, h := range holders {
+				inMaint[h] = true
+			}
+			if why := peerConflict(in.Peers(name), inMaint); why != "" {
+				a.Queued[name] = why
+				ahead = append(ahead, name)
 				continue
 			}
 		}

@@ -445,3 +445,36 @@ func TestUnmanagedNodesAreNodesOfTheCluster(t *testing.T) {
 	assert.Empty(t, a.NotSupported)
 	assert.Contains(t, a.Queued["b"], "not (yet) one this coordinator manages")
 }
+
+// With two slots and the wait policy, a node whose volume has every other copy on nodes in
+// maintenance waits: admitted, its drain and theirs would each wait for the other's copy
+// (issue 23, defect 5). A node with no such volume takes the free slot; a volume with no other
+// copy at all is the drain's own gate's business, not a reason to queue it.
+func TestTwoSlotsDoNotTakeEveryCopyOfAVolume(t *testing.T) {
+	peers := map[string][]VolumePeers{
+		"a": {{Volume: "v1", Nodes: []string{"b"}}, {Volume: "v3"}},
+		"b": {{Volume: "v1", Nodes: []string{"a"}}, {Volume: "v2", Nodes: []string{"a", "c"}}},
+		"c": {{Volume: "v2", Nodes: []string{"a", "b"}}},
+	}
+	in := AdmitInput{MaxConcurrent: 2, Nodes: nodes("a", "b", "c", "d"), Peers: func(n string) []VolumePeers { return peers[n] },
+		Drains: map[string]Drain{
+			"a": drainIn(StatusRequested, "a", 0),
+			"b": drainIn(StatusRequested, "b", time.Second),
+			"c": drainIn(StatusRequested, "c", 2*time.Second),
+		}}
+	a := AdmitWith(in)
+	assert.Equal(t, []string{"a", "c"}, a.Admit, "b's v1 has its only other copy on a; c's v2 has one on b")
+	assert.Contains(t, a.Queued["b"], "the other copies of volume v1 are on a, in maintenance")
+
+	in.Drains["a"] = drainIn(StatusCordoned, "a", 0)
+	in.Drains["c"] = drainIn(StatusCordoned, "c", 2*time.Second)
+	in.Drains["b"] = drainIn(StatusRequested, "b", time.Second)
+	in.MaxConcurrent = 3
+	a = AdmitWith(in)
+	assert.Empty(t, a.Admit)
+	assert.Contains(t, a.Queued["b"], "the other copies of volume v1 are on a, in maintenance")
+
+	in.Drains["a"] = drainIn(StatusNotRequested, "a", 0)
+	a = AdmitWith(in)
+	assert.Equal(t, []string{"b"}, a.Admit, "a is back: v1 has its copy there, and v2 one there too, though c is in maintenance")
+}

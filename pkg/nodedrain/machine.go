@@ -146,6 +146,10 @@ type Drain struct {
 	// MissingSince is when a decommission's Node deletion first found the Node missing (zero:
 	// it did not); it counts as gone once missing for NodeGoneAfter.
 	MissingSince time.Time
+	// NodeMissing says the last cordon check found no Node object (deleted; registering again?):
+	// the cordon the API confirmed was the old object's, so the API-unreachable rule does not
+	// apply until a check finds the node again.
+	NodeMissing bool
 	// NodeUID is the UID of the Node object the drain's cordon found (empty: not known, as
 	// after a resume): another one before COMPLETE is a new Node (the drained one was deleted
 	// and the name registered again), which the drain starts over on.

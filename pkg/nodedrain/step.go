@@ -343,6 +343,9 @@ func (s *stepper) result(e EvResult) {
 	case OpEvict:
 		s.evicted(e, attempt)
 	case OpCheckCordon:
+		if e.Err == nil && !s.stale(e) {
+			s.d.NodeMissing = e.Missing
+		}
 		switch {
 		case e.Err == nil && s.stale(e):
 			// The volume and policy answers before it are older still: all of them again.
@@ -490,6 +493,13 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 		// A drain admitted just before (its cordon unanswered) has not begun to empty the node.
 		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node's cordon was never "+
 			"confirmed, so its drain had not begun", e.For.Round(time.Second)), s.d.Status.Blockers)
+		return
+	}
+	if s.d.NodeMissing {
+		// The cordon the API confirmed was on a Node object since deleted; the name may have
+		// registered again, schedulable, and taken pods before the outage.
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node's Node object was missing at the "+
+			"last check (deleted; registering again?), so its cordon is not known", e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
 	if e.Safe {

@@ -501,6 +501,31 @@ func TestAPIUnreachableRuleNeedsAConfirmedCordon(t *testing.T) {
 	r.step(EvRequest{}).expect(StatusNotRequested, OpUncordon)
 }
 
+// A drain whose last cordon check found no Node object does not go COMPLETE by the
+// API-unreachable rule: the cordon the API confirmed was the deleted object's, and the name may
+// have registered again schedulable (simulation, seed 2065). A check that finds the node again
+// gives the rule back.
+func TestAPIUnreachableRuleNeedsTheNodeSeenSinceItWentMissing(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r.ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, func(e *EvResult) { e.Missing, e.Cordoned = true, false })
+	r.expect(StatusCordoned)
+	r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true}).expect(StatusCordoned)
+	assert.Contains(t, r.d.Status.Message, "Node object was missing")
+	assert.False(t, r.has(Cancel{}))
+
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon, failWith(errors.New("connection refused")))
+	r.step(EvAPIUnreachable{For: 6 * time.Minute, Safe: true}).expect(StatusCordoned)
+	assert.Contains(t, r.d.Status.Message, "Node object was missing", "an error tells nothing of the node")
+
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon, failWith(nil)).expect(StatusComplete)
+	r2 := newRun(t)
+	r2.step(EvRequest{Request: req("a")}).step(EvAdmit{})
+	r2.ok(OpCordon).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, func(e *EvResult) { e.Missing, e.Cordoned = true, false })
+	r2.fire().ok(OpFinalGate).ok(OpCheckCordon, func(e *EvResult) { e.Cordoned = false })
+	r2.expect(StatusStarting, OpCordon) // found again, uncordoned: cordoned again
+}
+
 // A COMPLETE that could not be published is checked again (volumes, cordon) after GateRecheck,
 // not at once: a bus that refuses writes immediately must not make a loop of checks.
 func TestUnpublishedCompleteIsCheckedAgainAfterAPause(t *testing.T) {

@@ -25,6 +25,9 @@ func (e *Engine) afterEvents(ctx context.Context) {
 	if m := e.cfg.Maintenance; m != nil {
 		pol = m.Admission(e.core.Waiting(), now)
 	}
+	if g, ok := e.cfg.Gate.(GatePeers); ok {
+		pol.Peers = g.Peers
+	}
 	e.observeHolds(pol.Holds, now)
 	actions, ev := e.core.Admit(e.nodeInfos(now), pol, now)
 	e.metrics.AdmissionDecision.Observe(time.Since(began).Seconds())

@@ -34,6 +34,8 @@ type Core struct {
 // nodedrain.AdmitInput): drains held in REQUESTED, and warnings published before admission.
 type AdmitPolicy struct {
 	Holds, Warnings map[string]nodedrain.Hold
+	// Peers is the volume gate's GatePeers, if it has one.
+	Peers func(node string) []nodedrain.VolumePeers
 }
 
 // SetStaleHolderTimeout sets how long a COMPLETE node may be NotReady before its admission slot
@@ -233,7 +235,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	}
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
-		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains})
+		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
 	out = append(out, c.releaseDeclared(nodes, now)...)

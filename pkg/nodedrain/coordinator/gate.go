@@ -51,6 +51,14 @@ type GateWatcher interface {
 	Changed() <-chan struct{}
 }
 
+// GatePeers is implemented by gates that know where the copies of a node's volumes are: under
+// the wait policy admission then never puts in maintenance together the nodes holding every
+// copy of one volume, whose drains would each wait for the other's copy (with two slots or
+// more). Peers answers from the gate's caches; nil when the policy needs nothing of admission.
+type GatePeers interface {
+	Peers(node string) []nodedrain.VolumePeers
+}
+
 // GateResult is a gate's answer.
 type GateResult struct {
 	// Safe is true when nothing blocks.
