@@ -20,10 +20,13 @@ const (
 // coord is one coordinator replica: leader election over the model Lease, and while it leads,
 // an engine around the real coordinator.Core whose actions it performs against the model.
 type coord struct {
-	s     *Sim
-	name  string
-	alive bool
-	conn  *conn
+	// declaredReadAt is when the engine last read the requests afresh to confirm a declared
+	// whole-cluster shutdown (Engine.confirmDeclared).
+	declaredReadAt time.Time
+	s              *Sim
+	name           string
+	alive          bool
+	conn           *conn
 	// leader: this replica believes it holds the Lease; lastRenew is its last successful renewal.
 	leader    bool
 	lastRenew time.Time
@@ -335,6 +338,9 @@ func (c *coord) afterEvents() {
 		}
 	}
 	actions, ev := c.core.Admit(c.nodeInfos(), pol, c.s.w.now)
+	if ev.ConfirmDeclared {
+		c.confirmDeclared()
+	}
 	if ev.Changed {
 		c.s.w.logf("%s: whole-cluster shutdown = %v", c.name, ev.WholeCluster)
 	}
@@ -551,5 +557,39 @@ func (c *coord) release(node string) {
 				c.later(2*time.Second, "release retry", inc, func() { c.release(node) })
 			}
 		})
+	})
+}
+
+// confirmDeclared is Engine.confirmDeclared: every node's request read afresh (one read after
+// another, each a round trip) must match the Core's before admission acts on a declared
+// whole-cluster shutdown; then admission runs again.
+func (c *coord) confirmDeclared() {
+	s := c.s
+	if s.w.now.Sub(c.declaredReadAt) < 2*time.Second {
+		return
+	}
+	c.declaredReadAt = s.w.now
+	keys := c.core.Nodes()
+	for _, name := range s.cluster.order {
+		if n := s.cluster.nodes[name]; n.exists && !slices.Contains(keys, name) {
+			keys = append(keys, name)
+		}
+	}
+	// (A fixed round trip: a draw would change every later draw of the run.)
+	c.later(5*time.Millisecond, "confirm declared", c.inc, func() {
+		if !c.conn.connected() || s.bus.lossy {
+			return
+		}
+		for _, key := range keys {
+			id := ""
+			if r, ok := s.bus.value(bucketRequests, key).(nodedrain.NodeDrainRequest); ok {
+				id = r.RequestID
+			}
+			if d, _ := c.core.Drain(key); (d.Request == nil && id != "") || (d.Request != nil && d.Request.RequestID != id) {
+				return
+			}
+		}
+		c.core.ConfirmDeclared()
+		c.afterEvents()
 	})
 }

@@ -119,6 +119,9 @@ type PublishRequest struct {
 type WithdrawRequest struct {
 	RequestID string
 	Own       []string
+	// Pending says the operation still stands (a backoff, then a new request): an agent restarted
+	// after a crash that lost this withdrawal would take it for an operator's and cancel it.
+	Pending bool
 	// Before also withdraws a request made before this time, whoever made it: the clean-up of an
 	// agent without its state file, with the node's boot time (zero: only Own).
 	Before time.Time

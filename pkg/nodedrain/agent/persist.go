@@ -77,6 +77,11 @@ func (a *Agent) saveRecovered() {
 //     would not know the request for its own (State.Mine) and would wait for it to end, for good,
 //     the node drained and holding its admission slot (the simulation found it, L1). The machine
 //     takes it for a failed publish and tries again after its bus retry delay.
+//   - A WithdrawRequest whose operation still stands (a retry after FAILEDDRAIN, asking again)
+//     is held back while the state is unsaved: an agent restarted after a crash would find its
+//     recorded request withdrawn, take it for an operator's edgedrainctl withdraw, and cancel the
+//     operation for good (the simulation found it, L1). The request stays on the bus, the node
+//     cordoned, until the state saves again.
 //
 // The simulation performs its agents' actions through it too.
 func NotRecorded(act Action, unsaved, left error) Event {
@@ -94,6 +99,11 @@ func NotRecorded(act Action, unsaved, left error) Event {
 		if unsaved != nil {
 			return EvBusDone{Publish: true, RequestID: x.Request.RequestID,
 				Err: fmt.Errorf("not published while the state file cannot record it: %w", unsaved)}
+		}
+	case WithdrawRequest:
+		if unsaved != nil && x.Pending {
+			return EvBusDone{RequestID: x.RequestID,
+				Err: fmt.Errorf("not withdrawn while the state file cannot record it (the operation still stands): %w", unsaved)}
 		}
 	}
 	return nil

@@ -201,3 +201,50 @@ func TestAgentDoesNotPublishWhatItCannotRecord(t *testing.T) {
 	assert.Equal(t, st.RequestID, r.RequestID, "the request published is the one the state file records")
 	assert.Contains(t, st.Mine, r.RequestID)
 }
+
+// An agent whose drain failed withdraws the request and asks again after a backoff. While its
+// state file cannot record that withdrawal it keeps the request on the bus: an agent restarted
+// after a crash would find the request it recorded withdrawn, take it for an operator's
+// edgedrainctl withdraw, and cancel the operation for good (the simulation found it: the reboot
+// was never done, L1). Restarted with the disk repaired, it withdraws the failed request itself
+// and asks again.
+func TestAgentKeepsAFailedRequestItCannotRecordWithdrawing(t *testing.T) {
+	w := newSaveWorld(t)
+	w.cfg.Policy.DrainRetryBackoff, w.cfg.Policy.DrainRetryBackoffMax = 200*time.Millisecond, 200*time.Millisecond
+	stop := w.start()
+	w.waitStatus(nodedrain.StatusNotRequested)
+	_, err := agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v1")
+	require.NoError(t, err)
+	r := w.request()
+
+	w.breakStateDir()
+	w.publish(nodedrain.StatusFailedDrain, r.RequestID)
+	require.Eventually(t, func() bool { return w.status().State.Phase == agent.PhaseBackoff }, 10*time.Second, 10*time.Millisecond,
+		"the agent did not take the FAILEDDRAIN")
+	kept := func() bool {
+		for _, e := range w.logs.AllEntries() {
+			if strings.Contains(e.Message, "not withdrawn while the state file cannot record it") {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool {
+		_, _, err := w.requests.Get(context.Background(), node)
+		return kept() || errors.Is(err, pubsub.ErrNotFound)
+	}, 10*time.Second, 10*time.Millisecond)
+	still, _, err := w.requests.Get(context.Background(), node)
+	require.NoError(t, err, "the failed request was withdrawn though its withdrawal could not be recorded")
+	assert.Equal(t, r.RequestID, still.RequestID)
+
+	stop() // the crash
+	w.repairStateDir()
+	w.start()
+	require.Eventually(t, func() bool {
+		again, _, err := w.requests.Get(context.Background(), node)
+		return err == nil && again.RequestID != r.RequestID
+	}, 10*time.Second, 10*time.Millisecond, "the restarted agent did not ask again for its update")
+	for _, e := range w.logs.AllEntries() {
+		assert.NotContains(t, e.Message, "withdrawn by someone else", "the update was cancelled")
+	}
+}

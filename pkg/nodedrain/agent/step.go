@@ -80,7 +80,8 @@ func (s *stepper) sync() {
 		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own(), Before: s.m.State.CleanupBefore})
 		return
 	}
-	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.State.CleanupBefore})
+	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.State.CleanupBefore,
+		Pending: s.m.State.Phase == PhaseBackoff})
 }
 
 // own lists the requests this agent made, for a withdrawal.

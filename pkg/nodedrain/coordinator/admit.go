@@ -30,6 +30,11 @@ func (e *Engine) afterEvents(ctx context.Context) {
 	}
 	e.observeHolds(pol.Holds, now)
 	actions, ev := e.core.Admit(e.nodeInfos(now), pol, now)
+	if ev.ConfirmDeclared && e.confirmDeclared(ctx) {
+		var more []NodeAction
+		more, ev = e.core.Admit(e.nodeInfos(now), pol, now)
+		actions = append(actions, more...)
+	}
 	e.metrics.AdmissionDecision.Observe(time.Since(began).Seconds())
 	switch {
 	case ev.Changed && ev.WholeCluster:

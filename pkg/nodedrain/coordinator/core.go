@@ -22,6 +22,7 @@ type Core struct {
 	wholeCluster      bool
 	announced         map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen              map[string]time.Time             // when admission last saw each node
+	declaredConfirmed bool                             // see ConfirmDeclared
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
@@ -94,7 +95,17 @@ type NodeAction struct {
 type CoreEvent struct {
 	// WholeCluster changed: every node has an open request (see nodedrain.Admit).
 	WholeCluster, Changed bool
+	// ConfirmDeclared: admission would act on a declared whole-cluster shutdown (release a down
+	// node's slot, admit, answer NOTSUPPORTED) and waits for ConfirmDeclared.
+	ConfirmDeclared bool
 }
+
+// ConfirmDeclared says the requests were read afresh from the bus and match the Core's view:
+// the next Admit may act on a declared whole-cluster shutdown (once). A view from the watch
+// alone may be old: a coordinator paused for seconds wakes with the request events of that
+// time still queued, and Go's select may hand it a timer first; the declaration may have ended
+// meanwhile, and a slot released under it is released for good (simulation, seed 3833).
+func (c *Core) ConfirmDeclared() { c.declaredConfirmed = true }
 
 // NewCore returns a Core with no drains.
 func NewCore(p nodedrain.Policy, maxConcurrent int) *Core {
@@ -236,6 +247,11 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
+	if adm.WholeCluster && !c.declaredConfirmed &&
+		(len(adm.Admit) > 0 || len(adm.NotSupported) > 0 || len(c.declaredReleasable(nodes)) > 0) {
+		return out, CoreEvent{WholeCluster: c.wholeCluster, ConfirmDeclared: true}
+	}
+	c.declaredConfirmed = false
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
 	out = append(out, c.releaseDeclared(nodes, now)...)
@@ -385,19 +401,28 @@ func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []Node
 	if !c.wholeCluster {
 		return nil
 	}
+	var out []NodeAction
+	for _, node := range c.declaredReleasable(nodes) {
+		out = append(out, c.Step(node, nodedrain.EvReleaseSlot{
+			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
+	}
+	return out
+}
+
+// declaredReleasable lists the nodes releaseDeclared releases under a declaration: cleared for a
+// declaring request, down (or their Node object missing), their slot not released yet.
+func (c *Core) declaredReleasable(nodes []nodedrain.NodeInfo) []string {
 	ready := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		ready[n.Name] = n.Ready
 	}
-	var out []NodeAction
+	var out []string
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
-		if ready[node] || !d.Cleared() || d.Status.SlotReleased ||
-			!nodedrain.DeclaresClusterShutdown(*d.Request) {
+		if ready[node] || !d.Cleared() || d.Status.SlotReleased || !nodedrain.DeclaresClusterShutdown(*d.Request) {
 			continue
 		}
-		out = append(out, c.Step(node, nodedrain.EvReleaseSlot{
-			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
+		out = append(out, node)
 	}
 	return out
 }

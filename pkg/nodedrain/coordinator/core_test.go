@@ -97,7 +97,11 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	// c went down as its NOTSUPPORTED told it; d drains to e.
 	nodes := []nodedrain.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d", Ready: true, Schedulable: true},
 		{Name: "e", Ready: true, Schedulable: true}}
-	_, ev := c.Admit(nodes, AdmitPolicy{}, now)
+	out, ev := c.Admit(nodes, AdmitPolicy{}, now)
+	assert.True(t, ev.ConfirmDeclared, "acting on the declaration waits for the requests read afresh")
+	assert.Empty(t, out)
+	c.ConfirmDeclared()
+	_, ev = c.Admit(nodes, AdmitPolicy{}, now)
 	assert.True(t, ev.WholeCluster)
 	for _, n := range []string{"a", "b", "c"} {
 		d, _ := c.Drain(n)
@@ -105,6 +109,7 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 		assert.Contains(t, d.Status.Message, ReleasedUnderShutdown)
 		c.Step(n, nodedrain.EvPublished{Status: d.Status.Status, Holds: d.Status.HoldsSlot()}, now)
 	}
+	c.ConfirmDeclared()
 	_, ev = c.Admit(nodes, AdmitPolicy{}, now) // the releases are on the bus
 	assert.True(t, ev.WholeCluster)
 	d, _ := c.Drain("d")

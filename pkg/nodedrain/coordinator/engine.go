@@ -42,18 +42,20 @@ type Engine struct {
 	seq          int                            // statuses this run published (each status's Seq)
 	ownRevs      map[string]uint64              // the revision of this run's last write under each node's key
 	statusesLive bool                           // the status watch is past its snapshot
-	unpublished  map[string]bool                // statuses whose publication failed; retried every tick
-	recheck      map[string]bool                // request keys whose change could not be checked; every tick
-	repairs      map[string]bool                // status keys holding a forgery not yet repaired; every tick
-	repairNext   string                         // retryRepairs starts at the first key from it
-	repairFails  map[string]int                 // ticks running each of repairs could not be read
-	repairsLost  uint64                         // keys of repairs given up (could not be read)
-	apiDownSince time.Time
-	results      chan nodeEvent
-	nodeChanged  chan struct{}
-	timer        *time.Timer
-	stopRun      context.CancelFunc
-	runs         uint64 // Runs started
+	// declaredReadAt is when confirmDeclared last read the requests afresh.
+	declaredReadAt time.Time
+	unpublished    map[string]bool // statuses whose publication failed; retried every tick
+	recheck        map[string]bool // request keys whose change could not be checked; every tick
+	repairs        map[string]bool // status keys holding a forgery not yet repaired; every tick
+	repairNext     string          // retryRepairs starts at the first key from it
+	repairFails    map[string]int  // ticks running each of repairs could not be read
+	repairsLost    uint64          // keys of repairs given up (could not be read)
+	apiDownSince   time.Time
+	results        chan nodeEvent
+	nodeChanged    chan struct{}
+	timer          *time.Timer
+	stopRun        context.CancelFunc
+	runs           uint64 // Runs started
 
 	held map[string]heldSince // drains held by the maintenance policy (metrics)
 

@@ -58,6 +58,9 @@ func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
 			"c": {Node: "c", RequestID: "c-r", Status: nodedrain.StatusRequested, UpdatedAt: now}},
 	}, now)
 	withoutA := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}, {Name: "c", Ready: true, Schedulable: true}}
+	_, ev := c.Admit(withoutA, AdmitPolicy{}, now)
+	require.True(t, ev.ConfirmDeclared)
+	c.ConfirmDeclared()
 	out, ev := c.Admit(withoutA, AdmitPolicy{}, now)
 	require.True(t, ev.WholeCluster)
 	d, _ := c.Drain("a")
