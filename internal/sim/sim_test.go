@@ -516,6 +516,18 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"the disk of node-0.edge refuses writes"}, {"node-0.edge FAILEDDRAIN"},
 				{"agent of node-0.edge", "not withdrawn while the state file cannot record it"}, {"agent of node-0.edge stops (crash"},
 				{"agent of node-0.edge restarts"}, {"node-0.edge COMPLETE"}, {"agent of node-0.edge runs the reboot command"}}},
+		{"an agent restarted while its update ran, whose request is withdrawn on the bus, does not run the update again: it had " +
+			"succeeded and been withdrawn before a failing disk let the agent record it (S5, seed 26150)", 26150, ConfigFor(26150),
+			Plan{{At: 48029143901, Kind: Update, Target: 0}, {At: 49257198293, Kind: Reboot, Target: 2},
+				{At: 25332551556, Kind: ForgedStatus, Target: 2, For: 2 * time.Second}, {At: 192713612, Kind: Override, Target: 2, For: 4 * time.Second},
+				{At: 42070967946, Kind: CoordCrash, Target: 1, For: 27 * time.Second},
+				{At: 5966117094, Kind: CoordPauseMidWrite, Target: 0, For: 11 * time.Second},
+				{At: 90411897497, Kind: DiskFull, Target: 0, For: 5 * time.Second},
+				{At: 88902692415, Kind: OverrideUnsupported, Target: 0, For: time.Second}},
+			[][]string{{"agent of node-0.edge runs the update command", "cleared by override NOTSUPPORTED"},
+				{"agent of node-0.edge cannot save its state"}, {"agent of node-0.edge: update command succeeded"},
+				{"agent of node-0.edge stops (crash"}, {"agent of node-0.edge restarts"},
+				{"agent of node-0.edge", "is withdrawn on the bus", "it does not run again"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -163,6 +163,11 @@ type Machine struct {
 	BusRevision uint64
 	// BusKnown says the status watch has delivered its snapshot, so a nil Bus means "none published".
 	BusKnown bool
+	// Interrupted says the agent started with a command recorded as running (not one that takes
+	// the node down): the bus is read before the request is published again or the command runs
+	// again, for the command may have succeeded and its request been withdrawn before the agent
+	// could record it (a crash on a failing disk).
+	Interrupted bool
 	// Override is the forced status from the override file; nil when there is none.
 	// OverrideAt is when the last override that lets the current operation run arrived,
 	// WithdrawnAt when the bus first said the current request was withdrawn: the later of the two

@@ -131,9 +131,11 @@ func (s *stepper) start(boot string) {
 		s.report(LevelInfo, "the agent restarted while the %s command ran: waiting for the node to go down until %s",
 			st.Operation, st.RetryAt.UTC().Format(time.RFC3339))
 	case st.Phase == PhaseRunning:
-		s.commandFailed("interrupted: the agent restarted while the command ran")
+		s.m.Interrupted = true
+		s.commandFailed("interrupted: the agent restarted while the command ran; the bus says whether its request still stands " +
+			"before it runs again")
 	}
-	if !s.synced {
+	if !s.synced && !s.m.Interrupted {
 		s.sync() // re-publish a deferred request, or withdraw any leftover one
 	}
 }
@@ -351,6 +353,22 @@ func overrideClears(v View) bool {
 // clears it; a withdrawal by someone else cancels it, anything else defers it again.
 func (s *stepper) stillCleared(edge bool) {
 	st := s.m.State
+	if s.m.Interrupted {
+		if !s.m.BusKnown {
+			return
+		}
+		s.m.Interrupted = false
+		if s.withdrawnOnBus() {
+			// Its command ran, and the request was withdrawn since: by this agent after the
+			// command succeeded (the state file did not record it), or by an operator. Either
+			// way it does not run again (S5).
+			s.finish(fmt.Sprintf("the agent restarted while the %s command ran, and request %s is withdrawn on the bus: the command "+
+				"succeeded and this agent withdrew it before it could record so, or an operator withdrew it; it does not run again",
+				st.Operation, st.RequestID))
+			return
+		}
+		s.sync()
+	}
 	// edgedrainctl withdraw cancels it, unless an operator's go-ahead came after the withdrawal.
 	// A withdrawal the agent made itself (its request no longer on the bus: after a failed drain
 	// or a released slot, before an override let the operation run) cancels nothing.
@@ -451,7 +469,7 @@ func (s *stepper) consumeOverride() {
 
 func (s *stepper) runIfDue() {
 	st := &s.m.State
-	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) {
+	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) || s.m.Interrupted {
 		return
 	}
 	if !strings.HasPrefix(st.ClearedBy, "override") && !s.confirmedNow() {

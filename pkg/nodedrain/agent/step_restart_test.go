@@ -78,7 +78,8 @@ func TestStepRestart(t *testing.T) {
 	t.Run("same boot while the update command ran: it counts as failed and runs again, confirmed", func(t *testing.T) {
 		running := seq(up, []step{now(trigger(OpUpdate, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
 			now(read(nodedrain.StatusComplete, "r1"))})
-		m, got := restart(t, running, "b1", now(pubOK("r1")), at(10*time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1")))
+		m, got := restart(t, running, "b1", now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}), now(pubOK("r1")),
+			at(10*time.Second, EvTimer{}), now(read(nodedrain.StatusComplete, "r1")))
 		assert.Equal(t, []string{"command-failed #1", "publish r1", "read", "run update r1 #2"}, got)
 		assert.Equal(t, PhaseRunning, m.State.Phase)
 	})
@@ -245,4 +246,27 @@ func TestStepPublicationCarriesTheCleanup(t *testing.T) {
 	assert.Equal(t, boot, pubs[0].Before, "a request made before the boot is replaced by the publication")
 	m, _ = Step(m, pubOK("r1"), t0, p)
 	assert.True(t, m.State.CleanupBefore.IsZero(), "done once the publication succeeded")
+}
+
+// An agent restarted (same boot) while its update command ran does not know whether the command
+// succeeded: on a failing disk it may have, and the agent withdrawn the request, before either
+// could be recorded. It publishes nothing and runs nothing until the bus has answered: if the
+// request is withdrawn there, the update does not run again (S5; simulation, seed 26150); if
+// the bus still serves it, the command is retried as any failed one.
+func TestStepRestartWhileAnUpdateRanAsksTheBusFirst(t *testing.T) {
+	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1"))})
+	_, got := restart(t, running, "b1")
+	assert.NotContains(t, got, "publish r1", "published again before the bus answered")
+
+	m, got := restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
+		at(time.Hour, EvTimer{RequestID: "r1"}))
+	assert.Equal(t, []string{"command-failed #1", "withdraw"}, got, "the update ran again, or its request was published again")
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+	assert.Equal(t, int64(42), m.State.Handled[OpUpdate], "the sentinel that asked for it is handled")
+
+	m, got = restart(t, running, "b1", now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}),
+		at(time.Hour, EvTimer{RequestID: "r1"}), now(read(nodedrain.StatusComplete, "r1")))
+	assert.Equal(t, []string{"command-failed #1", "publish r1", "read", "run update r1 #2"}, got)
+	assert.Equal(t, PhaseRunning, m.State.Phase)
 }
