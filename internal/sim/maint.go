@@ -286,6 +286,11 @@ func (s *Sim) staleNow(node, rid string) bool {
 // (missing, not Ready, a replica on it stopped or rebuilding), Ready, and not Ready.
 func (s *Sim) trackHealth() {
 	cl := s.cluster
+	var vols []volumes.Volume // (the facts, built once for every node's prediction)
+	var states map[string]volumes.NodeState
+	if s.cfg.Maintenance && s.cfg.Preflight == coordinator.PreflightHold {
+		vols, states = cl.facts()
+	}
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		healthy := n.exists && n.ready
@@ -296,13 +301,14 @@ func (s *Sim) trackHealth() {
 				}
 			}
 		}
-		s.hist.set("unhealthy/"+name, !healthy, s.w.now)
-		s.hist.set("ready/"+name, n.exists && n.ready, s.w.now)
-		s.hist.set("notready/"+name, !(n.exists && n.ready), s.w.now)
+		k := s.healthKeys(name)
+		s.hist.set(k.unhealthy, !healthy, s.w.now)
+		s.hist.set(k.ready, n.exists && n.ready, s.w.now)
+		s.hist.set(k.notReady, !(n.exists && n.ready), s.w.now)
 		_, blocked := s.maint.blockedSince[name]
-		s.hist.set("blocked/"+name, blocked, s.w.now)
-		if s.cfg.Maintenance && s.cfg.Preflight == coordinator.PreflightHold {
-			s.hist.set("unsafe/"+name, len(s.predict(name)) > 0, s.w.now)
+		s.hist.set(k.blocked, blocked, s.w.now)
+		if states != nil {
+			s.hist.set(k.unsafe, len(s.predictOn(vols, states, name)) > 0, s.w.now)
 		}
 		if !(n.exists && n.ready) {
 			if _, ok := s.notReadySince[name]; !ok {
@@ -317,6 +323,22 @@ func (s *Sim) trackHealth() {
 		s.hist.set("closed/"+r.String(), s.cfg.Maintenance && !open, s.w.now)
 	}
 	s.hist.set("declared-requests", s.declaredBy(false), s.w.now)
+}
+
+// healthKey names a node's conditions in the history (built once: trackHealth runs after
+// every event).
+type healthKey struct{ unhealthy, ready, notReady, blocked, unsafe string }
+
+func (s *Sim) healthKeys(name string) healthKey {
+	if k, ok := s.healthKey[name]; ok {
+		return k
+	}
+	if s.healthKey == nil {
+		s.healthKey = map[string]healthKey{}
+	}
+	k := healthKey{"unhealthy/" + name, "ready/" + name, "notready/" + name, "blocked/" + name, "unsafe/" + name}
+	s.healthKey[name] = k
+	return k
 }
 
 // history records when conditions held: spans [from, to) per key, to zero while it holds.
@@ -380,10 +402,15 @@ func (s *Sim) returnBlockers(node string) []nodedrain.Blocker {
 // predict is the volume gate's Predict on the model: the real rules before eviction, what
 // blocks and is predicted (volumes.Predicts).
 func (s *Sim) predict(node string) []nodedrain.Blocker {
+	vols, states := s.cluster.facts()
+	return s.predictOn(vols, states, node)
+}
+
+// predictOn is predict on facts already read.
+func (s *Sim) predictOn(vols []volumes.Volume, states map[string]volumes.NodeState, node string) []nodedrain.Blocker {
 	if s.cfg.VolumePolicy == volumes.PolicyAllow {
 		return nil
 	}
-	vols, states := s.cluster.facts()
 	var out []nodedrain.Blocker
 	for _, f := range volumes.Evaluate(vols, &volumes.View{Node: node, Policy: s.cfg.VolumePolicy, Nodes: states}, volumes.DefaultRules()) {
 		if f.Decision.Verdict == volumes.Block && volumes.Predicts(f) {

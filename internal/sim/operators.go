@@ -399,6 +399,16 @@ func (s *Sim) checkSameNode(st nodedrain.NodeDrainStatus) {
 // NATS, not paused) and some Node is left.
 func (s *Sim) checkVanishedSlots() {
 	o := s.opState()
+	missing := false // (the leader's view is costly: looked at only when a drain lost its Node)
+	for _, name := range s.cluster.order {
+		if !s.cluster.nodes[name].exists {
+			missing = true
+		}
+	}
+	if !missing {
+		clear(o.vanished)
+		return
+	}
 	var leader *coord
 	for _, c := range s.coords {
 		if s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected() && !c.paused() {

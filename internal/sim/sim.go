@@ -93,13 +93,14 @@ func (v Violation) Error() string {
 
 // Sim is one run.
 type Sim struct {
-	cfg     Config
-	w       *world
-	bus     *bus
-	cluster *cluster
-	coords  []*coord
-	agents  []*agentProc
-	plan    Plan
+	healthKey map[string]healthKey // see healthKeys
+	cfg       Config
+	w         *world
+	bus       *bus
+	cluster   *cluster
+	coords    []*coord
+	agents    []*agentProc
+	plan      Plan
 
 	violation *Violation
 	reqSeq    int
