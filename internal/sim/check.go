@@ -140,9 +140,11 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 	if n == nil || !n.exists {
 		return
 	}
-	if decided.Sub(cl.lastUnsafe) < freshness {
-		// Changed after the last checks (the gate, the cordon), which precede COMPLETE by an API
-		// round trip: no check-then-act can see that; S2 is judged on what the checks saw.
+	if cl.unsafeSince(st.Node, decided) {
+		// The node changed after the last checks (the gate, the cordon), which precede COMPLETE
+		// by an API round trip: no check-then-act can see that; S2 is judged on what the checks
+		// saw. Only this node's own changes excuse its pods and cordon; a volume's check is
+		// excused by a change on a node holding one of its copies (below).
 		return
 	}
 	if pods := cl.podsOn(st.Node); len(pods) > 0 {
@@ -154,11 +156,12 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 		return
 	}
 	for _, v := range cl.vols {
-		here, elsewhere := false, false
+		here, elsewhere, changed := false, false, false
 		for _, r := range v.replicas {
 			if r.node == st.Node && r.intact {
 				here = true
 			}
+			changed = changed || cl.unsafeSince(r.node, decided)
 			o := cl.nodes[r.node]
 			if r.node != st.Node && r.intact && r.running && o.exists && o.up && o.ready {
 				elsewhere = true
@@ -170,7 +173,7 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 		if r, ok := s.bus.value(bucketRequests, st.Node).(nodedrain.NodeDrainRequest); ok && nodedrain.DeclaresClusterShutdown(r) {
 			declared = true
 		}
-		if here && !elsewhere && !declared {
+		if here && !elsewhere && !declared && !changed {
 			s.violate("S2", "COMPLETE for %s while it holds the last healthy copy of %s", st.Node, v.name)
 			return
 		}

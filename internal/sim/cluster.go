@@ -107,14 +107,15 @@ type cluster struct {
 	// (what the gate's caches hold during the outage). apiDownSeen is when it went down as a
 	// probe sees it: an earlier outage's start if it was back for less than probePeriod since.
 	apiUpAt, apiDownSeen time.Time
-	// lastUnsafe is when something made a drained node less safe behind edgedrain's back: a copy of
-	// data lost (a machine down, a replica failed, a kubelet gone) or an operator's uncordon.
-	lastUnsafe time.Time
-	frozen     []volumes.Volume
-	frozenN    map[string]volumes.NodeState
-	lease      lease
-	podSeq     int
-	uidSeq     int
+	// unsafeAt is, per node, when something made it less safe behind edgedrain's back: a copy of
+	// data on it lost (its machine down, a replica failed, its kubelet gone, its Node deleted) or
+	// an operator's uncordon of it.
+	unsafeAt map[string]time.Time
+	frozen   []volumes.Volume
+	frozenN  map[string]volumes.NodeState
+	lease    lease
+	podSeq   int
+	uidSeq   int
 }
 
 // Who set a node's spec.unschedulable last (node.cordonBy).
@@ -263,7 +264,7 @@ func (c *cluster) podsOn(node string) []*pod {
 // replicas stop.
 func (c *cluster) machineDown(n *node) {
 	n.up, n.ready = false, false
-	c.lastUnsafe = c.w.now
+	c.markUnsafe(n.name)
 	for _, p := range c.podsOn(n.name) {
 		delete(c.pods, p.name)
 		if !p.deleting {
@@ -347,7 +348,7 @@ func (c *cluster) liveFacts() ([]volumes.Volume, map[string]volumes.NodeState) {
 func (c *cluster) operatorUncordon(n *node, what string) {
 	c.w.logf(what, n.name)
 	n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", c.w.now
-	c.lastUnsafe = c.w.now
+	c.markUnsafe(n.name)
 	n.rv++
 	c.reschedule()
 }
@@ -454,4 +455,19 @@ func (c *cluster) rebuild(v *volume) {
 		c.w.after(c.w.between(time.Second, 4*time.Second), "rebuild progress", tick)
 		return
 	}
+}
+
+// markUnsafe records that something just made node name less safe behind edgedrain's back.
+func (c *cluster) markUnsafe(name string) {
+	if c.unsafeAt == nil {
+		c.unsafeAt = map[string]time.Time{}
+	}
+	c.unsafeAt[name] = c.w.now
+}
+
+// unsafeSince reports whether node name was made less safe within freshness of decided (or
+// after it): a check made before then could not see it.
+func (c *cluster) unsafeSince(name string, decided time.Time) bool {
+	at, ok := c.unsafeAt[name]
+	return ok && decided.Sub(at) < freshness
 }

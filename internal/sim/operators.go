@@ -147,7 +147,7 @@ func (s *Sim) applyOperatorFault(f Fault) {
 			w.logf("%s's Node object is deleted (kubectl delete node): %s", n.name, how)
 			n.exists, n.gone, n.changedAt = false, true, w.now
 			n.rv++
-			cl.lastUnsafe = w.now
+			cl.markUnsafe(n.name)
 			uid := n.uid
 			w.after(podGCDelay, "pod garbage collection", func() { s.orphanGC(n, uid) })
 			if f.For > 0 {

@@ -244,7 +244,7 @@ func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResu
 			n := cl.nodes[node]
 			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid, Decommission: true}, s.w.now)
 			n.exists, n.deleted, n.ready = false, true, false
-			cl.lastUnsafe = s.w.now
+			cl.markUnsafe(node)
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
 			s.w.after(podGCDelay, "pod garbage collection", func() { s.podGC(n) })
 		}, func(err error) { post(nodedrain.EvResult{Err: err, Cordoned: err == nil}) })

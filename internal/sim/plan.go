@@ -249,7 +249,7 @@ func (s *Sim) apply(f Fault) {
 		n := nodeAt(f.Target)
 		w.logf("the kubelet of %s stops reporting for %s", n.name, f.For)
 		n.ready = false
-		cl.lastUnsafe = w.now
+		cl.markUnsafe(n.name)
 		back("kubelet back", func() {
 			if n.up && n.exists {
 				n.ready = true
@@ -264,7 +264,7 @@ func (s *Sim) apply(f Fault) {
 			// Its copies stop counting as healthy elsewhere (S2), as when its kubelet stops
 			// reporting: a COMPLETE decided just before is judged on what its checks saw (seed
 			// 2007040: the Node went 2 ms before a COMPLETE for another node).
-			cl.lastUnsafe = w.now
+			cl.markUnsafe(n.name)
 			n.changedAt = w.now
 			w.after(w.between(time.Second, 10*time.Second), "node registers", func() {
 				n.exists, n.unschedulable, n.annotation, n.keep, n.cordonBy, n.ready = true, false, "", "", "", n.up
@@ -282,7 +282,7 @@ func (s *Sim) apply(f Fault) {
 			if r.intact {
 				w.logf("replica %s of %s on %s fails", r.name, v.name, r.node)
 				r.intact, r.running = false, false
-				cl.lastUnsafe = w.now
+				cl.markUnsafe(r.node)
 				break
 			}
 		}
@@ -369,7 +369,7 @@ func (s *Sim) heal() {
 		if n.cordonBy == cordonByOperator { // (a drain's last checks may have read it still there)
 			n.unschedulable, n.cordonBy, n.uncordonedAt = false, "", s.w.now
 			n.rv++
-			s.cluster.lastUnsafe = s.w.now
+			s.cluster.markUnsafe(n.name)
 		}
 		if n.up && n.exists {
 			n.ready = true
