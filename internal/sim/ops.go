@@ -141,7 +141,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, UID: nodeUID(uid), At: s.w.now})
 		})
 	case nodedrain.OpDeleteNode:
-		c.deleteNode(node, rid, inc, post)
+		c.deleteNode(node, rid, st.UID, inc, post)
 	case nodedrain.OpForget:
 		c.forget(node, rid, post)
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
@@ -224,18 +224,23 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 // deleteNode deletes a decommissioned node's Node object, as nodeOps.deleteNode: read it, leave
 // it if uncordoned, delete it as of the resourceVersion read. The deletion is checked as a
 // COMPLETE is (S2): its pods gone, its data safe elsewhere.
-func (c *coord) deleteNode(node, rid string, inc int, post func(nodedrain.EvResult)) {
+func (c *coord) deleteNode(node, rid, drained string, inc int, post func(nodedrain.EvResult)) {
 	s, cl := c.s, c.s.cluster
 	var rv int
 	var gone, cordoned bool
+	var uid string
 	c.apiOp("get node", false, func() error {
 		n, ok := cl.nodes[node]
 		gone = !ok || !n.exists
 		if !gone {
-			rv, cordoned = n.rv, n.unschedulable
+			rv, cordoned, uid = n.rv, n.unschedulable, nodeUID(n.uid)
 		}
 		return nil
 	}, c.onReply(inc, func(err error) {
+		if err == nil && !gone && drained != "" && uid != drained {
+			post(nodedrain.EvResult{UID: uid}) // another object than the one drained: left as it is
+			return
+		}
 		if err != nil || gone || !cordoned {
 			post(nodedrain.EvResult{Err: err, Cordoned: gone, Missing: gone})
 			return

@@ -33,6 +33,10 @@ func (s *stepper) nodeDeleted(e EvResult) {
 	}
 	s.d.MissingSince = time.Time{}
 	switch {
+	case e.Err == nil && e.UID != "" && s.d.NodeUID != "" && e.UID != s.d.NodeUID:
+		// Deleted and registered again since the last check: not the object the drain emptied.
+		s.cordonAgain("the Node object was replaced before its deletion (deleted, and registered again): " +
+			"draining the new one from the cordon")
 	case e.Err != nil:
 		// Time passes before the next try: everything before COMPLETE is checked again. (Not
 		// every GateRecheck: a deletion that is forbidden stays so until an operator acts.)

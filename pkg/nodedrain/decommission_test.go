@@ -192,3 +192,23 @@ func TestDecommissionWaitsForAMissingNode(t *testing.T) {
 	r.step(EvTimer{}).ok(OpFinalGate).ok(OpCheckCordon).ok(OpDeleteNode, missing).expect(StatusComplete)
 	assert.True(t, r.d.Decommissioned())
 }
+
+// The deletion names the Node object the drain emptied (the UID its cordon and checks found):
+// an object registered under the name since (deleted, and its kubelet registering it again) is
+// not deleted, and is drained anew from the cordon.
+func TestDecommissionDeletesOnlyTheNodeItDrained(t *testing.T) {
+	r := newRun(t).step(EvRequest{Request: decommissionReq("d1")})
+	uid := func(e *EvResult) { e.UID = "uid-1" }
+	r.step(EvAdmit{}).ok(OpCordon, uid).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, uid)
+	r.expect(StatusCordoned, OpDeleteNode)
+	var start Start
+	for _, a := range r.actions {
+		if s, ok := a.(Start); ok {
+			start = s
+		}
+	}
+	assert.Equal(t, "uid-1", start.UID, "the deletion names the object drained")
+	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1", UID: "uid-2"}).expect(StatusStarting, OpCordon)
+	assert.Contains(t, r.d.Status.Message, "replaced before its deletion")
+	assert.False(t, r.d.Decommissioned())
+}

@@ -366,6 +366,9 @@ type Start struct {
 	Attempt int
 	// Decommission says the request asks for a decommission (the gates check for it).
 	Decommission bool
+	// UID, for OpDeleteNode, is the UID of the Node object the drain emptied (empty: not known,
+	// as after a resume): another object under the name is not deleted (it answers with its UID).
+	UID string
 }
 
 // Cancel asks for every operation under way for the node to stop at once.

@@ -96,7 +96,11 @@ func (s *stepper) start(op Op, attempt int) {
 	if attempt > 0 {
 		s.d.Status.Attempt = attempt
 	}
-	s.actions = append(s.actions, Start{Op: op, Attempt: s.d.Status.Attempt, Decommission: s.d.Status.Decommission})
+	st := Start{Op: op, Attempt: s.d.Status.Attempt, Decommission: s.d.Status.Decommission}
+	if op == OpDeleteNode {
+		st.UID = s.d.NodeUID
+	}
+	s.actions = append(s.actions, st)
 }
 
 // retry starts op as attempt after the delay (the next EvTimer at or past that time).

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
@@ -16,27 +17,32 @@ import (
 // reports that the node is gone (deleted now, or already missing: missing); false with no error
 // means it was found uncordoned (someone made it schedulable again) and was left as it is. The deletion
 // names the UID and resourceVersion read: a node that registered again, or was uncordoned,
-// meanwhile is not deleted (a conflict: the drain checks everything again and retries).
-func (o nodeOps) deleteNode(ctx context.Context, name string) (deleted, missing bool, err error) {
+// meanwhile is not deleted (a conflict: the drain checks everything again and retries). drained
+// is the UID of the object the drain emptied (empty: not known): another object under the name
+// is left as it is, and its UID returned (replaced).
+func (o nodeOps) deleteNode(ctx context.Context, name string, drained types.UID) (deleted, missing bool, replaced types.UID, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return true, true, nil
+		return true, true, "", nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("get node %s: %w", name, err)
+		return false, false, "", fmt.Errorf("get node %s: %w", name, err)
+	}
+	if drained != "" && node.UID != drained {
+		return false, false, node.UID, nil
 	}
 	if !node.Spec.Unschedulable {
-		return false, false, nil
+		return false, false, "", nil
 	}
 	if !stillLeading(ctx) {
-		return false, false, fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
+		return false, false, "", fmt.Errorf("delete node %s: %w", name, ErrLeaseLapsed)
 	}
 	uid, rv := node.UID, node.ResourceVersion
 	err = o.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return false, false, fmt.Errorf("delete node %s: %w", name, err)
+		return false, false, "", fmt.Errorf("delete node %s: %w", name, err)
 	}
-	return true, false, nil
+	return true, false, "", nil
 }
 
 // cordonedOrGone is checkCordon, and for a decommission's check before its Node object is

@@ -159,12 +159,12 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
 			UID: string(cs.uid), At: x.e.cfg.Now()}
 	case nodedrain.OpDeleteNode:
-		deleted, missing, err := x.nodeOps.deleteNode(ctx, node)
+		deleted, missing, replaced, err := x.nodeOps.deleteNode(ctx, node, types.UID(s.UID))
 		if deleted && !missing {
 			x.e.log.WithField("node", node).Info("decommission: Node object deleted")
 			x.e.nodeEvent(node, corev1.EventTypeNormal, "NodeDecommissioned", "edgedrain deleted the Node object: the node is drained and its volumes are safe elsewhere")
 		}
-		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing}
+		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing, UID: string(replaced)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
 			Decommission: s.Decommission})
