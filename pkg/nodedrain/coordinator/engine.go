@@ -44,6 +44,9 @@ type Engine struct {
 	statusesLive bool                           // the status watch is past its snapshot
 	// declaredReadAt is when confirmDeclared last read the requests afresh.
 	declaredReadAt time.Time
+	// republishAfter is the node whose status a republish pass could not write last: the next
+	// pass starts after it.
+	republishAfter string
 	unpublished    map[string]bool // statuses whose publication failed; retried every tick
 	recheck        map[string]bool // request keys whose change could not be checked; every tick
 	repairs        map[string]bool // status keys holding a forgery not yet repaired; every tick

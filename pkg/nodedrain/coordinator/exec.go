@@ -338,12 +338,25 @@ func (e *Engine) nodeEvent(node, kind, reason, msg string) {
 	e.cfg.Recorder.Event(ref, kind, reason, msg)
 }
 
+// republish writes again the statuses whose last write failed. A pass stops at its first
+// failure: the bus that refused one write likely refuses the next, and each waits up to its
+// timeout, which would hold the engine's loop for as many timeouts as there are statuses to
+// write again. The next pass starts after the node that failed, so that one status the bus
+// keeps refusing does not keep the others unwritten.
 func (e *Engine) republish(ctx context.Context) {
-	for _, node := range slices.Sorted(maps.Keys(e.unpublished)) {
-		if d, ok := e.core.Drain(node); ok {
-			e.publishOne(ctx, d.Status)
+	nodes := slices.Sorted(maps.Keys(e.unpublished))
+	first, _ := slices.BinarySearch(nodes, e.republishAfter+"\x00")
+	for _, node := range append(nodes[first:], nodes[:first]...) {
+		d, ok := e.core.Drain(node)
+		if !ok {
+			continue
+		}
+		if e.publishOne(ctx, d.Status); e.unpublished[node] {
+			e.republishAfter = node
+			return
 		}
 	}
+	e.republishAfter = ""
 }
 
 func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
