@@ -131,6 +131,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Operators {                     // after them, for the same reason
 		p = append(p, operatorFaults(cfg, rng)...)
 	}
+	if cfg.OperatorBus { // after them, for the same reason
+		p = append(p, operatorBusFaults(cfg, rng)...)
+	}
 	return p
 }
 
@@ -227,17 +230,7 @@ func (s *Sim) apply(f Fault) {
 		n := nodeAt(f.Target)
 		if s.bus.up && s.bus.value(bucketRequests, n.name) != nil {
 			w.logf("edgedrainctl withdraw %s", n.name)
-			if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok {
-				s.withdrawn[r.RequestID] = true
-			}
-			s.bus.write(bucketRequests, n.name, nil, "operator")
-			a := s.agentOf(n.name)
-			a.cmdRequest = ""                           // the operator releases the node's slot, down or not
-			for _, p := range []*agentProc{a, a.twin} { // whichever made it
-				if p != nil && p.m.State.Sentinel != "" {
-					s.cancelled[n.name+"/"+string(p.m.State.Operation)] = p.m.State.SentinelModTime
-				}
-			}
+			s.operatorWrites(n.name, nil)
 		}
 	case Override:
 		a := ag(f.Target)
@@ -331,6 +324,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyAgentFault(f)
 	case OperatorRecordon, RecordonAtGate, RecordonLostReply, RecordonNoCoordinator, KeepCordoned, NodeDeleted, NodeDeletedForGood:
 		s.applyOperatorFault(f)
+	case OperatorPutsRequest, OperatorReplaysRequest:
+		s.applyOperatorBusFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

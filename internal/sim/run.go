@@ -37,6 +37,8 @@ type Result struct {
 // max-concurrent 1 (sometimes 2), a volume policy, a few volumes and ReplicaSets.
 func ConfigFor(seed uint64) Config {
 	cfg := configOneSlotWithWait(seed)
+	// The operator's bus identity putting requests of its own (operatorbus.go), in one run in three.
+	cfg.OperatorBus = rand.New(rand.NewPCG(seed, 0x0b05)).IntN(3) == 0
 	// Several slots with the wait policy: two nodes that hold the only two copies of a volume
 	// must not be in maintenance together (each drain would wait for the other's copy), in one
 	// run in two of 3 nodes or more, with failure domains in one of those in three.

@@ -65,6 +65,9 @@ type Config struct {
 	// Operators adds to random plans operators acting on Node objects: recordons, the
 	// keep-cordoned annotation, deletions (operators.go).
 	Operators bool
+	// OperatorBus: an operator's bus identity (edgedrainctl's, or a stolen one) puts requests of
+	// its own: a made-up one, or a node's earlier request replayed (operatorbus.go).
+	OperatorBus bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -136,6 +139,8 @@ type Sim struct {
 	cancelled map[string]int64
 	// withdrawn lists the requests an operator withdrew (their nodes' slots are released).
 	withdrawn map[string]bool
+	// opRequests numbers the requests an operator's bus identity made up (operatorbus.go).
+	opRequests int
 	// quiet is set once the active phase is over.
 	quiet bool
 	// states counts distinct (coordinator status, agent phase) combinations reached.

@@ -528,6 +528,13 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-0.edge cannot save its state"}, {"agent of node-0.edge: update command succeeded"},
 				{"agent of node-0.edge stops (crash"}, {"agent of node-0.edge restarts"},
 				{"agent of node-0.edge", "is withdrawn on the bus", "it does not run again"}}},
+		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
+			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
+			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},
+				{At: 290724037215, Kind: OperatorReplaysRequest, Target: 1, For: 73 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node decommissioned"}, {"node-1.edge is powered off for good"},
+				{"an operator's bus identity puts request"}, {"the operator withdraws request"},
+				{"node-1.edge NOTREQUESTED", "request withdrawn"}, {"removes the keys of decommissioned node-1.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

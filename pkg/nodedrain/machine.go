@@ -189,6 +189,13 @@ func (d Drain) Decommissioned() bool {
 // Active reports whether the drain holds an admission slot: started and not yet finished.
 func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
 
+// Idle reports whether the drain is NOTREQUESTED with no request and nothing under way or due
+// (no uncordon, no return gate).
+func (d Drain) Idle() bool {
+	return d.Request == nil && d.Status.Status == StatusNotRequested && d.Waiting == OpNone && d.RetryOp == OpNone &&
+		!d.Returning() && !d.UncordonAfter
+}
+
 // Cleared reports whether the drain's answer lets the agent run its operation: COMPLETE, or
 // NOTSUPPORTED (nowhere to move the workloads), for the request still standing. Either way the
 // node goes down: it is in maintenance until it is back, or its slot is released.
@@ -265,6 +272,15 @@ type EvQueued struct {
 // EvReleaseSlot says the node never came back from its operation (deleted, or NotReady for too
 // long): a COMPLETE drain releases its admission slot; Reason says why.
 type EvReleaseSlot struct{ Reason string }
+
+// EvForgetIdle says the drain's node has been out of the cluster long enough (no Node object,
+// not seen by admission) while the drain is idle, NOTREQUESTED with no request: its status is
+// removed from the bus and the drain forgotten, as a decommissioned node's are. (A decommission
+// whose keys were due to go, and over which an operator put a request and withdrew it, left
+// its status for good: the simulation, seed 61.)
+type EvForgetIdle struct{}
+
+func (EvForgetIdle) event() {}
 
 // EvNotSupported says no other node can take the workloads; Reason says why.
 type EvNotSupported struct{ Reason string }

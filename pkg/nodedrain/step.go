@@ -38,6 +38,10 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		}
 	case EvNodeGone:
 		s.nodeGone(e)
+	case EvForgetIdle:
+		if s.d.Idle() {
+			s.start(OpForget, 0)
+		}
 	case EvReleaseSlot:
 		if s.d.Cleared() && !s.d.Status.SlotReleased {
 			// The bus shows the slot held until the release reaches it (S3 is about the bus).

@@ -24,6 +24,7 @@ type Core struct {
 	seen              map[string]time.Time             // when admission last saw each node
 	declaredConfirmed bool                             // see ConfirmDeclared
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	idleAbsent        map[string]time.Time             // since when an idle drain's Node object is missing
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
@@ -228,6 +229,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	all, nodes := nodes, managedOnly(nodes)
 	out := c.releaseStale(nodes, now)
 	out = append(out, c.endVanished(nodes, now)...)
+	out = append(out, c.forgetAbsent(all, now)...)
 	if c.domains == nil {
 		c.domains = map[string]string{}
 	}
@@ -284,6 +286,40 @@ func (c *Core) holdForAPI(now time.Time) []NodeAction {
 	for _, node := range c.Nodes() {
 		if c.drains[node].AwaitsAdmission() {
 			out = append(out, c.Step(node, nodedrain.EvQueued{Message: msg}, now)...)
+		}
+	}
+	return out
+}
+
+// forgetAbsent forgets the idle drain (NOTREQUESTED, no request) of a node out of the cluster:
+// its Node object missing, and unseen by admission, for seenFor. Its status leaves the bus; a
+// node that registers again and asks starts afresh.
+func (c *Core) forgetAbsent(cluster []nodedrain.NodeInfo, now time.Time) []NodeAction {
+	if c.idleAbsent == nil {
+		c.idleAbsent = map[string]time.Time{}
+	}
+	if len(cluster) == 0 {
+		return nil // no evidence: a failed list looks so
+	}
+	present := make(map[string]bool, len(cluster))
+	for _, n := range cluster {
+		present[n.Name] = true
+	}
+	var out []NodeAction
+	for _, node := range c.Nodes() {
+		d := c.drains[node]
+		if present[node] || !d.Idle() {
+			delete(c.idleAbsent, node)
+			continue
+		}
+		since, ok := c.idleAbsent[node]
+		if !ok {
+			c.idleAbsent[node] = now
+			continue
+		}
+		if now.Sub(since) >= seenFor && now.Sub(c.seen[node]) >= seenFor {
+			delete(c.idleAbsent, node)
+			out = append(out, c.Step(node, nodedrain.EvForgetIdle{}, now)...)
 		}
 	}
 	return out

@@ -75,3 +75,36 @@ func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
 	}
 	assert.Equal(t, []string{"a COMPLETE", "b STARTING"}, published)
 }
+
+// The idle status of a node out of the cluster (no Node object, unseen by admission) leaves the
+// bus after seenFor: OpForget, then the drain is forgotten. A node present, a drain not idle, or
+// an empty view (a failed list) forgets nothing.
+func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{
+		"gone": {Node: "gone", Status: nodedrain.StatusNotRequested, RequestID: "r1"},
+		"here": {Node: "here", Status: nodedrain.StatusNotRequested, RequestID: "r2"},
+	}}, now)
+	here := []nodedrain.NodeInfo{{Name: "here", Ready: true, Schedulable: true}}
+	forgets := func(out []NodeAction) []string {
+		var nodes []string
+		for _, a := range out {
+			if s, ok := a.Action.(nodedrain.Start); ok && s.Op == nodedrain.OpForget {
+				nodes = append(nodes, a.Node)
+			}
+		}
+		return nodes
+	}
+	out, _ := c.Admit(here, AdmitPolicy{}, now)
+	assert.Empty(t, forgets(out))
+	out, _ = c.Admit(nil, AdmitPolicy{}, now.Add(time.Hour))
+	assert.Empty(t, forgets(out), "an empty view forgot a status")
+	out, _ = c.Admit(here, AdmitPolicy{}, now.Add(seenFor-time.Second))
+	assert.Empty(t, forgets(out), "forgotten before seenFor")
+	out, _ = c.Admit(here, AdmitPolicy{}, now.Add(seenFor))
+	assert.Equal(t, []string{"gone"}, forgets(out))
+	c.Step("gone", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "r1"}, now.Add(seenFor))
+	_, known := c.Drain("gone")
+	assert.False(t, known, "the drain is forgotten once its status is gone")
+}
