@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -174,6 +176,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpEvict:
 		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)
 		counted := false
+		var listed map[string]bool
 		var round func()
 		round = func() {
 			if !c.alive || inc != c.inc || gen != c.opGen[node] {
@@ -196,14 +199,24 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				counted = true
 				s.countEviction(rid, st.Attempt)
 			}
+			if listed == nil { // as the evictor: one list of the node's pods per attempt (GetPodsForDeletion)
+				listed = map[string]bool{}
+				for _, p := range cl.podsOn(node) {
+					listed[p.name] = true
+				}
+			}
 			var blockers []nodedrain.Blocker
 			left := 0
-			for _, p := range cl.podsOn(node) {
+			for _, name := range slices.Sorted(maps.Keys(listed)) {
+				p, ok := cl.pods[name]
+				if !ok { // gone: the attempt waits for exactly the pods it listed
+					continue
+				}
 				left++
 				if p.deleting {
 					continue
 				}
-				if err := cl.evict(p); err != nil {
+				if err := cl.evictCall(p); err != nil {
 					blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: err.Error()})
 				}
 			}

@@ -131,6 +131,12 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Operators {                     // after them, for the same reason
 		p = append(p, operatorFaults(cfg, rng)...)
 	}
+	if cfg.UnkindPods { // after them, for the same reason
+		p = append(p, evictorFaults(cfg, rng)...)
+	}
+	if cfg.LateWrites { // after them, for the same reason
+		p = append(p, apiWriteFaults(cfg, rng)...)
+	}
 	return p
 }
 
@@ -331,6 +337,10 @@ func (s *Sim) apply(f Fault) {
 		s.applyAgentFault(f)
 	case OperatorRecordon, RecordonAtGate, RecordonLostReply, RecordonNoCoordinator, KeepCordoned, NodeDeleted, NodeDeletedForGood:
 		s.applyOperatorFault(f)
+	case PodPinned, BindRace, DaemonSetPods:
+		s.applyEvictorFault(f)
+	case WritesLate, WriteRepliesLost:
+		s.applyAPIWriteFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)
