@@ -124,9 +124,9 @@ type cluster struct {
 	// daemonSet: a DaemonSet runs a pod on every node (evictor.go); lateUntil and lostUntil end
 	// the faults of apiwrites.go; urng draws what those two files do, a stream of its own, so
 	// that runs without them keep their schedules.
-	daemonSet           bool
+	daemonSet            bool
 	lateUntil, lostUntil time.Time
-	urng                *rand.Rand
+	urng                 *rand.Rand
 }
 
 // Who set a node's spec.unschedulable last (node.cordonBy).
