@@ -126,6 +126,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		// Missing a Node not found (a decommission's counts as cordoned), UID the object read.
 		var cordoned, foreign, missing bool
 		var uid int
+		var pods []nodedrain.Blocker
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
@@ -137,10 +138,16 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				return nil
 			}
 			cordoned, foreign, uid = n.unschedulable, n.unschedulable && !n.ours(), n.uid
+			if cordoned { // and the pods an eviction would take (evictor.left)
+				for _, p := range cl.podsOn(node) {
+					pods = append(pods, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: "on the node"})
+				}
+			}
 			s.cordonChecked(rid)
 			return nil
 		}, func(err error) {
-			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, UID: nodeUID(uid), At: s.w.now})
+			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, Pods: pods, UID: nodeUID(uid),
+				At: s.w.now})
 		})
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, inc, post)

@@ -497,6 +497,12 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge CORDONED", "the Node object is missing"}, {"node-1.edge's Node object registers again", "schedulable"},
 				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "Node object was missing at the last check"},
 				{"node-1.edge STARTING", "the Node object was replaced"}, {"node-1.edge COMPLETE", "node drained"}}},
+		{"a pod the scheduler bound to the node just before its cordon, landed after the eviction attempt listed the pods, is " +
+			"evicted before COMPLETE (S2, issue 23, seed 7000001)", 7000001, ConfigFor(7000001),
+			Plan{{At: 100 * time.Second, Kind: Update, Target: 0}, {At: 90 * time.Second, Kind: BindRace, Target: 0}},
+			[][]string{{"coordinator-0 cordons node-0.edge"}, {"a pod the scheduler bound to node-0.edge just before its cordon lands on it"},
+				{"node-0.edge DRAINRETRYING", "pod(s) landed on the node after the attempt listed its pods"},
+				{"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -286,6 +286,12 @@ type EvResult struct {
 	// Missing answers OpDeleteNode and OpCheckCordon: the Node object was not found (deleted
 	// already, by this drain before a restart, or by someone else: it may register again).
 	Missing bool
+	// Pods answers OpCheckCordon: the pods an eviction would take from the node as it was read
+	// (kubectl drain's choice: DaemonSet and mirror pods are not among them), which must be none
+	// for COMPLETE. An eviction attempt evicts the pods it listed: a pod that lands after that
+	// list (created with spec.nodeName, bound by a scheduler that decided before the cordon) is
+	// still there when the attempt succeeds.
+	Pods []Blocker
 	// UID answers OpCordon and OpCheckCordon: the Node object read (a Node deleted and
 	// registered again is a new object, with a new UID); empty: not known.
 	UID string

@@ -365,6 +365,14 @@ func (s *stepper) result(e EvResult) {
 			// drained node's.
 			s.cordonAgain("the Node object was replaced during the drain (deleted, and registered again): " +
 				"draining the new one from the cordon")
+		case e.Cordoned && len(e.Pods) > 0 && !(e.Foreign && s.d.Status.CordonedByUs):
+			// Pods landed on the node after the eviction attempt listed its pods (it evicts
+			// those, as kubectl drain does): they go before COMPLETE, as a failed attempt's pods
+			// do, within the attempts left (simulation, seed 7000001: COMPLETE with a pod the
+			// scheduler bound to the node just before its cordon).
+			s.d.Evicted = false
+			s.evicted(EvResult{Err: fmt.Errorf("%d pod(s) landed on the node after the attempt listed its pods", len(e.Pods)),
+				Blockers: e.Pods}, s.d.Status.Attempt)
 		case e.Cordoned && s.d.Status.Decommission:
 			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
 			s.start(OpDeleteNode, 0)

@@ -156,8 +156,13 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: err, Kept: left}
 	case nodedrain.OpCheckCordon:
 		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
+		var pods []nodedrain.Blocker
+		if err == nil && cs.cordoned && !cs.missing {
+			// The pods an eviction would take, read after the cordon: none for COMPLETE.
+			pods, err = x.evictor.left(ctx, node)
+		}
 		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
-			UID: string(cs.uid), At: x.e.cfg.Now()}
+			Pods: pods, UID: string(cs.uid), At: x.e.cfg.Now()}
 	case nodedrain.OpDeleteNode:
 		deleted, missing, err := x.nodeOps.deleteNode(ctx, node)
 		if deleted && !missing {
