@@ -370,7 +370,12 @@ func (c *coord) tick() {
 		view := func(node string, after bool) (coordinator.GateResult, error) {
 			return c.gateFor(node, coordinator.GateOptions{WholeCluster: c.core.WholeCluster()}), nil
 		}
-		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, s.w.now))
+		cordon := func(node string) (found, cordoned bool, uid string) { // the node informer's last view
+			_, states := c.facts()
+			st, ok := states[node]
+			return ok && st.Exists, st.Cordoned, ""
+		}
+		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, cordon, s.w.now))
 	}
 	c.act(c.core.Timers(s.w.now))
 	c.afterEvents()

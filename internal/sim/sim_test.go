@@ -503,6 +503,14 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-0 cordons node-0.edge"}, {"a pod the scheduler bound to node-0.edge just before its cordon lands on it"},
 				{"node-0.edge DRAINRETRYING", "pod(s) landed on the node after the attempt listed its pods"},
 				{"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
+		{"a drain whose Node was deleted and registered again schedulable while it waited for its volumes does not go COMPLETE by " +
+			"the API-unreachable rule: the node informer's last view shows the node uncordoned (S2, seed 7001876)", 7001876, ConfigFor(7001876),
+			Plan{{At: 7900 * time.Millisecond, Kind: Reboot, Target: 1}, {At: 58800 * time.Millisecond, Kind: APIOutage, Target: 2, For: 223 * time.Second},
+				{At: 36500 * time.Millisecond, Kind: NodeReregister, Target: 1, For: 20 * time.Second},
+				{At: 8300 * time.Millisecond, Kind: NodeDeletedForGood, Target: 0, For: 4 * time.Minute}},
+			[][]string{{"coordinator-1 cordons node-1.edge"}, {"node-1.edge's Node object is deleted and registered again"},
+				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "the node informer's last view shows the node uncordoned"},
+				{"coordinator-1 leaves outage mode"}, {"node-1.edge STARTING", "node was uncordoned during the drain"}, {"node-1.edge COMPLETE", "node drained"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

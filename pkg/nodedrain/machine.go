@@ -331,6 +331,10 @@ type EvAPIUnreachable struct {
 	For      time.Duration
 	Safe     bool
 	Blockers []Blocker
+	// Uncordoned says the node informer's last view (before the outage) shows the node
+	// schedulable, missing, or another Node object than the one the drain cordoned: the cordon
+	// the API confirmed is gone, and pods may have landed before the outage.
+	Uncordoned bool
 }
 
 // EvPublished says the drain's status Status reached the bus (the write was acknowledged);

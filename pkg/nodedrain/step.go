@@ -510,6 +510,13 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 			"last check (deleted; registering again?), so its cordon is not known", e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
+	if e.Uncordoned {
+		// (Simulation, seed 7001876: the Node was deleted and registered again, schedulable,
+		// while the drain waited for its volumes; no check read it before the outage.)
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node informer's last view shows the node "+
+			"uncordoned, missing or replaced since the drain cordoned it", e.For.Round(time.Second)), s.d.Status.Blockers)
+		return
+	}
 	if e.Safe {
 		s.actions = append(s.actions, Cancel{})
 		s.d.Waiting, s.d.RetryOp, s.d.Status.APIUnreachable = OpNone, OpNone, true

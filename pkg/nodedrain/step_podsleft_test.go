@@ -2,6 +2,7 @@ package nodedrain
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,4 +33,16 @@ func TestPodsLandedAfterTheEvictionHoldComplete(t *testing.T) {
 		r.ok(OpEvict, failWith(assert.AnError)).fire()
 	}
 	r.ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, landed).expect(StatusFailedDrain)
+}
+
+// The API-unreachable rule does not let a drain go COMPLETE when the node informer's last view
+// shows the node uncordoned, missing or replaced since the drain's cordon (simulation, seed
+// 7001876: the Node registered again schedulable while the drain waited for its volumes).
+func TestAPIUnreachableNotOnANodeSeenUncordoned(t *testing.T) {
+	r := newRun(t)
+	r.step(EvRequest{Request: req("a")}).step(EvAdmit{}).ok(OpCordon).ok(OpGate)
+	r.step(EvAPIUnreachable{For: 5 * time.Minute, Safe: true, Uncordoned: true}).expect(StatusCordoned)
+	assert.Contains(t, r.d.Status.Message, "the node informer's last view shows the node uncordoned")
+	assert.False(t, r.has(Cancel{}), "the drain goes on where it was")
+	r.step(EvAPIUnreachable{For: 6 * time.Minute, Safe: true}).expect(StatusComplete)
 }

@@ -241,7 +241,14 @@ func (e *Engine) checkAPIUnreachable(ctx context.Context) {
 		defer cancel()
 		return e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.core.WholeCluster(), AfterEviction: after})
 	}
-	e.act(ctx, e.core.APIUnreachable(down, view, e.cfg.Now()))
+	cordon := func(node string) (found, cordoned bool, uid string) {
+		n, err := e.nodes.Get(node) // (the informer's cache: what it saw last)
+		if err != nil {
+			return false, false, ""
+		}
+		return true, n.Spec.Unschedulable, string(n.UID)
+	}
+	e.act(ctx, e.core.APIUnreachable(down, view, cordon, e.cfg.Now()))
 }
 
 func (e *Engine) apiReachable(reachable bool) {
