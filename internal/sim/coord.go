@@ -316,7 +316,8 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
-				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name]}
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name],
+				CordonRecord: c.apiUp() && c.s.cluster.nodes[name].annotation != ""}
 			if !st.Ready {
 				info.NotReadySince = c.s.notReadySince[name]
 			}

@@ -511,6 +511,14 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-1 cordons node-1.edge"}, {"node-1.edge's Node object is deleted and registered again"},
 				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "the node informer's last view shows the node uncordoned"},
 				{"coordinator-1 leaves outage mode"}, {"node-1.edge STARTING", "node was uncordoned during the drain"}, {"node-1.edge COMPLETE", "node drained"}}},
+		{"a cordon whose client timed out lands after the drain was withdrawn and its uncordon found nothing to undo: the " +
+			"coordinator uncordons the node when its informer shows edgedrain's record on it (S4, issue 23, seed 7002347)", 7002347, ConfigFor(7002347),
+			Plan{{At: 158400 * time.Millisecond, Kind: Reboot, Target: 0}, {At: 61700 * time.Millisecond, Kind: Reboot, Target: 1},
+				{At: 166100 * time.Millisecond, Kind: Withdraw, Target: 0, For: 14 * time.Second},
+				{At: 150900 * time.Millisecond, Kind: WritesLate, Target: 0, For: 28 * time.Second}},
+			[][]string{{"node-0.edge STARTING", "context deadline exceeded"}, {"edgedrainctl withdraw node-0.edge"},
+				{"node-0.edge NOTREQUESTED", "idle"}, {"a cordon sent earlier, whose client timed out, lands late (done)"},
+				{"node-0.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-0.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
