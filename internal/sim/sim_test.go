@@ -44,7 +44,7 @@ func TestSimulation(t *testing.T) {
 	agentFaultRuns := map[Kind]int{}
 	for _, seed := range list {
 		r := Run(seed)
-		for _, k := range agentFaultKinds {
+		for _, k := range shareKinds {
 			if slices.ContainsFunc(r.Plan, func(f Fault) bool { return f.Kind == k.k }) {
 				agentFaultRuns[k.k]++
 			}
@@ -75,11 +75,14 @@ func TestSimulation(t *testing.T) {
 	t.Logf("status forgers in %d runs (%.1f%%): %d forged writes, %d statuses refused by agents' guards, %d values repaired by coordinators; "+
 		"%d server copies reached agent.Step through a failed checked read", forgedRuns, 100*float64(forgedRuns)/float64(len(list)), forged, refused, repairs, copies)
 	var shares []string
-	for _, k := range agentFaultKinds {
+	for _, k := range shareKinds {
 		shares = append(shares, fmt.Sprintf("%s %.1f%%", k.k, 100*float64(agentFaultRuns[k.k])/float64(len(list))))
 	}
-	t.Logf("agent faults, share of runs drawing each: %s", strings.Join(shares, ", "))
+	t.Logf("agent, pod and API-write faults, share of runs drawing each: %s", strings.Join(shares, ", "))
 }
+
+// shareKinds are the fault kinds whose share of runs TestSimulation reports.
+var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds)
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
