@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"time"
@@ -66,6 +67,11 @@ type pod struct {
 	name, node, group string
 	deleting          bool
 	ready             bool
+	// kind is who made the pod: "" a ReplicaSet (replaced when it goes), podJob a Job's pod
+	// (evictable, not replaced), podDaemon a DaemonSet's (tolerates the cordon; the drain skips
+	// it, as kubectl's IgnoreAllDaemonSets). landedAt is when it was bound to its node.
+	kind     string
+	landedAt time.Time
 }
 
 type group struct {
@@ -116,6 +122,12 @@ type cluster struct {
 	lease    lease
 	podSeq   int
 	uidSeq   int
+	// daemonSet: a DaemonSet runs a pod on every node (evictor.go); lateUntil and lostUntil end
+	// the faults of apiwrites.go; urng draws what those two files do, a stream of its own, so
+	// that runs without them keep their schedules.
+	daemonSet            bool
+	lateUntil, lostUntil time.Time
+	urng                 *rand.Rand
 }
 
 // Who set a node's spec.unschedulable last (node.cordonBy).
@@ -156,6 +168,9 @@ func (c *cluster) apiOp(what string, lossy bool, apply func() error, reply func(
 		w.after(w.between(0, 3*time.Second), "api error", func() { reply(errUnreachable(what)) })
 		return
 	}
+	if lossy && c.unkindWrite(what, apply, reply) { // (writes are the lossy requests)
+		return
+	}
 	w.after(w.between(time.Millisecond, 30*time.Millisecond), "api request "+what, func() {
 		if !c.apiUp {
 			w.after(w.between(0, 3*time.Second), "api error", func() { reply(errUnreachable(what)) })
@@ -189,7 +204,9 @@ func (c *cluster) schedule(p *pod) {
 	best := ""
 	load := map[string]int{}
 	for _, q := range c.pods {
-		load[q.node]++
+		if q.kind != podDaemon {
+			load[q.node]++
+		}
 	}
 	for _, name := range c.order {
 		n := c.nodes[name]
@@ -200,7 +217,7 @@ func (c *cluster) schedule(p *pod) {
 	if best == "" {
 		return
 	}
-	p.node = best
+	p.node, p.landedAt = best, c.w.now
 	c.w.after(c.w.between(500*time.Millisecond, 3*time.Second), "pod ready", func() {
 		if q, ok := c.pods[p.name]; ok && q.node == best && !q.deleting && c.nodes[best].up {
 			q.ready = true
@@ -220,6 +237,11 @@ func (c *cluster) reschedule() {
 // evict asks to evict p: refused when its PodDisruptionBudget allows no disruption; else it
 // terminates after its grace period and its ReplicaSet creates a replacement.
 func (c *cluster) evict(p *pod) error {
+	if p.kind == podJob { // (no PodDisruptionBudget, no replacement)
+		p.deleting, p.ready = true, false
+		c.w.after(c.w.between(200*time.Millisecond, 4*time.Second), "pod gone", func() { delete(c.pods, p.name) })
+		return nil
+	}
 	g := c.group(p.group)
 	healthy := 0
 	for _, q := range c.pods {
@@ -249,8 +271,20 @@ func (c *cluster) group(name string) *group {
 	return nil
 }
 
-// podsOn returns the evictable pods on node (every pod here is a ReplicaSet's).
+// podsOn returns the evictable pods on node: every pod there but a DaemonSet's, which kubectl's
+// drain (IgnoreAllDaemonSets) leaves, and which a drained node may hold (DESIGN S2).
 func (c *cluster) podsOn(node string) []*pod {
+	var out []*pod
+	for _, p := range c.allPodsOn(node) {
+		if p.kind != podDaemon {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// allPodsOn returns every pod bound to node.
+func (c *cluster) allPodsOn(node string) []*pod {
 	var out []*pod
 	for _, name := range slices.Sorted(maps.Keys(c.pods)) {
 		if p := c.pods[name]; p.node == node {
@@ -260,16 +294,21 @@ func (c *cluster) podsOn(node string) []*pod {
 	return out
 }
 
+// replace makes a ReplicaSet's replacement for p, gone without an eviction.
+func (c *cluster) replace(p *pod) {
+	if !p.deleting && p.kind == "" {
+		c.place(c.group(p.group))
+	}
+}
+
 // machineDown takes a node's machine down: its pods die (their ReplicaSets replace them), its
 // replicas stop.
 func (c *cluster) machineDown(n *node) {
 	n.up, n.ready = false, false
 	c.markUnsafe(n.name)
-	for _, p := range c.podsOn(n.name) {
+	for _, p := range c.allPodsOn(n.name) {
 		delete(c.pods, p.name)
-		if !p.deleting {
-			c.place(c.group(p.group))
-		}
+		c.replace(p)
 	}
 	c.replicasStop(n)
 }
@@ -306,6 +345,7 @@ func (c *cluster) machineUp(n *node) {
 		if n.up && n.exists {
 			n.ready = true
 			n.rv++
+			c.daemonPod(n)
 			c.reschedule()
 		}
 	})

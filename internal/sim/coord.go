@@ -319,7 +319,8 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
-				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name]}
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name],
+				CordonRecord: c.apiUp() && c.s.cluster.nodes[name].annotation != ""}
 			if !st.Ready {
 				info.NotReadySince = c.s.notReadySince[name]
 			}
@@ -376,7 +377,12 @@ func (c *coord) tick() {
 		view := func(node string, after bool) (coordinator.GateResult, error) {
 			return c.gateFor(node, coordinator.GateOptions{WholeCluster: c.core.WholeCluster()}), nil
 		}
-		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, s.w.now))
+		cordon := func(node string) (found, cordoned bool, uid string) { // the node informer's last view
+			_, states := c.facts()
+			st, ok := states[node]
+			return ok && st.Exists, st.Cordoned, ""
+		}
+		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, cordon, s.w.now))
 	}
 	c.act(c.core.Timers(s.w.now))
 	c.afterEvents()

@@ -266,9 +266,7 @@ func (s *Sim) orphanGC(n *node, uid int) {
 	s.w.logf("the pods of deleted %s are garbage-collected (Longhorn's instance manager's too: its replicas stop)", n.name)
 	for _, p := range cl.podsOn(n.name) {
 		delete(cl.pods, p.name)
-		if !p.deleting {
-			cl.place(cl.group(p.group))
-		}
+		cl.replace(p)
 	}
 	cl.replicasStop(n)
 	if !n.up {

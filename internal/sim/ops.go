@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -124,6 +126,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		// Missing a Node not found (a decommission's counts as cordoned), UID the object read.
 		var cordoned, foreign, missing bool
 		var uid int
+		var pods []nodedrain.Blocker
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
@@ -135,10 +138,16 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				return nil
 			}
 			cordoned, foreign, uid = n.unschedulable, n.unschedulable && !n.ours(), n.uid
+			if cordoned { // and the pods an eviction would take (evictor.left)
+				for _, p := range cl.podsOn(node) {
+					pods = append(pods, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: "on the node"})
+				}
+			}
 			s.cordonChecked(rid)
 			return nil
 		}, func(err error) {
-			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, UID: nodeUID(uid), At: s.w.now})
+			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, Pods: pods, UID: nodeUID(uid),
+				At: s.w.now})
 		})
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, st.UID, inc, post)
@@ -174,6 +183,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpEvict:
 		deadline := s.w.now.Add(s.cfg.Policy.DrainAttemptTimeout)
 		counted := false
+		var listed map[string]bool
 		var round func()
 		round = func() {
 			if !c.alive || inc != c.inc || gen != c.opGen[node] {
@@ -196,14 +206,24 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				counted = true
 				s.countEviction(rid, st.Attempt)
 			}
+			if listed == nil { // as the evictor: one list of the node's pods per attempt (GetPodsForDeletion)
+				listed = map[string]bool{}
+				for _, p := range cl.podsOn(node) {
+					listed[p.name] = true
+				}
+			}
 			var blockers []nodedrain.Blocker
 			left := 0
-			for _, p := range cl.podsOn(node) {
+			for _, name := range slices.Sorted(maps.Keys(listed)) {
+				p, ok := cl.pods[name]
+				if !ok { // gone: the attempt waits for exactly the pods it listed
+					continue
+				}
 				left++
 				if p.deleting {
 					continue
 				}
-				if err := cl.evict(p); err != nil {
+				if err := cl.evictCall(p); err != nil {
 					blockers = append(blockers, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: "default", Name: p.name, Reason: err.Error()})
 				}
 			}

@@ -131,6 +131,12 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Operators {                     // after them, for the same reason
 		p = append(p, operatorFaults(cfg, rng)...)
 	}
+	if cfg.UnkindPods { // after them, for the same reason
+		p = append(p, evictorFaults(cfg, rng)...)
+	}
+	if cfg.LateWrites { // after them, for the same reason
+		p = append(p, apiWriteFaults(cfg, rng)...)
+	}
 	if cfg.OperatorBus { // after them, for the same reason
 		p = append(p, operatorBusFaults(cfg, rng)...)
 	}
@@ -326,6 +332,10 @@ func (s *Sim) apply(f Fault) {
 		s.applyOperatorFault(f)
 	case OperatorPutsRequest, OperatorReplaysRequest:
 		s.applyOperatorBusFault(f)
+	case PodPinned, BindRace, DaemonSetPods:
+		s.applyEvictorFault(f)
+	case WritesLate, WriteRepliesLost:
+		s.applyAPIWriteFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

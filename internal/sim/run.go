@@ -48,6 +48,10 @@ func ConfigFor(seed uint64) Config {
 			cfg.Domains = 2
 		}
 	}
+	// Pods landing on cordoned nodes (evictor.go) and API writes landing late or unanswered
+	// (apiwrites.go), each in one run in two, from streams of their own (issue 23).
+	cfg.UnkindPods = rand.New(rand.NewPCG(seed, 0xe71c7)).IntN(2) == 0
+	cfg.LateWrites = rand.New(rand.NewPCG(seed, 0xa91c1)).IntN(2) == 0
 	return cfg
 }
 

@@ -68,6 +68,13 @@ type Config struct {
 	// OperatorBus: an operator's bus identity (edgedrainctl's, or a stolen one) puts requests of
 	// its own: a made-up one, or a node's earlier request replayed (operatorbus.go).
 	OperatorBus bool
+	// UnkindPods adds to random plans pods that land on a cordoned node: created with
+	// spec.nodeName, bound by a scheduler that decided before the cordon, a DaemonSet's
+	// (evictor.go).
+	UnkindPods bool
+	// LateWrites adds to random plans API writes that time out at the client and land late, and
+	// writes whose replies are lost (apiwrites.go).
+	LateWrites bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -166,6 +173,8 @@ type Sim struct {
 	repairs, refusals, copiesTaken int
 	// ops is the state of the operators' faults and their oracles (operators.go).
 	ops *operators
+	// urng draws what evictor.go's and apiwrites.go's faults do (cluster.urng).
+	urng *rand.Rand
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
@@ -192,6 +201,8 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
 	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
+	s.cluster.urng = rand.New(rand.NewPCG(seed, 0x0b1d))
+	s.urng = s.cluster.urng
 	s.bus.onWrite = s.forger.observe
 	cl := s.cluster
 	for g := range cfg.Groups {

@@ -44,7 +44,7 @@ func TestSimulation(t *testing.T) {
 	agentFaultRuns := map[Kind]int{}
 	for _, seed := range list {
 		r := Run(seed)
-		for _, k := range agentFaultKinds {
+		for _, k := range shareKinds {
 			if slices.ContainsFunc(r.Plan, func(f Fault) bool { return f.Kind == k.k }) {
 				agentFaultRuns[k.k]++
 			}
@@ -75,11 +75,14 @@ func TestSimulation(t *testing.T) {
 	t.Logf("status forgers in %d runs (%.1f%%): %d forged writes, %d statuses refused by agents' guards, %d values repaired by coordinators; "+
 		"%d server copies reached agent.Step through a failed checked read", forgedRuns, 100*float64(forgedRuns)/float64(len(list)), forged, refused, repairs, copies)
 	var shares []string
-	for _, k := range agentFaultKinds {
+	for _, k := range shareKinds {
 		shares = append(shares, fmt.Sprintf("%s %.1f%%", k.k, 100*float64(agentFaultRuns[k.k])/float64(len(list))))
 	}
-	t.Logf("agent faults, share of runs drawing each: %s", strings.Join(shares, ", "))
+	t.Logf("agent, pod and API-write faults, share of runs drawing each: %s", strings.Join(shares, ", "))
 }
+
+// shareKinds are the fault kinds whose share of runs TestSimulation reports.
+var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds)
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
@@ -535,6 +538,28 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge COMPLETE", "node decommissioned"}, {"node-1.edge is powered off for good"},
 				{"an operator's bus identity puts request"}, {"the operator withdraws request"},
 				{"node-1.edge NOTREQUESTED", "request withdrawn"}, {"removes the keys of decommissioned node-1.edge"}}},
+		{"a pod the scheduler bound to the node just before its cordon, landed after the eviction attempt listed the pods, is " +
+			"evicted before COMPLETE (S2, issue 23, seed 7000001)", 7000001, ConfigFor(7000001),
+			Plan{{At: 100 * time.Second, Kind: Update, Target: 0}, {At: 90 * time.Second, Kind: BindRace, Target: 0}},
+			[][]string{{"coordinator-0 cordons node-0.edge"}, {"a pod the scheduler bound to node-0.edge just before its cordon lands on it"},
+				{"node-0.edge DRAINRETRYING", "pod(s) landed on the node after the attempt listed its pods"},
+				{"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
+		{"a drain whose Node was deleted and registered again schedulable while it waited for its volumes does not go COMPLETE by " +
+			"the API-unreachable rule: the node informer's last view shows the node uncordoned (S2, seed 7001876)", 7001876, ConfigFor(7001876),
+			Plan{{At: 7900 * time.Millisecond, Kind: Reboot, Target: 1}, {At: 58800 * time.Millisecond, Kind: APIOutage, Target: 2, For: 223 * time.Second},
+				{At: 36500 * time.Millisecond, Kind: NodeReregister, Target: 1, For: 20 * time.Second},
+				{At: 8300 * time.Millisecond, Kind: NodeDeletedForGood, Target: 0, For: 4 * time.Minute}},
+			[][]string{{"coordinator-1 cordons node-1.edge"}, {"node-1.edge's Node object is deleted and registered again"},
+				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "the node informer's last view shows the node uncordoned"},
+				{"coordinator-1 leaves outage mode"}, {"node-1.edge STARTING", "node was uncordoned during the drain"}, {"node-1.edge COMPLETE", "node drained"}}},
+		{"a cordon whose client timed out lands after the drain was withdrawn and its uncordon found nothing to undo: the " +
+			"coordinator uncordons the node when its informer shows edgedrain's record on it (S4, issue 23, seed 7002347)", 7002347, ConfigFor(7002347),
+			Plan{{At: 158400 * time.Millisecond, Kind: Reboot, Target: 0}, {At: 61700 * time.Millisecond, Kind: Reboot, Target: 1},
+				{At: 166100 * time.Millisecond, Kind: Withdraw, Target: 0, For: 14 * time.Second},
+				{At: 150900 * time.Millisecond, Kind: WritesLate, Target: 0, For: 28 * time.Second}},
+			[][]string{{"node-0.edge STARTING", "context deadline exceeded"}, {"edgedrainctl withdraw node-0.edge"},
+				{"node-0.edge NOTREQUESTED", "idle"}, {"a cordon sent earlier, whose client timed out, lands late (done)"},
+				{"node-0.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-0.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

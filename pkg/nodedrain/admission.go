@@ -24,6 +24,8 @@ type NodeInfo struct {
 	// Unmanaged: the coordinator does not manage the node (--node-selector): it drains nothing
 	// there, but the node is one of the cluster's, where workloads can move to.
 	Unmanaged bool
+	// CordonRecord: the node carries edgedrain's cordon record (coordinator.CordonAnnotation).
+	CordonRecord bool
 }
 
 // Hold keeps a waiting drain in REQUESTED for a reason of the maintenance policy (a closed

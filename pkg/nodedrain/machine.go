@@ -302,6 +302,12 @@ type EvResult struct {
 	// Missing answers OpDeleteNode and OpCheckCordon: the Node object was not found (deleted
 	// already, by this drain before a restart, or by someone else: it may register again).
 	Missing bool
+	// Pods answers OpCheckCordon: the pods an eviction would take from the node as it was read
+	// (kubectl drain's choice: DaemonSet and mirror pods are not among them), which must be none
+	// for COMPLETE. An eviction attempt evicts the pods it listed: a pod that lands after that
+	// list (created with spec.nodeName, bound by a scheduler that decided before the cordon) is
+	// still there when the attempt succeeds.
+	Pods []Blocker
 	// UID answers OpCordon and OpCheckCordon: the Node object read (a Node deleted and
 	// registered again is a new object, with a new UID); empty: not known.
 	UID string
@@ -341,6 +347,10 @@ type EvAPIUnreachable struct {
 	For      time.Duration
 	Safe     bool
 	Blockers []Blocker
+	// Uncordoned says the node informer's last view (before the outage) shows the node
+	// schedulable, missing, or another Node object than the one the drain cordoned: the cordon
+	// the API confirmed is gone, and pods may have landed before the outage.
+	Uncordoned bool
 }
 
 // EvPublished says the drain's status Status reached the bus (the write was acknowledged);

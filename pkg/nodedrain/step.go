@@ -42,6 +42,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		if s.d.Idle() {
 			s.start(OpForget, 0)
 		}
+	case EvCordonFound:
+		s.cordonFound()
 	case EvReleaseSlot:
 		if s.d.Cleared() && !s.d.Status.SlotReleased {
 			// The bus shows the slot held until the release reaches it (S3 is about the bus).
@@ -373,6 +375,14 @@ func (s *stepper) result(e EvResult) {
 			// drained node's.
 			s.cordonAgain("the Node object was replaced during the drain (deleted, and registered again): " +
 				"draining the new one from the cordon")
+		case e.Cordoned && len(e.Pods) > 0 && !(e.Foreign && s.d.Status.CordonedByUs):
+			// Pods landed on the node after the eviction attempt listed its pods (it evicts
+			// those, as kubectl drain does): they go before COMPLETE, as a failed attempt's pods
+			// do, within the attempts left (simulation, seed 7000001: COMPLETE with a pod the
+			// scheduler bound to the node just before its cordon).
+			s.d.Evicted = false
+			s.evicted(EvResult{Err: fmt.Errorf("%d pod(s) landed on the node after the attempt listed its pods", len(e.Pods)),
+				Blockers: e.Pods}, s.d.Status.Attempt)
 		case e.Cordoned && s.d.Status.Decommission:
 			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
 			s.start(OpDeleteNode, 0)
@@ -508,6 +518,13 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 		// registered again, schedulable, and taken pods before the outage.
 		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node's Node object was missing at the "+
 			"last check (deleted; registering again?), so its cordon is not known", e.For.Round(time.Second)), s.d.Status.Blockers)
+		return
+	}
+	if e.Uncordoned {
+		// (Simulation, seed 7001876: the Node was deleted and registered again, schedulable,
+		// while the drain waited for its volumes; no check read it before the outage.)
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node informer's last view shows the node "+
+			"uncordoned, missing or replaced since the drain cordoned it", e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
 	if e.Safe {

@@ -87,8 +87,9 @@ func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
 	}
 	out := make([]nodedrain.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
+		_, record := n.Annotations[CordonAnnotation]
 		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable,
-			Unmanaged: !e.managed.Matches(labels.Set(n.Labels))}
+			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record}
 		if !info.Ready {
 			info.NotReadySince = notReadySince(n, now)
 		}

@@ -246,6 +246,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	if !c.apiDownSince.IsZero() {
 		return append(out, c.holdForAPI(now)...), CoreEvent{WholeCluster: c.wholeCluster}
 	}
+	out = append(out, c.strandedCordons(nodes, now)...)
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
@@ -467,10 +468,15 @@ func (c *Core) declaredReleasable(nodes []nodedrain.NodeInfo) []string {
 // afterEviction says the check is the one before COMPLETE.
 type GateView func(node string, afterEviction bool) (GateResult, error)
 
+// CordonView answers the node informer's last view of a node during an API outage: whether its
+// Node object was there, cordoned, and its UID ("": not known).
+type CordonView func(node string) (found, cordoned bool, uid string)
+
 // APIUnreachable applies DESIGN §3's rule once the Kubernetes API has been unreachable for
-// down: every drain under way whose volumes the gate's last view calls safe goes to COMPLETE;
-// the others say why they do not.
-func (c *Core) APIUnreachable(down time.Duration, view GateView, now time.Time) []NodeAction {
+// down: every drain under way whose volumes the gate's last view calls safe, and whose node the
+// node informer's last view (cordon, nil: not known) shows still cordoned, the same Node object,
+// goes to COMPLETE; the others say why they do not.
+func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonView, now time.Time) []NodeAction {
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
@@ -483,7 +489,12 @@ func (c *Core) APIUnreachable(down time.Duration, view GateView, now time.Time) 
 		if err != nil {
 			safe, r.Blockers = d.GateSafe, d.Status.Blockers
 		}
-		out = append(out, c.Step(node, nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers}, now)...)
+		ev := nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers}
+		if cordon != nil {
+			found, cordoned, uid := cordon(node)
+			ev.Uncordoned = !found || !cordoned || (uid != "" && d.NodeUID != "" && uid != d.NodeUID)
+		}
+		out = append(out, c.Step(node, ev, now)...)
 	}
 	return out
 }

@@ -153,6 +153,32 @@ func (e *evictor) attempt(ctx context.Context, node string, progress progressFun
 	}
 }
 
+// left returns, as blockers, the pods an eviction attempt would take from node now (kubectl
+// drain's choice): an attempt evicts the pods it listed, and a pod that landed after its list
+// (created with spec.nodeName, bound by a scheduler that decided before the cordon) is still
+// there when it succeeds.
+func (e *evictor) left(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
+	list, errs := e.helper(ctx).GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("list pods to evict from %s: %w", node, errors.Join(errs...))
+	}
+	var out []nodedrain.Blocker
+	for _, p := range list.Pods() {
+		out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: p.Namespace, Name: p.Name,
+			Reason: "on the node after its eviction attempt listed the pods to evict"})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > nodedrain.MaxBlockers {
+		out = out[:nodedrain.MaxBlockers]
+	}
+	return out, nil
+}
+
 func (e *evictor) helper(ctx context.Context) *drain.Helper {
 	return &drain.Helper{
 		Ctx:                 ctx,

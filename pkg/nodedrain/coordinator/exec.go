@@ -156,8 +156,13 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: err, Kept: left}
 	case nodedrain.OpCheckCordon:
 		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
+		var pods []nodedrain.Blocker
+		if err == nil && cs.cordoned && !cs.missing {
+			// The pods an eviction would take, read after the cordon: none for COMPLETE.
+			pods, err = x.evictor.left(ctx, node)
+		}
 		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
-			UID: string(cs.uid), At: x.e.cfg.Now()}
+			Pods: pods, UID: string(cs.uid), At: x.e.cfg.Now()}
 	case nodedrain.OpDeleteNode:
 		deleted, missing, replaced, err := x.nodeOps.deleteNode(ctx, node, types.UID(s.UID))
 		if deleted && !missing {
@@ -236,7 +241,14 @@ func (e *Engine) checkAPIUnreachable(ctx context.Context) {
 		defer cancel()
 		return e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.core.WholeCluster(), AfterEviction: after})
 	}
-	e.act(ctx, e.core.APIUnreachable(down, view, e.cfg.Now()))
+	cordon := func(node string) (found, cordoned bool, uid string) {
+		n, err := e.nodes.Get(node) // (the informer's cache: what it saw last)
+		if err != nil {
+			return false, false, ""
+		}
+		return true, n.Spec.Unschedulable, string(n.UID)
+	}
+	e.act(ctx, e.core.APIUnreachable(down, view, cordon, e.cfg.Now()))
 }
 
 func (e *Engine) apiReachable(reachable bool) {
