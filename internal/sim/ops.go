@@ -292,7 +292,10 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 // forgetRefused is Engine.fenceRefused for forget's status removal.
 func (c *coord) forgetRefused() {
 	s := c.s
-	if s.term != (term{coord: c.name, inc: c.inc}) {
+	if s.bus.noLeader() {
+		return // (LastRevision failed: refused again until it answers)
+	}
+	if c.termTakenOver() {
 		c.fenced(nodedrain.NodeDrainStatus{Node: "(forget)"})
 		return
 	}

@@ -19,7 +19,10 @@ import (
 // so that a forgery does not make the run forget a drain, a return gate or a decommission; a
 // forger that overwrites that whole history is kept off (forger.flooded).
 func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
-	r, found := s.bus.latest(bucketStatus, key)
+	r, found, lagged := s.bus.direct(bucketStatus, key) // (a direct get)
+	if lagged {
+		s.w.logf("the resume's read of %s is answered by a lagging follower: revision %d (found %v)", key, r.seq, found)
+	}
 	switch {
 	case !found:
 		return st, false, 0
@@ -100,7 +103,7 @@ func (c *coord) repair(key string, rev uint64) {
 		}
 		return
 	}
-	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
+	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) || s.bus.writeFails() || s.bus.consumersRefused() {
 		c.repairs[key] = true // (the history's reads or the write failed)
 		if !pending {
 			s.w.logf("%s cannot repair the forged status of %s yet; trying again", c.name, key)
@@ -130,7 +133,7 @@ func (c *coord) repair(key string, rev uint64) {
 			s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
 		}
 	}
-	if s.bus.lossy && s.frng.Float64() < 0.15 {
+	if s.bus.lossy && s.frng.Float64() < 0.15 || s.bus.ackLost() {
 		// Written, but the reply was lost: an error, so the key is looked at again; the run
 		// does not know the write's revision.
 		c.repairs[key] = true
@@ -168,7 +171,7 @@ func (c *coord) retryRepairs() {
 		if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
 			continue // the read failed: next tick
 		}
-		if r, ok := s.bus.latest(bucketStatus, key); ok && r.val != nil && forgedValue(key, r) {
+		if r, ok, _ := s.bus.direct(bucketStatus, key); ok && r.val != nil && forgedValue(key, r) { // (a direct get)
 			c.repair(key, r.seq)
 		} else {
 			delete(c.repairs, key)

@@ -65,6 +65,10 @@ type Config struct {
 	// Operators adds to random plans operators acting on Node objects: recordons, the
 	// keep-cordoned annotation, deletions (operators.go).
 	Operators bool
+	// ReplicatedBus adds to random plans the faults of a replicated NATS cluster: followers
+	// that lag and answer direct gets, leader elections, quorum losses after which the
+	// JetStream API refuses consumers for a while (replicas.go).
+	ReplicatedBus bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -187,6 +191,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
 	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
 	s.bus.onWrite = s.forger.observe
+	s.bus.rep.rng = rand.New(rand.NewPCG(seed, 0x4e91cb))
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}
