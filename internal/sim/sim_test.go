@@ -497,6 +497,12 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge CORDONED", "the Node object is missing"}, {"node-1.edge's Node object registers again", "schedulable"},
 				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "Node object was missing at the last check"},
 				{"node-1.edge STARTING", "the Node object was replaced"}, {"node-1.edge COMPLETE", "node drained"}}},
+		{"a confirmation read answered by a follower that has no message under the node's key yet is a stale read, read again, not " +
+			"\"no status\": the agent took COMPLETE and would wait for a status that never comes (L1, issue 23, seed 8000058)", 8000058, ConfigFor(8000058),
+			Plan{{At: 73040281166, Kind: Update, Target: 0}, {At: 339932810, Kind: Reboot, Target: 1},
+				{At: 54899965194, Kind: CoordCrash, Target: 2, For: 3 * time.Second}, {At: 49470163087, Kind: FollowerLags, Target: 0, For: 37 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"node-0.edge COMPLETE", "node drained"},
+				{"agent of node-0.edge: its read is answered by a lagging follower: revision 0"}, {"agent of node-0.edge runs the update command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
