@@ -265,7 +265,11 @@ func (c *coord) resume() {
 		if key == nodedrain.TermKey {
 			continue
 		}
-		st, ok, rev := s.resumeStatus(key)
+		st, ok, rev, read := s.resumeStatus(key)
+		if !read {
+			c.retryEngine("reading the status of " + key + ": no current replica answered, nor the stream's leader")
+			return
+		}
 		if ok {
 			in.Statuses[key] = st
 		}

@@ -18,20 +18,20 @@ import (
 // resumed from the newest status a coordinator wrote in the key's kept history (lastOwnStatus),
 // so that a forgery does not make the run forget a drain, a return gate or a decommission; a
 // forger that overwrites that whole history is kept off (forger.flooded).
-func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
-	r, found, lagged := s.bus.direct(bucketStatus, key) // (a direct get)
-	if lagged {
-		s.w.logf("the resume's read of %s is answered by a lagging follower: revision %d (found %v)", key, r.seq, found)
+func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64, read bool) {
+	r, found, read := s.bus.current(bucketStatus, key) // (Engine.readStatus)
+	if !read {
+		return st, false, 0, false
 	}
 	switch {
 	case !found:
-		return st, false, 0
+		return st, false, 0, true
 	case r.val == nil && !r.copied:
 	case r.val == nil:
 		forged = r.seq
 		st, ok = s.lastOwnStatus(key)
 	case !r.copied && trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil:
-		return r.val.(nodedrain.NodeDrainStatus), true, 0
+		return r.val.(nodedrain.NodeDrainStatus), true, 0, true
 	default:
 		forged = r.seq
 		st, ok = s.lastOwnStatus(key)
@@ -43,7 +43,7 @@ func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, f
 		s.moved[key] = true
 		s.w.logf("the status of %s a coordinator wrote is not what the key holds (forged over)", key)
 	}
-	return st, ok, forged
+	return st, ok, forged, true
 }
 
 // watchStatuses opens the engine run's watch of its status bucket (after Resume), drawing its
@@ -171,7 +171,11 @@ func (c *coord) retryRepairs() {
 		if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
 			continue // the read failed: next tick
 		}
-		if r, ok, _ := s.bus.direct(bucketStatus, key); ok && r.val != nil && forgedValue(key, r) { // (a direct get)
+		r, ok, read := s.bus.current(bucketStatus, key) // (Engine.readStatus)
+		if !read {
+			continue // next tick
+		}
+		if ok && r.val != nil && forgedValue(key, r) {
 			c.repair(key, r.seq)
 		} else {
 			delete(c.repairs, key)

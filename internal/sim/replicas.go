@@ -150,6 +150,24 @@ func (b *bus) direct(bucket, key string) (r revision, found, lagged bool) {
 	return r, found, false
 }
 
+// current is a read as the coordinator's engine makes it (pubsub.GetCurrent, then GetStored): a
+// direct get answered only by a replica that has applied the bucket's last revision, else through
+// the stream's message API (its leader's), which does not answer while the stream has no leader
+// or the JetStream API no meta leader (consumersRefused). read false: the key is unread.
+func (b *bus) current(bucket, key string) (r revision, found, read bool) {
+	r, found, lagged := b.direct(bucket, key)
+	if !lagged || b.rep.lag[bucket] >= b.buckets[bucket].last {
+		return r, found, true
+	}
+	if b.noLeader() || b.consumersRefused() {
+		b.w.logf("a read of %s/%s answered by a lagging follower is behind revision %d; the stream's leader does not answer", bucket, key, b.buckets[bucket].last)
+		return revision{}, false, false
+	}
+	b.w.logf("a read of %s/%s answered by a lagging follower is behind revision %d: read from the stream's leader", bucket, key, b.buckets[bucket].last)
+	r, found = b.latest(bucket, key)
+	return r, found, true
+}
+
 // readAt is key's last revision as of sequence seq (what a follower that applied up to seq holds).
 func (b *bus) readAt(bucket, key string, seq uint64) (revision, bool) {
 	log := b.buckets[bucket].log

@@ -503,6 +503,13 @@ func TestRegressions(t *testing.T) {
 				{At: 54899965194, Kind: CoordCrash, Target: 2, For: 3 * time.Second}, {At: 49470163087, Kind: FollowerLags, Target: 0, For: 37 * time.Second}},
 			[][]string{{"a follower of the status stream stops applying"}, {"node-0.edge COMPLETE", "node drained"},
 				{"agent of node-0.edge: its read is answered by a lagging follower: revision 0"}, {"agent of node-0.edge runs the update command"}}},
+		{"a resume reads the statuses as of the bucket's last revision: a follower that lags, which had no status for a node " +
+			"yet, is not taken for its answer and the transition is not announced again (E1, issue 23, seed 8000487)", 8000487, ConfigFor(8000487),
+			Plan{{At: 23988637509, Kind: KernelDay}, {At: 14155890710, Kind: AgentPausedNotReady, Target: 0, For: 16 * time.Second},
+				{At: 30491230492, Kind: RecordonNoCoordinator, Target: 0, For: 4 * time.Second}, {At: 19244763185, Kind: FollowerLags, Target: 0, For: 31 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"node-1.edge REQUESTED"}, {"coordinator-0 crashes"},
+				{"a read of status/node-1.edge answered by a lagging follower is behind revision", "read from the stream's leader"},
+				{"coordinator-0 resumes: 3 request(s), 3 status(es)"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
