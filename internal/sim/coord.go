@@ -537,7 +537,15 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 		}
 		return
 	}
-	if c.termTakenOver() {
+	over, read := c.termTakenOver()
+	if !read { // Engine.fenceRefused: the term record could not be read
+		c.unpublished[st.Node] = true
+		if st.Status == nodedrain.StatusComplete {
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		}
+		return
+	}
+	if over {
 		c.fenced(st)
 		return
 	}

@@ -295,7 +295,11 @@ func (c *coord) forgetRefused() {
 	if s.bus.noLeader() {
 		return // (LastRevision failed: refused again until it answers)
 	}
-	if c.termTakenOver() {
+	over, read := c.termTakenOver()
+	if !read {
+		return // (refused again until the term record can be read)
+	}
+	if over {
 		c.fenced(nodedrain.NodeDrainStatus{Node: "(forget)"})
 		return
 	}

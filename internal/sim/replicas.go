@@ -191,12 +191,11 @@ func (b *bus) noLeader() bool { return b.rep.electing > 0 }
 // consumersRefused: the JetStream API refuses to create consumers (a watch's, a history read's).
 func (b *bus) consumersRefused() bool { return b.rep.refusing > 0 }
 
-// termTakenOver is Engine.takenOver as the model has it: the term record read with a direct get
-// (any replica answers); a coordinator wrote one after this run's.
-func (c *coord) termTakenOver() bool {
-	r, ok, lagged := c.s.bus.direct(bucketStatus, nodedrain.TermKey)
-	if lagged {
-		c.s.w.logf("%s reads the term record from a lagging follower: revision %d", c.name, r.seq)
-	}
-	return ok && r.val != nil && !r.forged && r.seq > c.termRev
+// termTakenOver is Engine.takenOver as the model has it: the term record read as of the bucket's
+// last revision (current: a follower that lags is not taken for its answer); a coordinator wrote
+// one after this run's. read false: the record could not be read (the refusal is a failed write,
+// the fence unchanged).
+func (c *coord) termTakenOver() (over, read bool) {
+	r, ok, read := c.s.bus.current(bucketStatus, nodedrain.TermKey)
+	return read && ok && r.val != nil && !r.forged && r.seq > c.termRev, read
 }

@@ -510,6 +510,13 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"a follower of the status stream stops applying"}, {"node-1.edge REQUESTED"}, {"coordinator-0 crashes"},
 				{"a read of status/node-1.edge answered by a lagging follower is behind revision", "read from the stream's leader"},
 				{"coordinator-0 resumes: 3 request(s), 3 status(es)"}}},
+		{"a fenced write reads the term record as of the bucket's last revision: a follower that lags answers with the run's own " +
+			"record while another coordinator's is written, and the ex-leader stepped over the takeover (S1, issue 23, seed 8000773)", 8000773, ConfigFor(8000773),
+			Plan{{At: 72833175014, Kind: KernelDay}, {At: 107080953981, Kind: CoordAPICut, Target: 0, For: 225 * time.Second},
+				{At: 99974187054, Kind: FollowerLags, Target: 0, For: 49 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"coordinator-0's path to the Kubernetes API is cut"},
+				{"coordinator-1 becomes the active coordinator"}, {"a read of status/_coordinator answered by a lagging follower is behind revision", "read from the stream's leader"},
+				{"coordinator-0 leaves outage mode: another coordinator took over"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
