@@ -49,6 +49,11 @@ func TestSimulation(t *testing.T) {
 				agentFaultRuns[k.k]++
 			}
 		}
+		for _, k := range replicaFaultKinds {
+			if slices.ContainsFunc(r.Plan, func(f Fault) bool { return f.Kind == k }) {
+				agentFaultRuns[k]++
+			}
+		}
 		events += r.Events
 		if r.Outages > 0 {
 			outages++
@@ -79,7 +84,15 @@ func TestSimulation(t *testing.T) {
 		shares = append(shares, fmt.Sprintf("%s %.1f%%", k.k, 100*float64(agentFaultRuns[k.k])/float64(len(list))))
 	}
 	t.Logf("agent faults, share of runs drawing each: %s", strings.Join(shares, ", "))
+	shares = nil
+	for _, k := range replicaFaultKinds {
+		shares = append(shares, fmt.Sprintf("%s %.1f%%", k, 100*float64(agentFaultRuns[k])/float64(len(list))))
+	}
+	t.Logf("replicated-bus faults, share of runs drawing each: %s", strings.Join(shares, ", "))
 }
+
+// replicaFaultKinds are the kinds of replicas.go, whose shares TestSimulation tells.
+var replicaFaultKinds = []Kind{FollowerLags, StreamElection, QuorumLoss}
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
