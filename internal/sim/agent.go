@@ -227,8 +227,10 @@ func (a *agentProc) perform(act agent.Action) {
 		found := false
 		s.forger.onRead(name)
 		s.bus.op(a.conn, func() error {
-			if r, ok := s.bus.latest(bucketStatus, name); ok && r.val != nil {
-				read, found = r, true
+			r, ok, lagged := s.bus.direct(bucketStatus, name) // (a direct get)
+			read, found = r, ok && r.val != nil               // (a delete marker: not found, at its revision)
+			if lagged {
+				s.w.logf("agent of %s: its read is answered by a lagging follower: revision %d", name, r.seq)
 			}
 			if a.inc == inc { // what S1 judges a run on
 				a.f.lastRead = readServed{at: s.w.now, r: read, found: found, ok: true}

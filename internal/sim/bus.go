@@ -41,6 +41,8 @@ type bucket struct {
 	// genuine is each key's last revision that was not forged, kept whatever the history
 	// (what the checkers take for the node's status: see Sim.statusOf).
 	genuine map[string]revision
+	// log is every write, in order: what a lagging follower has applied (replicas.go).
+	log []keyRev
 }
 
 type bus struct {
@@ -53,6 +55,8 @@ type bus struct {
 	lossy bool
 	// onWrite sees every write as it lands (the forger's eyes).
 	onWrite func(bucket, key string, r revision)
+	// rep is the state of the streams' replicas (replicas.go).
+	rep replicas
 }
 
 // conn is one client's connection; it is connected while its process runs, its network is up
@@ -70,7 +74,7 @@ type conn struct {
 func (c *conn) connected() bool { return c.alive && !c.cut && c.b.up }
 
 func newBus(w *world) *bus {
-	return &bus{w: w, up: true, buckets: map[string]*bucket{
+	return &bus{w: w, up: true, rep: replicas{lag: map[string]uint64{}}, buckets: map[string]*bucket{
 		bucketRequests: {name: bucketRequests, history: 1, keys: map[string][]revision{}, genuine: map[string]revision{}},
 		bucketStatus:   {name: bucketStatus, history: 8, keys: map[string][]revision{}, genuine: map[string]revision{}},
 	}}
@@ -115,6 +119,7 @@ func (b *bus) put(bucket, key string, r revision) uint64 {
 	}
 	bk.keys[key] = revs
 	bk.last = b.seq
+	bk.log = append(bk.log, keyRev{key: key, r: r})
 	if !r.forged {
 		bk.genuine[key] = r
 	}
@@ -143,12 +148,12 @@ func (b *bus) op(c *conn, apply func() error, reply func(error)) {
 			b.w.after(b.w.between(0, 2*time.Second), "bus error", func() { reply(errBusDown) })
 			return
 		}
-		if b.lossy && b.w.chance(0.1) {
+		if b.lossy && b.w.chance(0.1) || b.writeFails() {
 			b.w.after(b.w.between(0, time.Second), "bus error", func() { reply(errBusTimeout) })
 			return
 		}
 		err := apply()
-		lost := b.lossy && b.w.chance(0.15)
+		lost := b.lossy && b.w.chance(0.15) || b.ackLost()
 		b.w.after(b.w.between(time.Millisecond, 20*time.Millisecond), "bus reply", func() {
 			if lost && err == nil {
 				err = errBusTimeout
@@ -185,6 +190,24 @@ func (b *bus) watch(c *conn, bucket, key string, deliver func(string, revision),
 func (b *bus) watchWith(rng *rand.Rand, c *conn, bucket, key string, deliver func(string, revision), snapshotDone func()) *watcher {
 	wt := &watcher{b: b, c: c, bucket: bucket, key: key, deliver: deliver, snapshotDone: snapshotDone, rng: rng}
 	b.watchers = append(b.watchers, wt)
+	b.create(wt)
+	return wt
+}
+
+// create creates the watch's consumer: its snapshot is what the server holds then. While the
+// JetStream API refuses consumers (replicas.go) the watcher tries again every second or two.
+func (b *bus) create(wt *watcher) {
+	bucket, key := wt.bucket, wt.key
+	if b.consumersRefused() {
+		wt.busy = true
+		b.w.after(betweenR(b.rep.rng, time.Second, 2*time.Second), "watch consumer retry", func() {
+			wt.busy = false
+			if !wt.stopped {
+				b.create(wt)
+			}
+		})
+		return
+	}
 	// The snapshot is what the server holds when the watch is created.
 	var snap []struct {
 		key string
@@ -216,7 +239,6 @@ func (b *bus) watchWith(rng *rand.Rand, c *conn, bucket, key string, deliver fun
 		wt.snapshotDone()
 		wt.pump()
 	})
-	return wt
 }
 
 func (wt *watcher) stop() { wt.stopped = true }
@@ -230,7 +252,7 @@ func (wt *watcher) between(lo, hi time.Duration) time.Duration {
 
 // pump schedules the delivery of the next revision the watcher has not delivered.
 func (wt *watcher) pump() {
-	if wt.busy || wt.stopped || !wt.c.connected() {
+	if wt.busy || wt.stopped || !wt.c.connected() || wt.b.consumersRefused() {
 		return
 	}
 	if _, _, ok := wt.next(); !ok {
@@ -246,8 +268,8 @@ func (wt *watcher) pump() {
 		if wt.stopped {
 			return
 		}
-		if !wt.c.connected() {
-			return // not delivered; replayed on reconnect
+		if !wt.c.connected() || wt.b.consumersRefused() {
+			return // not delivered; replayed on reconnect (its consumer re-created)
 		}
 		// The revision may have been dropped from history meanwhile: take what is kept now.
 		key2, r, ok := wt.next()

@@ -204,7 +204,15 @@ func (c *coord) startEngine() {
 	if !c.stillLeading() { // Engine.Run: no term record without a Lease still valid (lapsed: the
 		return // run waits in outage mode, or has stopped)
 	}
+	if c.s.bus.writeFails() {
+		c.retryEngine("writing its term record: the stream has no leader")
+		return
+	}
 	c.claimTerm()
+	if c.s.bus.ackLost() {
+		c.retryEngine("writing its term record: its ack was lost")
+		return
+	}
 	c.snapshot = map[string]*nodedrain.NodeDrainRequest{}
 	c.watch = c.s.bus.watch(c.conn, bucketRequests, "", func(key string, r revision) {
 		c.run("request event", inc, func() { c.requestEvent(key, r) })
@@ -249,6 +257,10 @@ func (c *coord) resume() {
 		c.retryEngine("node informer cannot sync: the API is unreachable")
 		return
 	}
+	if s.bus.noLeader() { // (statusKeys: the stream's info)
+		c.retryEngine("listing the status keys: the stream has no leader")
+		return
+	}
 	in := coordinator.ResumeInput{Requests: c.snapshot, Statuses: map[string]nodedrain.NodeDrainStatus{}, CordonedByUs: map[string]bool{}}
 	c.snapshot = nil
 	forged := map[string]uint64{}
@@ -256,13 +268,21 @@ func (c *coord) resume() {
 		if key == nodedrain.TermKey {
 			continue
 		}
-		st, ok, rev := s.resumeStatus(key)
+		st, ok, rev, read := s.resumeStatus(key)
+		if !read {
+			c.retryEngine("reading the status of " + key + ": no current replica answered, nor the stream's leader")
+			return
+		}
 		if ok {
 			in.Statuses[key] = st
 		}
 		if rev != 0 {
 			forged[key] = rev
 		}
+	}
+	if len(forged) > 0 && s.bus.consumersRefused() { // (lastOwnStatus reads the key's history)
+		c.retryEngine("reading a forged key's history: the JetStream API refuses consumers")
+		return
 	}
 	for _, name := range s.cluster.order {
 		n := s.cluster.nodes[name]
@@ -465,7 +485,7 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	if !leading && !c.outage {
 		return
 	}
-	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) {
+	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) || s.bus.writeFails() {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
@@ -503,7 +523,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 		c.refused(st)
 		return
 	}
-	if s.bus.lossy && s.w.chance(0.1) {
+	if s.bus.lossy && s.w.chance(0.1) || s.bus.ackLost() {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
@@ -522,7 +542,22 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 // run; a write no coordinator made (a forger's) is stepped over, the status published again.
 func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	s := c.s
-	if s.term != (term{coord: c.name, inc: c.inc}) {
+	if s.bus.noLeader() { // Engine.fenceRefused: LastRevision (the stream's info) failed
+		c.unpublished[st.Node] = true
+		if st.Status == nodedrain.StatusComplete {
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		}
+		return
+	}
+	over, read := c.termTakenOver()
+	if !read { // Engine.fenceRefused: the term record could not be read
+		c.unpublished[st.Node] = true
+		if st.Status == nodedrain.StatusComplete {
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		}
+		return
+	}
+	if over {
 		c.fenced(st)
 		return
 	}

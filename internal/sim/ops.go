@@ -317,7 +317,14 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 // forgetRefused is Engine.fenceRefused for forget's status removal.
 func (c *coord) forgetRefused() {
 	s := c.s
-	if s.term != (term{coord: c.name, inc: c.inc}) {
+	if s.bus.noLeader() {
+		return // (LastRevision failed: refused again until it answers)
+	}
+	over, read := c.termTakenOver()
+	if !read {
+		return // (refused again until the term record can be read)
+	}
+	if over {
 		c.fenced(nodedrain.NodeDrainStatus{Node: "(forget)"})
 		return
 	}

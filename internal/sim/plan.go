@@ -140,6 +140,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.OperatorBus { // after them, for the same reason
 		p = append(p, operatorBusFaults(cfg, rng)...)
 	}
+	if cfg.ReplicatedBus { // after them, for the same reason
+		p = append(p, replicaFaults(cfg, rng)...)
+	}
 	return p
 }
 
@@ -336,6 +339,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyEvictorFault(f)
 	case WritesLate, WriteRepliesLost:
 		s.applyAPIWriteFault(f)
+	case FollowerLags, StreamElection, QuorumLoss:
+		s.applyReplicaFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

@@ -18,17 +18,20 @@ import (
 // resumed from the newest status a coordinator wrote in the key's kept history (lastOwnStatus),
 // so that a forgery does not make the run forget a drain, a return gate or a decommission; a
 // forger that overwrites that whole history is kept off (forger.flooded).
-func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64) {
-	r, found := s.bus.latest(bucketStatus, key)
+func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, forged uint64, read bool) {
+	r, found, read := s.bus.current(bucketStatus, key) // (Engine.readStatus)
+	if !read {
+		return st, false, 0, false
+	}
 	switch {
 	case !found:
-		return st, false, 0
+		return st, false, 0, true
 	case r.val == nil && !r.copied:
 	case r.val == nil:
 		forged = r.seq
 		st, ok = s.lastOwnStatus(key)
 	case !r.copied && trustedKeys.Verify(key, r.val.(nodedrain.NodeDrainStatus)) == nil:
-		return r.val.(nodedrain.NodeDrainStatus), true, 0
+		return r.val.(nodedrain.NodeDrainStatus), true, 0, true
 	default:
 		forged = r.seq
 		st, ok = s.lastOwnStatus(key)
@@ -40,7 +43,7 @@ func (s *Sim) resumeStatus(key string) (st nodedrain.NodeDrainStatus, ok bool, f
 		s.moved[key] = true
 		s.w.logf("the status of %s a coordinator wrote is not what the key holds (forged over)", key)
 	}
-	return st, ok, forged
+	return st, ok, forged, true
 }
 
 // watchStatuses opens the engine run's watch of its status bucket (after Resume), drawing its
@@ -100,7 +103,7 @@ func (c *coord) repair(key string, rev uint64) {
 		}
 		return
 	}
-	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
+	if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) || s.bus.writeFails() || s.bus.consumersRefused() {
 		c.repairs[key] = true // (the history's reads or the write failed)
 		if !pending {
 			s.w.logf("%s cannot repair the forged status of %s yet; trying again", c.name, key)
@@ -130,7 +133,7 @@ func (c *coord) repair(key string, rev uint64) {
 			s.published[st.RequestID] = append(s.published[st.RequestID], st.Status)
 		}
 	}
-	if s.bus.lossy && s.frng.Float64() < 0.15 {
+	if s.bus.lossy && s.frng.Float64() < 0.15 || s.bus.ackLost() {
 		// Written, but the reply was lost: an error, so the key is looked at again; the run
 		// does not know the write's revision.
 		c.repairs[key] = true
@@ -168,7 +171,11 @@ func (c *coord) retryRepairs() {
 		if !c.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) {
 			continue // the read failed: next tick
 		}
-		if r, ok := s.bus.latest(bucketStatus, key); ok && r.val != nil && forgedValue(key, r) {
+		r, ok, read := s.bus.current(bucketStatus, key) // (Engine.readStatus)
+		if !read {
+			continue // next tick
+		}
+		if ok && r.val != nil && forgedValue(key, r) {
 			c.repair(key, r.seq)
 		} else {
 			delete(c.repairs, key)

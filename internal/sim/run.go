@@ -106,6 +106,9 @@ func configOneSlotWithWait(seed uint64) Config {
 	cfg.AgentFaults = rand.New(rand.NewPCG(seed, 0xa6e47)).IntN(2) == 0
 	// Operators acting on Node objects (recordons, keep-cordoned, deletions), in one run in two.
 	cfg.Operators = rand.New(rand.NewPCG(seed, 0xc04d0)).IntN(2) == 0
+	// A replicated NATS cluster's faults (replicas.go), from a stream of their own: in one run
+	// in two.
+	cfg.ReplicatedBus = rand.New(rand.NewPCG(seed, 0x4e91ca)).IntN(2) == 0
 	return cfg
 }
 

@@ -30,8 +30,8 @@ var (
 
 func trusted() nodedrain.KeySet { return trustedKeys }
 
-// errStaleRead: a confirmation read older than a value the guard already took (the model's
-// reads see the newest revision, so this does not happen; the agent would retry its read).
+// errStaleRead: a confirmation read older than a value the guard already took (answered by a
+// lagging follower, replicas.go): the agent reads again after its retry delay.
 var errStaleRead = errors.New("status read is older than one already taken")
 
 // sign sets the run's Term and next Seq on st and signs it, as the engine does before each
@@ -101,48 +101,64 @@ func (a *agentProc) delivered(r revision) {
 
 // checkedRead is the delivery's checked read number try (the first at the delivery's instant).
 // A read fails while the agent is cut off, on a lossy bus, and under a forger flooding the
-// JetStream API; a failed one takes up to a second (the model bus's error replies). When all
-// fail, the delivery stands on its signature and order.
+// JetStream API; a failed one takes up to a second (the model bus's error replies). A read
+// answered by a replica behind the delivery (a lagging follower, replicas.go: an older revision,
+// a delete marker the guard does not take, or no value at an older revision) is read again as a
+// failed one is (bus.checkDelivery). When all fail, the delivery stands on its signature and
+// order.
 func (a *agentProc) checkedRead(r revision, st nodedrain.NodeDrainStatus, try int) {
 	s, name := a.s, a.node.name
-	if !a.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) || (s.forger.forging(name) && s.frng.Float64() < 0.2) {
-		if try+1 < len(deliveryReadWaits) {
-			a.checking = true
-			a.later(betweenR(s.frng, 0, time.Second)+deliveryReadWaits[try+1], "checked read retry", func() {
-				a.checking = false
-				a.checkedRead(r, st, try+1)
-				a.nextDelivery()
-			})
+	failed := !a.conn.connected() || (s.bus.lossy && s.frng.Float64() < 0.1) || (s.forger.forging(name) && s.frng.Float64() < 0.2)
+	if !failed {
+		cur, ok, lagged := s.bus.direct(bucketStatus, name) // (a direct get)
+		switch {
+		case !ok || cur.val == nil: // removed since, or a replica behind the delivery
+			if (cur.seq != 0 && a.guard.CheckDelete(cur.seq) != agent.VerdictTake) || cur.seq < r.seq {
+				failed = true
+				break
+			}
+			a.step(agent.EvBusStatus{Revision: max(cur.seq, r.seq)})
 			return
+		default:
+			cst := cur.val.(nodedrain.NodeDrainStatus)
+			v, err := a.guard.Check(name, cur.seq, cst, cur.copied)
+			switch v {
+			case agent.VerdictStale:
+				failed = true
+			case agent.VerdictRefuse:
+				a.refused("read after a delivery", cur, err)
+				return
+			default:
+				s.checkF1(a, "read after a delivery", cur)
+				a.step(agent.EvBusStatus{Status: &cst, Revision: max(cur.seq, r.seq)})
+				return
+			}
 		}
-		if r.copied {
-			// Known open (the agent's bus.checkDelivery): a server copy of a status the
-			// coordinator signed, delivered while every checked read fails, stands on its
-			// signature and order and reaches agent.Step; only the confirmation read, which
-			// refuses it, keeps the agent from acting on it (S1). Counted, not excused further:
-			// anything unsigned, untrusted or changed is still an F1 violation here.
-			s.copiesTaken++
-			s.w.logf("agent of %s takes a server copy delivered at revision %d, its checked reads failed: %s", name, r.seq, describe(r.val))
-		} else {
-			s.checkF1(a, "was delivered (its checked reads failed)", r)
+		if lagged {
+			s.w.logf("agent of %s: its read after a delivery at revision %d is answered by a lagging follower (revision %d): reading again", name, r.seq, cur.seq)
 		}
-		a.step(agent.EvBusStatus{Status: &st, Revision: r.seq})
+	}
+	if try+1 < len(deliveryReadWaits) {
+		a.checking = true
+		a.later(betweenR(s.frng, 0, time.Second)+deliveryReadWaits[try+1], "checked read retry", func() {
+			a.checking = false
+			a.checkedRead(r, st, try+1)
+			a.nextDelivery()
+		})
 		return
 	}
-	cur, ok := s.bus.latest(bucketStatus, name)
-	if !ok || cur.val == nil { // removed since
-		if cur.seq != 0 && a.guard.CheckDelete(cur.seq) != agent.VerdictTake {
-			return
-		}
-		a.step(agent.EvBusStatus{Revision: max(cur.seq, r.seq)})
-		return
+	if r.copied {
+		// Known open (the agent's bus.checkDelivery): a server copy of a status the
+		// coordinator signed, delivered while every checked read fails, stands on its
+		// signature and order and reaches agent.Step; only the confirmation read, which
+		// refuses it, keeps the agent from acting on it (S1). Counted, not excused further:
+		// anything unsigned, untrusted or changed is still an F1 violation here.
+		s.copiesTaken++
+		s.w.logf("agent of %s takes a server copy delivered at revision %d, its checked reads failed: %s", name, r.seq, describe(r.val))
+	} else {
+		s.checkF1(a, "was delivered (its checked reads failed)", r)
 	}
-	cst := cur.val.(nodedrain.NodeDrainStatus)
-	if !a.judge("read after a delivery", cur, cst, cur.copied) {
-		return
-	}
-	s.checkF1(a, "read after a delivery", cur)
-	a.step(agent.EvBusStatus{Status: &cst, Revision: max(cur.seq, r.seq)})
+	a.step(agent.EvBusStatus{Status: &st, Revision: r.seq})
 }
 
 // readResult is the agent's bus layer answering a confirmation read (found: the key holds a
@@ -152,9 +168,11 @@ func (a *agentProc) readResult(r revision, found bool, err error) agent.EvStatus
 	if err != nil {
 		return agent.EvStatusRead{Err: err}
 	}
-	if !found {
-		a.guard.CheckDelete(0) // (a read of a missing key has no revision)
-		return agent.EvStatusRead{}
+	if !found { // (a read of a key that holds no message has no revision)
+		if a.guard.CheckDelete(r.seq) != agent.VerdictTake { // as bus.readChecked: a replica behind
+			return agent.EvStatusRead{Err: errStaleRead}
+		}
+		return agent.EvStatusRead{Revision: r.seq}
 	}
 	st := r.val.(nodedrain.NodeDrainStatus)
 	v, gerr := a.guard.Check(a.node.name, r.seq, st, r.copied)

@@ -75,6 +75,10 @@ type Config struct {
 	// LateWrites adds to random plans API writes that time out at the client and land late, and
 	// writes whose replies are lost (apiwrites.go).
 	LateWrites bool
+	// ReplicatedBus adds to random plans the faults of a replicated NATS cluster: followers
+	// that lag and answer direct gets, leader elections, quorum losses after which the
+	// JetStream API refuses consumers for a while (replicas.go).
+	ReplicatedBus bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -204,6 +208,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.cluster.urng = rand.New(rand.NewPCG(seed, 0x0b1d))
 	s.urng = s.cluster.urng
 	s.bus.onWrite = s.forger.observe
+	s.bus.rep.rng = rand.New(rand.NewPCG(seed, 0x4e91cb))
 	cl := s.cluster
 	for g := range cfg.Groups {
 		grp := &group{name: fmt.Sprintf("app%d", g), replicas: cfg.PodsPerGroup, minAvailable: cfg.PodsPerGroup - 1}

@@ -78,11 +78,12 @@ func TestSimulation(t *testing.T) {
 	for _, k := range shareKinds {
 		shares = append(shares, fmt.Sprintf("%s %.1f%%", k.k, 100*float64(agentFaultRuns[k.k])/float64(len(list))))
 	}
-	t.Logf("agent, pod and API-write faults, share of runs drawing each: %s", strings.Join(shares, ", "))
+	t.Logf("agent, pod, API-write, operator-bus and replicated-bus faults, share of runs drawing each: %s", strings.Join(shares, ", "))
 }
 
 // shareKinds are the fault kinds whose share of runs TestSimulation reports.
-var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds)
+var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds,
+	[]weightedKind{{k: OperatorPutsRequest}, {k: OperatorReplaysRequest}, {k: FollowerLags}, {k: StreamElection}, {k: QuorumLoss}})
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
@@ -560,6 +561,26 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-0.edge STARTING", "context deadline exceeded"}, {"edgedrainctl withdraw node-0.edge"},
 				{"node-0.edge NOTREQUESTED", "idle"}, {"a cordon sent earlier, whose client timed out, lands late (done)"},
 				{"node-0.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-0.edge"}}},
+		{"a confirmation read answered by a follower that has no message under the node's key yet is a stale read, read again, not " +
+			"\"no status\": the agent took COMPLETE and would wait for a status that never comes (L1, issue 23, seed 8000058)", 8000058, ConfigFor(8000058),
+			Plan{{At: 73040281166, Kind: Update, Target: 0}, {At: 339932810, Kind: Reboot, Target: 1},
+				{At: 54899965194, Kind: CoordCrash, Target: 2, For: 3 * time.Second}, {At: 49470163087, Kind: FollowerLags, Target: 0, For: 37 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"node-0.edge COMPLETE", "node drained"},
+				{"agent of node-0.edge: its read is answered by a lagging follower: revision 0"}, {"agent of node-0.edge runs the update command"}}},
+		{"a resume reads the statuses as of the bucket's last revision: a follower that lags, which had no status for a node " +
+			"yet, is not taken for its answer and the transition is not announced again (E1, issue 23, seed 8000487)", 8000487, ConfigFor(8000487),
+			Plan{{At: 23988637509, Kind: KernelDay}, {At: 14155890710, Kind: AgentPausedNotReady, Target: 0, For: 16 * time.Second},
+				{At: 30491230492, Kind: RecordonNoCoordinator, Target: 0, For: 4 * time.Second}, {At: 19244763185, Kind: FollowerLags, Target: 0, For: 31 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"node-1.edge REQUESTED"}, {"coordinator-0 crashes"},
+				{"a read of status/node-1.edge answered by a lagging follower is behind revision", "read from the stream's leader"},
+				{"coordinator-0 resumes: 3 request(s), 3 status(es)"}}},
+		{"a fenced write reads the term record as of the bucket's last revision: a follower that lags answers with the run's own " +
+			"record while another coordinator's is written, and the ex-leader stepped over the takeover (S1, issue 23, seed 8000773)", 8000773, ConfigFor(8000773),
+			Plan{{At: 72833175014, Kind: KernelDay}, {At: 107080953981, Kind: CoordAPICut, Target: 0, For: 225 * time.Second},
+				{At: 99974187054, Kind: FollowerLags, Target: 0, For: 49 * time.Second}},
+			[][]string{{"a follower of the status stream stops applying"}, {"coordinator-0's path to the Kubernetes API is cut"},
+				{"coordinator-1 becomes the active coordinator"}, {"a read of status/_coordinator answered by a lagging follower is behind revision", "read from the stream's leader"},
+				{"coordinator-0 leaves outage mode: another coordinator took over"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

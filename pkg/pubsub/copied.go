@@ -261,6 +261,64 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 	if err != nil {
 		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
 	}
+	return b.checked(key, subj, reply)
+}
+
+// GetCurrent is GetChecked answered only by a replica of the bucket's stream that has applied
+// revision atLeast (the stream's last sequence as its leader told it, LastRevision): a direct
+// get, which any replica answers, may be answered by a follower that lags, from what it had
+// applied then (an older revision, or not-found); nothing in a single direct get's reply tells
+// it. GetCurrent asks for the key's last message as of the answering replica's own last
+// sequence (a direct get's multi_last request), whose end-of-batch reply tells that sequence
+// (Nats-UpTo-Sequence); a replica behind atLeast, or one that holds nothing under key (it cannot
+// tell how far it is), makes it fail with ErrBehind. It needs no stream leader and no consumer,
+// but the permission of a direct get of the whole stream ($JS.API.DIRECT.GET.<stream>, the
+// request in its body), which an agent does not have: the coordinator's.
+func (b *Bucket[T]) GetCurrent(ctx context.Context, key string, atLeast uint64) (T, uint64, Origin, error) {
+	var zero T
+	if err := ValidKey(key); err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
+	}
+	subj := "$KV." + b.name + "." + key
+	req, err := json.Marshal(map[string]any{"multi_last": []string{subj}})
+	if err != nil {
+		return zero, 0, Written, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+	defer cancel()
+	// The stored message (it carries Nats-Sequence), then a status reply: 204 EOB, or 404.
+	replies, err := b.replies.requestAll(ctx, "$JS.API.DIRECT.GET.KV_"+b.name, req, func(m *nats.Msg) bool {
+		return len(m.Header.Values(jetstream.SequenceHeader)) == 0
+	})
+	if err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	}
+	end := replies[len(replies)-1]
+	switch st := end.Header.Get("Status"); {
+	case st == "404":
+		return zero, 0, Written, fmt.Errorf("get %s/%s: the replica that answered holds no message under it: %w", b.name, key, ErrBehind)
+	case st != "204":
+		return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, end.Header.Get("Description"))
+	case len(replies) != 2:
+		return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %d messages", b.name, key, len(replies)-1)
+	}
+	upTo, err := strconv.ParseUint(end.Header.Get(upToSeqHeader), 10, 64)
+	if err != nil {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: %s %q: %w", b.name, key, upToSeqHeader, end.Header.Get(upToSeqHeader), err)
+	}
+	if upTo < atLeast {
+		return zero, 0, Written, fmt.Errorf("get %s/%s: the replica that answered has applied up to revision %d, not %d: %w", b.name, key, upTo, atLeast, ErrBehind)
+	}
+	return b.checked(key, subj, replies[0])
+}
+
+// upToSeqHeader is the end-of-batch reply's header that tells the sequence a multi_last direct
+// get was answered as of (the answering replica's last, unless the request set one).
+const upToSeqHeader = "Nats-UpTo-Sequence"
+
+// checked is GetChecked's reading of a direct get's reply for key (its subject subj).
+func (b *Bucket[T]) checked(key, subj string, reply *nats.Msg) (T, uint64, Origin, error) {
+	var zero T
 	hdr := reply.Header
 	seqs := hdr.Values(jetstream.SequenceHeader)
 	if len(seqs) == 0 {
@@ -326,20 +384,30 @@ type replyMux struct {
 	prefix  string // the subscription's subject, without its last token
 	sub     *nats.Subscription
 	pending map[string]chan *nats.Msg // by the last token of the reply subject
+	many    map[string]bool           // the tokens of requestAll's requests (more than one reply)
 	next    uint64
+}
+
+// subscribe subscribes for replies once (r.mu held).
+func (r *replyMux) subscribe() error {
+	if r.sub != nil {
+		return nil
+	}
+	prefix := r.nc.NewInbox() // under the connection's own inbox prefix (an agent's)
+	sub, err := r.nc.Subscribe(prefix+".*", r.deliver)
+	if err != nil {
+		return fmt.Errorf("subscribe for replies: %w", err)
+	}
+	r.prefix, r.sub, r.pending = prefix, sub, map[string]chan *nats.Msg{}
+	return nil
 }
 
 // request publishes data to subj and returns the first reply, whatever its headers.
 func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
 	r.mu.Lock()
-	if r.sub == nil {
-		prefix := r.nc.NewInbox() // under the connection's own inbox prefix (an agent's)
-		sub, err := r.nc.Subscribe(prefix+".*", r.deliver)
-		if err != nil {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("subscribe for replies: %w", err)
-		}
-		r.prefix, r.sub, r.pending = prefix, sub, map[string]chan *nats.Msg{}
+	if err := r.subscribe(); err != nil {
+		r.mu.Unlock()
+		return nil, err
 	}
 	r.next++
 	token := strconv.FormatUint(r.next, 36)
@@ -363,14 +431,66 @@ func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats
 	}
 }
 
+// requestAll publishes data to subj and returns its replies, in order, up to the first for
+// which last is true.
+func (r *replyMux) requestAll(ctx context.Context, subj string, data []byte, last func(*nats.Msg) bool) ([]*nats.Msg, error) {
+	r.mu.Lock()
+	if err := r.subscribe(); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.next++
+	token := strconv.FormatUint(r.next, 36)
+	ch := make(chan *nats.Msg, maxReplies)
+	r.pending[token] = ch
+	if r.many == nil {
+		r.many = map[string]bool{}
+	}
+	r.many[token] = true
+	reply := r.prefix + "." + token
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, token)
+		delete(r.many, token)
+		r.mu.Unlock()
+	}()
+	if err := r.nc.PublishRequest(subj, reply, data); err != nil {
+		return nil, err
+	}
+	var out []*nats.Msg
+	for {
+		select {
+		case m := <-ch:
+			out = append(out, m)
+			if last(m) {
+				return out, nil
+			}
+			if len(out) == maxReplies {
+				return nil, fmt.Errorf("more than %d replies", maxReplies-1)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// maxReplies bounds the replies requestAll takes for one request (its channel's buffer).
+const maxReplies = 8
+
 // deliver hands a reply to the request waiting for it; others (late, or unasked) are dropped.
 func (r *replyMux) deliver(m *nats.Msg) {
 	token := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	r.mu.Lock()
 	ch := r.pending[token]
-	delete(r.pending, token)
+	if !r.many[token] {
+		delete(r.pending, token)
+	}
 	r.mu.Unlock()
 	if ch != nil {
-		ch <- m // buffered, and each token is handed out once
+		select {
+		case ch <- m: // buffered; a token of request's is handed out once
+		default: // (more replies than requestAll takes: it fails on its own)
+		}
 	}
 }

@@ -359,3 +359,50 @@ func TestGetReadsAStatusHeaderAsAValue(t *testing.T) {
 	_, _, err = b.Get(ctx, "never")
 	require.ErrorIs(t, err, pubsub.ErrNotFound)
 }
+
+// GetCurrent reads a key as GetChecked does, answered only by a replica that has applied the
+// revision asked for: a follower that lags answers a direct get from what it had applied (an
+// older revision, or nothing), which nothing in a single direct get's reply tells. A replica
+// whose last revision is below the one asked for, or that holds nothing under the key, makes it
+// fail with ErrBehind (one server here: asking past its last revision is what a lagging follower
+// would answer). It tells copies as GetChecked does.
+func TestGetCurrentRefusesAReplicaBehind(t *testing.T) {
+	_, js, b := setup(t, "current", pubsub.BucketConfig{History: 5})
+	ctx := testCtx(t)
+	publish(t, b, "a", 1)
+	revA := publish(t, b, "a", 2)
+	publish(t, b, "b", 3)
+	last, err := b.LastRevision(ctx)
+	require.NoError(t, err)
+
+	v, rev, o, err := b.GetCurrent(ctx, "a", last)
+	require.NoError(t, err)
+	require.Equal(t, record{N: 2, S: "a"}, v)
+	require.Equal(t, revA, rev)
+	require.Equal(t, pubsub.Written, o)
+
+	_, _, _, err = b.GetCurrent(ctx, "a", last+1)
+	require.ErrorIs(t, err, pubsub.ErrBehind, "the replica that answered has not applied revision last+1")
+	_, _, _, err = b.GetCurrent(ctx, "none", last)
+	require.ErrorIs(t, err, pubsub.ErrBehind, "no message under the key: the replica cannot tell how far it is")
+
+	require.NoError(t, b.Unpublish(ctx, "b"))
+	last, err = b.LastRevision(ctx)
+	require.NoError(t, err)
+	_, rev, _, err = b.GetCurrent(ctx, "b", last)
+	require.ErrorIs(t, err, pubsub.ErrNotFound, "a delete marker is no status, at its revision")
+	require.Equal(t, last, rev)
+
+	nc := js.Conn()
+	require.NoError(t, nc.PublishRequest("$JS.API.DIRECT.GET.KV_current.$KV.current.a", "$KV.current.c", nil))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool {
+		_, _, o, err := b.GetChecked(ctx, "c")
+		return err == nil && o == pubsub.Copied
+	}, 5*time.Second, 20*time.Millisecond)
+	last, err = b.LastRevision(ctx)
+	require.NoError(t, err)
+	_, _, o, err = b.GetCurrent(ctx, "c", last)
+	require.NoError(t, err)
+	require.Equal(t, pubsub.Copied, o, "a server copy is told as GetChecked tells it")
+}

@@ -40,4 +40,8 @@ var (
 
 	// ErrConflict means a conditional write found the key at another revision than expected.
 	ErrConflict = errors.New("key changed meanwhile")
+
+	// ErrBehind means a read was answered by a replica of the bucket's stream that had not
+	// applied the revision it had to (GetCurrent): a follower that lags.
+	ErrBehind = errors.New("answered by a replica behind the revision asked for")
 )

@@ -108,7 +108,7 @@ func (b *bus) readChecked(ctx context.Context, statuses *pubsub.Bucket[nodedrain
 	st, rev, origin, err := statuses.GetChecked(ctx, b.node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound):
-		if rev != 0 && !b.judgeDelete(rev) {
+		if !b.judgeDelete(rev) { // (rev 0 too: see StatusGuard.CheckDelete)
 			return checkedRead{rev: rev, refused: true, stale: true, err: fmt.Errorf("the status read is older than one already taken (revision %d)", rev)}
 		}
 		return checkedRead{rev: rev}

@@ -70,8 +70,14 @@ func (g *StatusGuard) Check(key string, rev uint64, st nodedrain.NodeDrainStatus
 
 // CheckDelete judges the removal of the node's status at revision rev: taken unless stale. A
 // delete carries nothing to act on beyond "no status" (the agent then waits or asks again).
+//
+// rev 0 is a read of a key that holds no message at all. Once a value was taken, that is stale
+// too: a removal leaves a delete marker with its revision, so only a replica that has not applied
+// the key's first write answers so (a follower of an R3 bucket that lags, answering a direct
+// get); taken for "no status", it made an agent that had just taken COMPLETE wait for a status
+// that never came again (simulation, seed 8000058, L1). (A replaced bucket resets the guard.)
 func (g *StatusGuard) CheckDelete(rev uint64) Verdict {
-	if rev != 0 && rev < g.newestRev {
+	if rev < g.newestRev {
 		return VerdictStale
 	}
 	g.newestRev = max(g.newestRev, rev)

@@ -86,3 +86,22 @@ func TestStatusGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, VerdictTake, v)
 }
+
+// A read of the node's key that finds no message at all (revision 0) after a status was taken is
+// a replica behind that status (a lagging follower answering a direct get), not "no status": a
+// removal leaves a delete marker with its revision (simulation, seed 8000058). Before anything
+// is taken, or after the bucket was replaced, it is "no status".
+func TestStatusGuardEmptyKeyAfterATake(t *testing.T) {
+	coord := nodedrain.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	trusted := nodedrain.NewKeySet(coord.Public())
+	g := StatusGuard{Keys: func() nodedrain.KeySet { return trusted }}
+	require.Equal(t, VerdictTake, g.CheckDelete(0), "nothing taken yet: the key has no status")
+	complete := coord.Sign(nodedrain.NodeDrainStatus{Node: "n1", Status: nodedrain.StatusComplete, RequestID: "r1", Term: 3, Seq: 10})
+	v, err := g.Check("n1", 21, complete, false)
+	require.NoError(t, err)
+	require.Equal(t, VerdictTake, v)
+	require.Equal(t, VerdictStale, g.CheckDelete(0), "a replica that has not applied the key's first write")
+	require.Equal(t, VerdictTake, g.CheckDelete(22), "a removal after it")
+	g.Reset()
+	require.Equal(t, VerdictTake, g.CheckDelete(0), "a replaced bucket")
+}

@@ -94,7 +94,7 @@ func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 // later repair would put the node's last status back for good. A status key that cannot be read
 // is retried (readStatus also reads past a direct get's reply).
 func (e *Engine) forgetStatus(ctx context.Context, node string) error {
-	_, rev, v, err := e.readStatus(ctx, node)
+	_, rev, v, err := e.readStatus(ctx, node, e.currentRevision(ctx))
 	switch v {
 	case statusGone:
 		return nil

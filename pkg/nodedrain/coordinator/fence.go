@@ -34,7 +34,7 @@ func (e *Engine) fenceRefused(ctx context.Context, what string) error {
 	if err != nil {
 		return err
 	}
-	over, err := e.takenOver(ctx)
+	over, err := e.takenOver(ctx, last)
 	if err != nil {
 		return err
 	}
@@ -52,18 +52,23 @@ func (e *Engine) fenceRefused(ctx context.Context, what string) error {
 	return nil
 }
 
-// takenOver reports whether a coordinator wrote a term record after this run's: a revision of
-// the term key newer than e.term that is not a server copy. (A copy cannot hide a takeover by
-// standing in for it; only a flood of more copies than the key's history keeps could push the
-// record out, and the Lease still fences the replica that lost it.)
-func (e *Engine) takenOver(ctx context.Context) (bool, error) {
+// takenOver reports whether a coordinator wrote a term record after this run's, up to the
+// bucket's revision last: a revision of the term key newer than e.term that is not a server
+// copy. (A copy cannot hide a takeover by standing in for it; only a flood of more copies than
+// the key's history keeps could push the record out, and the Lease still fences the replica that
+// lost it.)
+func (e *Engine) takenOver(ctx context.Context, last uint64) (bool, error) {
 	// The current record first, with one direct get: the stream's replicas answer it even while
 	// the cluster's JetStream API cannot create a consumer (a NATS cluster regaining its quorum),
 	// which the history needs; a status write refused then (its ack lost in the outage) would
-	// wait for it.
-	_, rev, origin, err := e.terms.GetChecked(ctx, nodedrain.TermKey)
+	// wait for it. Answered only by a replica that has applied last (GetCurrent): a follower
+	// that lags answers a direct get with the record it had, this run's own while another
+	// coordinator's is already written, and the run would step over the takeover and write
+	// after it (simulation with replicated buckets, seed 8000773, S1). Else through the stream's message API (its
+	// leader's).
+	_, rev, origin, err := e.terms.GetCurrent(ctx, nodedrain.TermKey, last)
 	if err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode) {
-		_, rev, origin, err = e.terms.GetStored(ctx, nodedrain.TermKey) // (no direct get answered)
+		_, rev, origin, err = e.terms.GetStored(ctx, nodedrain.TermKey) // (no current replica answered)
 	}
 	switch {
 	case (err == nil || errors.Is(err, pubsub.ErrDecode)) && origin != pubsub.Copied:

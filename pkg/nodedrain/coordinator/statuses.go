@@ -223,6 +223,7 @@ const (
 func (e *Engine) retryRepairs(ctx context.Context) {
 	keys := slices.Sorted(maps.Keys(e.repairs))
 	first, _ := slices.BinarySearch(keys, e.repairNext)
+	last := e.currentRevision(ctx)
 	start := time.Now()
 	for n := 0; n < len(keys) && n < maxRepairReads && time.Since(start) < repairReadBudget; n++ {
 		if !stillLeading(ctx) {
@@ -231,7 +232,7 @@ func (e *Engine) retryRepairs(ctx context.Context) {
 		key := keys[(first+n)%len(keys)]
 		e.repairNext = key + "\x00" // the next tick starts after it (no key holds a NUL)
 		delete(e.repairs, key)
-		_, rev, v, err := e.readStatus(ctx, key)
+		_, rev, v, err := e.readStatus(ctx, key, last)
 		if v != statusUnread {
 			delete(e.repairFails, key)
 		}
@@ -260,13 +261,16 @@ func (e *Engine) repairUnread(key string, err error) {
 			"it is looked at again when the key changes or a coordinator resumes)", maxRepairReadFailures)
 }
 
-// readStatus reads key's status and judges it (judgeStatus): with a direct get (GetChecked), and
-// when that gives no answer, through the stream's message API (GetStored), so that a reply a
-// direct get cannot make sense of, or direct gets that are not answered, do not leave the key
-// unread. Each read is bounded.
-func (e *Engine) readStatus(ctx context.Context, key string) (nodedrain.NodeDrainStatus, uint64, statusVerdict, error) {
+// readStatus reads key's status and judges it (judgeStatus): with a direct get answered by a
+// replica that has applied the bucket's revision atLeast (GetCurrent), and when that gives no
+// answer, through the stream's message API (GetStored, its leader's), so that a reply a direct
+// get cannot make sense of, direct gets that are not answered, or a follower that lags, do not
+// leave the key unread or read stale. Each read is bounded. (A follower that lags answers a
+// plain direct get with the key's value as it had it: a resume took a drain's status for none
+// and announced it again, simulation seed 8000487, E1; or an older status for the current.)
+func (e *Engine) readStatus(ctx context.Context, key string, atLeast uint64) (nodedrain.NodeDrainStatus, uint64, statusVerdict, error) {
 	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	st, rev, origin, err := e.statuses.GetChecked(rctx, key)
+	st, rev, origin, err := e.statuses.GetCurrent(rctx, key, atLeast)
 	cancel()
 	v, verr := e.judgeStatus(key, st, origin, err)
 	if v != statusUnread {
@@ -323,7 +327,7 @@ func (e *Engine) lastOwnStatus(ctx context.Context, key string) (*nodedrain.Node
 // resume (the run is started again), rather than being left out.
 func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrain.NodeDrainStatus, forged, resign map[string]uint64, err error) {
 	statuses, forged, resign = map[string]nodedrain.NodeDrainStatus{}, map[string]uint64{}, map[string]uint64{}
-	keys, err := e.statusKeys(ctx)
+	keys, last, err := e.statusKeys(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -331,7 +335,7 @@ func (e *Engine) readStatuses(ctx context.Context) (statuses map[string]nodedrai
 		if k == nodedrain.TermKey || nodedrain.ValidNodeName(k) != nil {
 			continue
 		}
-		st, rev, v, err := e.readStatus(ctx, k)
+		st, rev, v, err := e.readStatus(ctx, k, last)
 		switch v {
 		case statusGone:
 			continue
@@ -366,21 +370,33 @@ const historyTimeout = 10 * time.Second
 
 // statusKeys lists every key of the status bucket that holds a message, a delete marker
 // included (the bucket's Keys leaves out keys whose newest message is one, which a copied
-// delete marker would hide from the resume).
-func (e *Engine) statusKeys(ctx context.Context) ([]string, error) {
+// delete marker would hide from the resume), and the bucket's last revision then (the stream's
+// leader answers both): the keys' reads must be answered as of it.
+func (e *Engine) statusKeys(ctx context.Context) ([]string, uint64, error) {
 	stream, err := e.cfg.JetStream.Stream(ctx, "KV_"+nodedrain.StatusBucket)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+		return nil, 0, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
 	}
 	prefix := "$KV." + nodedrain.StatusBucket + "."
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
+		return nil, 0, fmt.Errorf("read %s: %w", nodedrain.StatusBucket, err)
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
 		keys = append(keys, strings.TrimPrefix(subj, prefix))
 	}
 	slices.Sort(keys)
-	return keys, nil
+	return keys, info.State.LastSeq, nil
+}
+
+// currentRevision is the bucket's last revision as its stream's leader tells it, or (no answer)
+// the run's own last write: a read answered as of it is no older than what the run knows.
+func (e *Engine) currentRevision(ctx context.Context) uint64 {
+	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if last, err := e.statuses.LastRevision(rctx); err == nil {
+		return max(last, e.lastSeq)
+	}
+	return e.lastSeq
 }

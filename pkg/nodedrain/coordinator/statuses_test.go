@@ -110,6 +110,7 @@ func TestUnreadableStatusFailsTheResume(t *testing.T) {
 	const node = "edge-1"
 	bus := testenv.StartBusWith(t, pubsub.EmbeddedConfig{Authentication: denyReads{
 		"$JS.API.DIRECT.GET.KV_" + nodedrain.StatusBucket + ".$KV." + nodedrain.StatusBucket + "." + node,
+		"$JS.API.DIRECT.GET.KV_" + nodedrain.StatusBucket, // (GetCurrent's)
 		"$JS.API.STREAM.MSG.GET.KV_" + nodedrain.StatusBucket,
 	}}, pubsub.ConnectOptions{})
 	returning(t, bus, node)
