@@ -581,6 +581,11 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"a follower of the status stream stops applying"}, {"coordinator-0's path to the Kubernetes API is cut"},
 				{"coordinator-1 becomes the active coordinator"}, {"a read of status/_coordinator answered by a lagging follower is behind revision", "read from the stream's leader"},
 				{"coordinator-0 leaves outage mode: another coordinator took over"}}},
+		{"two slots and the wait policy: a copy being rebuilt counts as one, so the node it is rebuilt on and the node with " +
+			"the other copy are not in maintenance together (L1, issue 23 defect 5, seed 8006130)", 8006130, ConfigFor(8006130),
+			Plan{{At: 50061341566, Kind: KernelDay}, {At: 78732339367, Kind: ReplicaFails, Target: 1, For: 40 * time.Second}},
+			[][]string{{"replica vol0-r1 of vol0 on node-0.edge fails"}, {"STARTING"}, {"REQUESTED", "the other copies of volume vol0"},
+				{"COMPLETE"}, {"COMPLETE"}, {"COMPLETE"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -10,9 +10,11 @@ import (
 var _ coordinator.GatePeers = (*Gate)(nil)
 
 // Peers lists, for each volume of vols with a copy on node, the other nodes holding a copy of
-// it: an intact replica that is not being deleted. Whether that copy counts now (its node
-// cordoned, down, its replica stopped) is the gate's question at the drain; admission asks
-// which nodes must not be in maintenance together.
+// it: an intact replica, or one being rebuilt (a copy soon), that is not being deleted. Whether
+// that copy counts now (its node cordoned, down, its replica stopped) is the gate's question at
+// the drain; admission asks which nodes must not be in maintenance together. (A rebuild that
+// completes on a node in maintenance leaves two drains each waiting for the other's copy just
+// as two intact copies do: the simulation, seed 8006130.)
 func Peers(vols []Volume, node string) []nodedrain.VolumePeers {
 	var out []nodedrain.VolumePeers
 	for _, v := range vols {
@@ -20,7 +22,7 @@ func Peers(vols []Volume, node string) []nodedrain.VolumePeers {
 		mine := false
 		for _, r := range v.Replicas {
 			switch {
-			case !r.Intact || r.Deleting || r.Inactive:
+			case !(r.Intact || r.Rebuilding) || r.Deleting || r.Inactive:
 			case r.Node == node:
 				mine = true
 			default:
