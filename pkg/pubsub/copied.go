@@ -404,25 +404,11 @@ func (r *replyMux) subscribe() error {
 
 // request publishes data to subj and returns the first reply, whatever its headers.
 func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats.Msg, error) {
-	r.mu.Lock()
-	if err := r.subscribe(); err != nil {
-		r.mu.Unlock()
+	ch, done, err := r.publish(subj, data, 1)
+	if err != nil {
 		return nil, err
 	}
-	r.next++
-	token := strconv.FormatUint(r.next, 36)
-	ch := make(chan *nats.Msg, 1)
-	r.pending[token] = ch
-	reply := r.prefix + "." + token
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.pending, token)
-		r.mu.Unlock()
-	}()
-	if err := r.nc.PublishRequest(subj, reply, data); err != nil {
-		return nil, err
-	}
+	defer done()
 	select {
 	case m := <-ch:
 		return m, nil
@@ -431,33 +417,47 @@ func (r *replyMux) request(ctx context.Context, subj string, data []byte) (*nats
 	}
 }
 
-// requestAll publishes data to subj and returns its replies, in order, up to the first for
-// which last is true.
-func (r *replyMux) requestAll(ctx context.Context, subj string, data []byte, last func(*nats.Msg) bool) ([]*nats.Msg, error) {
+// publish publishes data to subj with a reply subject of its own, whose replies (up to size
+// of them before one is read) come on ch; done forgets the reply subject.
+func (r *replyMux) publish(subj string, data []byte, size int) (ch chan *nats.Msg, done func(), err error) {
 	r.mu.Lock()
 	if err := r.subscribe(); err != nil {
 		r.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	r.next++
 	token := strconv.FormatUint(r.next, 36)
-	ch := make(chan *nats.Msg, maxReplies)
+	ch = make(chan *nats.Msg, size)
 	r.pending[token] = ch
-	if r.many == nil {
-		r.many = map[string]bool{}
+	if size > 1 {
+		if r.many == nil {
+			r.many = map[string]bool{}
+		}
+		r.many[token] = true
 	}
-	r.many[token] = true
 	reply := r.prefix + "." + token
 	r.mu.Unlock()
-	defer func() {
+	done = func() {
 		r.mu.Lock()
 		delete(r.pending, token)
 		delete(r.many, token)
 		r.mu.Unlock()
-	}()
+	}
 	if err := r.nc.PublishRequest(subj, reply, data); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return ch, done, nil
+}
+
+// requestAll publishes data to subj and returns its replies, in order, up to the first for
+// which last is true.
+func (r *replyMux) requestAll(ctx context.Context, subj string, data []byte, last func(*nats.Msg) bool) ([]*nats.Msg, error) {
+	ch, done, err := r.publish(subj, data, maxReplies)
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	var out []*nats.Msg
 	for {
 		select {

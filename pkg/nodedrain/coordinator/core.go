@@ -302,10 +302,7 @@ func (c *Core) forgetAbsent(cluster []nodedrain.NodeInfo, now time.Time) []NodeA
 	if len(cluster) == 0 {
 		return nil // no evidence: a failed list looks so
 	}
-	present := make(map[string]bool, len(cluster))
-	for _, n := range cluster {
-		present[n.Name] = true
-	}
+	present := nodeNames(cluster)
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
@@ -523,6 +520,15 @@ func managedOnly(nodes []nodedrain.NodeInfo) []nodedrain.NodeInfo {
 		if !n.Unmanaged {
 			out = append(out, n)
 		}
+	}
+	return out
+}
+
+// nodeNames is the set of the names of nodes.
+func nodeNames(nodes []nodedrain.NodeInfo) map[string]bool {
+	out := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		out[n.Name] = true
 	}
 	return out
 }

@@ -167,15 +167,7 @@ func (e *evictor) left(ctx context.Context, node string) ([]nodedrain.Blocker, e
 		out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: p.Namespace, Name: p.Name,
 			Reason: "on the node after its eviction attempt listed the pods to evict"})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
-	if len(out) > nodedrain.MaxBlockers {
-		out = out[:nodedrain.MaxBlockers]
-	}
+	out = firstBlockers(out)
 	return out, nil
 }
 
@@ -293,15 +285,7 @@ func (r *attemptRun) blockersLocked(includeTerminating bool) []nodedrain.Blocker
 		}
 		out = append(out, nodedrain.Blocker{Kind: nodedrain.BlockerPod, Namespace: st.pod.Namespace, Name: st.pod.Name, Reason: reason})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
-	if len(out) > nodedrain.MaxBlockers {
-		out = out[:nodedrain.MaxBlockers]
-	}
+	out = firstBlockers(out)
 	return out
 }
 
@@ -342,4 +326,18 @@ func (r *attemptRun) pdbReason(ctx context.Context, pod corev1.Pod, err error) s
 			pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
 	}
 	return err.Error()
+}
+
+// firstBlockers orders pod blockers by namespace and name and keeps the first MaxBlockers.
+func firstBlockers(out []nodedrain.Blocker) []nodedrain.Blocker {
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > nodedrain.MaxBlockers {
+		out = out[:nodedrain.MaxBlockers]
+	}
+	return out
 }

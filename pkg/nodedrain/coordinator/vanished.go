@@ -20,10 +20,7 @@ func (c *Core) endVanished(nodes []nodedrain.NodeInfo, now time.Time) []NodeActi
 	if c.vanished == nil {
 		c.vanished = map[string]time.Time{}
 	}
-	present := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		present[n.Name] = true
-	}
+	present := nodeNames(nodes)
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
