@@ -84,10 +84,10 @@ func (a *agentProc) start() {
 	a.inc++
 	a.alive, a.conn.alive = true, true
 	a.newLife()
-	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
+	a.m = agent.Machine{Node: a.node.name, State: wallOnly(a.persisted)} // (as the state file gives it back)
 	a.guard = &agent.StatusGuard{Keys: trusted}
 	a.deliveries, a.checking = nil, false
-	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
+	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.s.bootTime(a.node)})
 	a.noState = a.noState && a.f.unsaved > 0 // (no state file yet if its first save failed)
 	a.openWatch()
 	if a.override != nil {
@@ -96,6 +96,9 @@ func (a *agentProc) start() {
 	}
 	a.later(a.s.w.between(0, 2*time.Second), "sentinel poll", a.pollSentinels)
 }
+
+// now is time.Now in the agent's process (clocks.go).
+func (a *agentProc) now() time.Time { return a.s.agentNow(a.node) }
 
 func (a *agentProc) bootID() string { return fmt.Sprintf("boot-%d", a.node.bootID) }
 
@@ -151,7 +154,7 @@ func (a *agentProc) pollSentinels() {
 // every step.
 func (a *agentProc) step(ev agent.Event) {
 	before := a.m.State
-	m, actions := agent.Step(a.m, ev, a.s.w.now, a.s.cfg.AgentPolicy)
+	m, actions := agent.Step(a.m, ev, a.now(), a.s.cfg.AgentPolicy)
 	a.m = m
 	a.noteOverride(ev, before)
 	saved := a.save()
@@ -179,7 +182,7 @@ func (a *agentProc) step(ev agent.Event) {
 	}
 	if !next.IsZero() {
 		gen := a.timerGen
-		a.later(next.Sub(a.s.w.now), "agent timer", func() {
+		a.later(max(next.Sub(a.now()), 0), "agent timer", func() {
 			if gen == a.timerGen {
 				a.step(agent.EvTimer{RequestID: a.s.newRequestID(a.node.name)})
 			}
@@ -194,6 +197,7 @@ func (a *agentProc) perform(act agent.Action) {
 	switch x := act.(type) {
 	case agent.PublishRequest:
 		req := x.Request
+		req.RequestedAt = req.RequestedAt.Round(0) // (what crosses the wire has no monotonic reading)
 		inc := a.inc
 		s.bus.op(a.conn, func() error {
 			// As the runtime: never over another agent's request.

@@ -131,6 +131,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Operators {                     // after them, for the same reason
 		p = append(p, operatorFaults(cfg, rng)...)
 	}
+	if cfg.Clocks { // after them, for the same reason
+		p = append(p, clockFaults(cfg, rng, at)...)
+	}
 	return p
 }
 
@@ -331,6 +334,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyAgentFault(f)
 	case OperatorRecordon, RecordonAtGate, RecordonLostReply, RecordonNoCoordinator, KeepCordoned, NodeDeleted, NodeDeletedForGood:
 		s.applyOperatorFault(f)
+	case ClockStep, NoRTC, NoRTCFarPast, CoordClockSkew, ControlPlaneSkew:
+		s.applyClockFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

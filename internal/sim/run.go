@@ -46,6 +46,8 @@ func ConfigFor(seed uint64) Config {
 			cfg.Domains = 2
 		}
 	}
+	// Clock faults (clocks.go), from a stream of their own: in one run in two.
+	cfg.Clocks = rand.New(rand.NewPCG(seed, 0xc10c)).IntN(2) == 0
 	return cfg
 }
 

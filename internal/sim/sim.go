@@ -65,6 +65,9 @@ type Config struct {
 	// Operators adds to random plans operators acting on Node objects: recordons, the
 	// keep-cordoned annotation, deletions (operators.go).
 	Operators bool
+	// Clocks adds clock faults to random plans (clocks.go): nodes' and coordinators' clocks off,
+	// nodes without a real-time clock, the control plane's clock off.
+	Clocks bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -160,6 +163,11 @@ type Sim struct {
 	repairs, refusals, copiesTaken int
 	// ops is the state of the operators' faults and their oracles (operators.go).
 	ops *operators
+	// clocks are the nodes' wall clocks, cpOffset the node lifecycle controller's error, truth
+	// the true times of the times coordinators wrote (clocks.go).
+	clocks   map[string]*nodeClock
+	cpOffset time.Duration
+	truth    map[int64]time.Time
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
@@ -364,6 +372,7 @@ func (s *Sim) updateDone(node string) {
 // and the maintenance policy's rules.
 func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, late bool) {
 	leads, decided := s.leads(c), s.w.now
+	prev, st = s.trueTimes(prev), s.noteClock(c, st) // (the checks judge in simulated time)
 	if late {
 		decided = c.pausedAt
 		// A write that left its checks behind (the process paused between them and the write)
