@@ -497,6 +497,11 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge CORDONED", "the Node object is missing"}, {"node-1.edge's Node object registers again", "schedulable"},
 				{"the Kubernetes API is unreachable"}, {"node-1.edge CORDONED", "Node object was missing at the last check"},
 				{"node-1.edge STARTING", "the Node object was replaced"}, {"node-1.edge COMPLETE", "node drained"}}},
+		{"a coordinator whose clock is ahead does not release a NotReady holder's slot early: it counts NotReady on its own " +
+			"clock, not from the Node condition's time the control plane wrote (R2, issue 23, seed 44)", 44, ConfigFor(44),
+			Plan{{At: 7718000000, Kind: Reboot, Target: 2}, {At: 0, Kind: CoordClockSkew, Target: 0, For: 7 * time.Second}},
+			[][]string{{"the clock of coordinator-0 is off by 7s"}, {"node-2.edge COMPLETE", "node drained"}, {"node-2.edge goes down"},
+				{"node-2.edge COMPLETE", "admission slot released"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -23,6 +23,7 @@ type Core struct {
 	announced         map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen              map[string]time.Time             // when admission last saw each node
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	notReady          map[string]time.Time             // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
@@ -334,9 +335,25 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	if c.absent == nil {
 		c.absent = map[string]time.Time{}
 	}
+	if c.notReady == nil {
+		c.notReady = map[string]time.Time{}
+	}
 	known := make(map[string]nodedrain.NodeInfo, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n
+		// NotReady is timed on this process's clock, from when it first saw it: the condition's
+		// NotReadySince was written on another machine's clock (the node lifecycle controller's,
+		// or the kubelet's), and a coordinator whose clock is ahead of it would release early.
+		if _, seen := c.notReady[n.Name]; !n.Ready && !seen {
+			c.notReady[n.Name] = now
+		} else if n.Ready {
+			delete(c.notReady, n.Name)
+		}
+	}
+	for name := range c.notReady {
+		if _, ok := known[name]; !ok {
+			delete(c.notReady, name)
+		}
 	}
 	var out []NodeAction
 	for _, node := range c.Nodes() {
@@ -349,8 +366,11 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		if n, ok := known[node]; ok {
 			delete(c.absent, node)
 			// Counted from the COMPLETE at the earliest: a node already NotReady when its drain
-			// completed (a hung kubelet; a reboot may be the cure) goes down for it only now.
-			since := n.NotReadySince
+			// completed (a hung kubelet; a reboot may be the cure) goes down for it only now. (A
+			// COMPLETE resumed from another replica carries that replica's clock: counting from
+			// this process's first sight of the node NotReady too, which came after it, keeps a
+			// replica whose clock is ahead from releasing early.)
+			since := c.notReady[node]
 			if since.Before(d.Status.UpdatedAt) {
 				since = d.Status.UpdatedAt
 			}
