@@ -23,7 +23,7 @@ type Core struct {
 	announced         map[string]nodedrain.DrainStatus // the status of each node's last Event
 	seen              map[string]time.Time             // when admission last saw each node
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
-	notReady          map[string]time.Time             // since when this process has seen each node NotReady (its own clock)
+	notReady          map[string]notReadySeen          // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
@@ -336,7 +336,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		c.absent = map[string]time.Time{}
 	}
 	if c.notReady == nil {
-		c.notReady = map[string]time.Time{}
+		c.notReady = map[string]notReadySeen{}
 	}
 	known := make(map[string]nodedrain.NodeInfo, len(nodes))
 	for _, n := range nodes {
@@ -344,8 +344,10 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		// NotReady is timed on this process's clock, from when it first saw it: the condition's
 		// NotReadySince was written on another machine's clock (the node lifecycle controller's,
 		// or the kubelet's), and a coordinator whose clock is ahead of it would release early.
-		if _, seen := c.notReady[n.Name]; !n.Ready && !seen {
-			c.notReady[n.Name] = now
+		// A NotReadySince that changed is a new NotReady spell (the node was Ready in between,
+		// unseen between two passes: seed 517): it is timed anew.
+		if seen, ok := c.notReady[n.Name]; !n.Ready && (!ok || !seen.cond.Equal(n.NotReadySince)) {
+			c.notReady[n.Name] = notReadySeen{at: now, cond: n.NotReadySince}
 		} else if n.Ready {
 			delete(c.notReady, n.Name)
 		}
@@ -370,7 +372,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 			// COMPLETE resumed from another replica carries that replica's clock: counting from
 			// this process's first sight of the node NotReady too, which came after it, keeps a
 			// replica whose clock is ahead from releasing early.)
-			since := c.notReady[node]
+			since := c.notReady[node].at
 			if since.Before(d.Status.UpdatedAt) {
 				since = d.Status.UpdatedAt
 			}
@@ -463,6 +465,10 @@ func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Ac
 	}
 	return out
 }
+
+// notReadySeen is when this process first saw a node NotReady (its own clock), and the node's
+// NotReadySince then.
+type notReadySeen struct{ at, cond time.Time }
 
 // managedOnly is nodes without those the coordinator does not manage.
 func managedOnly(nodes []nodedrain.NodeInfo) []nodedrain.NodeInfo {
