@@ -369,6 +369,9 @@ func (s *Sim) checkEnd() {
 			// could not withdraw first (seed 871613) is the operator's to withdraw (edgedrainctl
 			// withdraw), as README's override section says; the node stays cordoned for it. A
 			// drain still holding its slot for it is not excused.
+		case s.unmanaged[name] && !(n.exists && n.annotation != "") && !n.evictionRequested && !st.HoldsSlot():
+			// Not one the coordinator manages (--node-selector) at the end: its request waits,
+			// queued, for a coordinator that manages it, and nothing edgedrain did is left on it.
 		case s.bus.value(bucketRequests, name) != nil:
 			s.violate("L1", "request of %s still on the bus after the quiet period (%s; agent %s)", name,
 				describe(s.statusOf(name)), a.m.State.Phase)

@@ -318,7 +318,7 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
-				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name]}
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name], Unmanaged: c.s.unmanaged[name]}
 			if !st.Ready {
 				info.NotReadySince = c.s.notReadySinceOf(name)
 			}

@@ -134,6 +134,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Clocks { // after them, for the same reason
 		p = append(p, clockFaults(cfg, rng, at)...)
 	}
+	if cfg.Selector { // after them, for the same reason
+		p = append(p, selectorFaults(cfg, rng, at)...)
+	}
 	return p
 }
 
@@ -336,6 +339,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyOperatorFault(f)
 	case ClockStep, NoRTC, NoRTCFarPast, CoordClockSkew, ControlPlaneSkew:
 		s.applyClockFault(f)
+	case SelectorLeave, SelectorLeaveForGood, SelectorJoinLate, Unmanaged:
+		s.applySelectorFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

@@ -48,6 +48,8 @@ func ConfigFor(seed uint64) Config {
 	}
 	// Clock faults (clocks.go), from a stream of their own: in one run in two.
 	cfg.Clocks = rand.New(rand.NewPCG(seed, 0xc10c)).IntN(2) == 0
+	// --node-selector changes (selector.go), from a stream of their own: in one run in three.
+	cfg.Selector = rand.New(rand.NewPCG(seed, 0x5e1ec7)).IntN(3) == 0
 	return cfg
 }
 

@@ -68,6 +68,9 @@ type Config struct {
 	// Clocks adds clock faults to random plans (clocks.go): nodes' and coordinators' clocks off,
 	// nodes without a real-time clock, the control plane's clock off.
 	Clocks bool
+	// Selector adds --node-selector changes to random plans (selector.go): nodes the coordinator
+	// does not manage, nodes that stop or start matching mid-drain.
+	Selector bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -168,6 +171,8 @@ type Sim struct {
 	clocks   map[string]*nodeClock
 	cpOffset time.Duration
 	truth    map[int64]time.Time
+	// unmanaged lists the nodes not matching --node-selector now (selector.go).
+	unmanaged map[string]bool
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
