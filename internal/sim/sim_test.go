@@ -513,6 +513,25 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"node-1.edge is reinstalled"}, {"node-1.edge boots without a real-time clock"},
 				{"agent of node-1.edge withdraws request node-1.edge-req2, left from before the boot"},
 				{"COMPLETE", "node drained"}, {"COMPLETE", "node drained"}}},
+		{"a COMPLETE node that stops matching --node-selector keeps its slot until it is back: it is there, not a Node gone " +
+			"(R2, issue 23, seed 648)", 648, ConfigFor(648),
+			Plan{{At: 18864760610, Kind: Update, Target: 0}, {At: 32108551046, Kind: AgentPausedNotReady, Target: 0, For: 55 * time.Second},
+				{At: 51369275008, Kind: SelectorLeaveForGood, Target: 0}},
+			[][]string{{"node-0.edge COMPLETE", "node drained"}, {"node-0.edge stops matching --node-selector"},
+				{"agent of node-0.edge runs the update command"}, {"coordinator-0 uncordons node-0.edge"}, {"the return gate of node-0.edge ended (healthy)"}}},
+		{"a node that stops matching --node-selector is not taken for down under a declared whole-cluster shutdown while it is " +
+			"up (R2, issue 23, seed 1061)", 1061, ConfigFor(1061),
+			Plan{{At: 26930494608, Kind: ClusterShutdown}, {At: 32817464315, Kind: SelectorLeave, Target: 2, For: 111 * time.Second},
+				{At: 42739182237, Kind: SelectorLeaveForGood, Target: 0}},
+			[][]string{{"node-0.edge stops matching --node-selector"}, {"node-0.edge COMPLETE", "node drained"}, {"node-0.edge goes down"},
+				{"node-0.edge COMPLETE", "went down under the declared whole-cluster shutdown"}}},
+		{"a drain under way whose node stops matching --node-selector ends its own way: FAILEDDRAIN, never a go-ahead, edgedrain's " +
+			"cordon undone, drained anew once it matches again (issue 23, seed 9001167)", 9001167, ConfigFor(9001167),
+			Plan{{At: 69831466326, Kind: Update, Target: 0}, {At: 15310874631, Kind: PDBBlocks, Target: 2, For: 217 * time.Second},
+				{At: 129120944755, Kind: SelectorLeave, Target: 0, For: 112 * time.Second}},
+			[][]string{{"node-0.edge DRAINRETRYING"}, {"node-0.edge stops matching --node-selector"},
+				{"node-0.edge FAILEDDRAIN", "has not matched this coordinator's --node-selector"}, {"coordinator-0 uncordons node-0.edge"},
+				{"node-0.edge matches --node-selector"}, {"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -216,8 +216,10 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	}
 	// Its own nodes for what it does to them; the whole cluster for where workloads can go.
 	all, nodes := nodes, managedOnly(nodes)
-	out := c.releaseStale(nodes, now)
-	out = append(out, c.endVanished(nodes, now)...)
+	// A node that stopped matching --node-selector is still there: a COMPLETE one keeps its
+	// slot until it is back (not released as a Node gone), a drain under way ends its own way.
+	out := c.releaseStale(all, now)
+	out = append(out, c.endVanished(all, now)...)
 	if c.domains == nil {
 		c.domains = map[string]string{}
 	}
@@ -239,7 +241,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
-	out = append(out, c.releaseDeclared(nodes, now)...)
+	out = append(out, c.releaseDeclared(all, now)...) // (an unmanaged node is there: its readiness counts)
 	for _, n := range adm.Admit {
 		if w, ok := pol.Warnings[n]; ok {
 			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
