@@ -532,6 +532,13 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-0.edge DRAINRETRYING"}, {"node-0.edge stops matching --node-selector"},
 				{"node-0.edge FAILEDDRAIN", "has not matched this coordinator's --node-selector"}, {"coordinator-0 uncordons node-0.edge"},
 				{"node-0.edge matches --node-selector"}, {"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
+		{"a coordinator resuming a return gate another replica started, whose clock was minutes behind, does not time it out at " +
+			"once: the timeout counts no earlier than the resume (R1, issue 23, seed 9002139)", 9002139, ConfigFor(9002139),
+			Plan{{At: 74450426880, Kind: Reboot, Target: 1}, {At: 125799366218, Kind: APIOutage, Target: 3, For: 195 * time.Second},
+				{At: 223071031413, Kind: StateLost, Target: 1, For: 24 * time.Second}, {At: 154265653371, Kind: AgentCrash, Target: 0, For: 28 * time.Second},
+				{At: 0, Kind: CoordClockSkew, Target: 0, For: -537 * time.Second}},
+			[][]string{{"the clock of coordinator-0 is off by -8m57s"}, {"node-1.edge goes down"}, {"coordinator-1 resumes"},
+				{"the return gate of node-1.edge ended"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
