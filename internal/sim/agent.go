@@ -84,10 +84,10 @@ func (a *agentProc) start() {
 	a.inc++
 	a.alive, a.conn.alive = true, true
 	a.newLife()
-	a.m = agent.Machine{Node: a.node.name, State: a.persisted}
+	a.m = agent.Machine{Node: a.node.name, State: wallOnly(a.persisted)} // (as the state file gives it back)
 	a.guard = &agent.StatusGuard{Keys: trusted}
 	a.deliveries, a.checking = nil, false
-	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.node.bootAt})
+	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.s.bootTime(a.node)})
 	a.noState = a.noState && a.f.unsaved > 0 // (no state file yet if its first save failed)
 	a.openWatch()
 	if a.override != nil {
@@ -96,6 +96,18 @@ func (a *agentProc) start() {
 	}
 	a.later(a.s.w.between(0, 2*time.Second), "sentinel poll", a.pollSentinels)
 }
+
+// bootTimeNow is the runtime's Agent.bootTimeNow: the boot time read again (it moves with the
+// clock) while the start-up clean-up is pending.
+func (a *agentProc) bootTimeNow(before time.Time) time.Time {
+	if before.IsZero() {
+		return before
+	}
+	return a.s.bootTime(a.node)
+}
+
+// now is time.Now in the agent's process (clocks.go).
+func (a *agentProc) now() time.Time { return a.s.agentNow(a.node) }
 
 func (a *agentProc) bootID() string { return fmt.Sprintf("boot-%d", a.node.bootID) }
 
@@ -151,7 +163,7 @@ func (a *agentProc) pollSentinels() {
 // every step.
 func (a *agentProc) step(ev agent.Event) {
 	before := a.m.State
-	m, actions := agent.Step(a.m, ev, a.s.w.now, a.s.cfg.AgentPolicy)
+	m, actions := agent.Step(a.m, ev, a.now(), a.s.cfg.AgentPolicy)
 	a.m = m
 	a.noteOverride(ev, before)
 	saved := a.save()
@@ -179,7 +191,7 @@ func (a *agentProc) step(ev agent.Event) {
 	}
 	if !next.IsZero() {
 		gen := a.timerGen
-		a.later(next.Sub(a.s.w.now), "agent timer", func() {
+		a.later(max(next.Sub(a.now()), 0), "agent timer", func() {
 			if gen == a.timerGen {
 				a.step(agent.EvTimer{RequestID: a.s.newRequestID(a.node.name)})
 			}
@@ -194,11 +206,13 @@ func (a *agentProc) perform(act agent.Action) {
 	switch x := act.(type) {
 	case agent.PublishRequest:
 		req := x.Request
+		req.RequestedAt = req.RequestedAt.Round(0) // (what crosses the wire has no monotonic reading)
 		inc := a.inc
+		before := a.bootTimeNow(x.Before)
 		s.bus.op(a.conn, func() error {
 			// As the runtime: never over another agent's request.
 			if cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok &&
-				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) && !agent.Stale(cur, x.Before) {
+				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) && !agent.Stale(cur, before) {
 				return agent.ErrForeignRequest
 			}
 			s.bus.write(bucketRequests, name, req, "agent/"+name)
@@ -210,10 +224,22 @@ func (a *agentProc) perform(act agent.Action) {
 		})
 	case agent.WithdrawRequest:
 		inc := a.inc
+		before := a.bootTimeNow(x.Before)
 		s.bus.op(a.conn, func() error {
-			// As the runtime: read the request, delete it at that revision only if it is ours.
-			if r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok && (agent.Stale(r, x.Before) || slices.Contains(x.Own, r.RequestID)) {
+			// As the runtime: read the request, delete it at that revision only if it is ours,
+			// or made before the boot while the start-up clean-up is pending; one made since the
+			// boot (by the clock now) is left, and the clean-up tried again.
+			r, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+			switch {
+			case !ok:
+			case slices.Contains(x.Own, r.RequestID):
 				s.bus.write(bucketRequests, name, nil, "agent/"+name)
+			case agent.Stale(r, before):
+				s.w.logf("agent of %s withdraws request %s, left from before the boot (made at %s, booted at %s by its clock)",
+					name, r.RequestID, r.RequestedAt.Format(time.RFC3339), before.Format(time.RFC3339))
+				s.bus.write(bucketRequests, name, nil, "agent/"+name)
+			case !before.IsZero():
+				return agent.ErrMadeSinceBoot
 			}
 			return nil
 		}, func(err error) {

@@ -203,7 +203,7 @@ func (a *agentProc) save() bool {
 		return true
 	}
 	a.f.unsaved++
-	a.f.saveRetryAt = a.s.w.now.Add(nodedrain.Backoff(a.f.unsaved, a.s.cfg.AgentPolicy.BusRetry, saveRetryMax))
+	a.f.saveRetryAt = a.now().Add(nodedrain.Backoff(a.f.unsaved, a.s.cfg.AgentPolicy.BusRetry, saveRetryMax))
 	if a.f.unsaved == 1 {
 		a.s.w.logf("agent of %s cannot save its state (disk fault)", a.node.name)
 	}

@@ -68,6 +68,8 @@ type coord struct {
 	apiCut   bool
 	cutVols  []volumes.Volume
 	cutNodes map[string]volumes.NodeState
+	// offset is the error of the replica's clock (CoordClockSkew).
+	offset time.Duration
 }
 
 func (s *Sim) newCoord(name string) *coord {
@@ -243,7 +245,7 @@ func (c *coord) requestEvent(key string, r revision) {
 		req := r.val.(nodedrain.NodeDrainRequest)
 		ev.Request = &req
 	}
-	c.act(c.core.Step(key, ev, c.s.w.now))
+	c.act(c.core.Step(key, ev, c.now()))
 	c.afterEvents()
 }
 
@@ -300,7 +302,7 @@ func (c *coord) resume() {
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
-	c.act(c.core.Resume(in, s.w.now))
+	c.act(c.core.Resume(in, c.now()))
 	for _, key := range slices.Sorted(maps.Keys(forged)) { // repaired once resumed
 		c.repair(key, forged[key])
 	}
@@ -325,7 +327,7 @@ func (c *coord) inform(inc int) {
 		return
 	}
 	c.later(c.s.w.between(0, 2*mean), "volume change seen", inc, func() {
-		actions, _ := c.core.Changed(c.s.w.now)
+		actions, _ := c.core.Changed(c.now())
 		c.act(actions)
 		c.afterEvents()
 		c.inform(inc)
@@ -339,10 +341,10 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
-				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name],
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name], Unmanaged: c.s.unmanaged[name],
 				CordonRecord: c.apiUp() && c.s.cluster.nodes[name].annotation != ""}
 			if !st.Ready {
-				info.NotReadySince = c.s.notReadySince[name]
+				info.NotReadySince = c.s.notReadySinceOf(name)
 			}
 			out = append(out, info)
 		}
@@ -358,7 +360,7 @@ func (c *coord) afterEvents() {
 			return volumes.Peers(vols, node)
 		}
 	}
-	actions, ev := c.core.Admit(c.nodeInfos(), pol, c.s.w.now)
+	actions, ev := c.core.Admit(c.nodeInfos(), pol, c.now())
 	if ev.ConfirmDeclared {
 		c.confirmDeclared()
 	}
@@ -369,9 +371,9 @@ func (c *coord) afterEvents() {
 	if next := c.core.NextTimer(); !next.IsZero() {
 		c.timerGen++
 		gen := c.timerGen
-		c.later(next.Sub(c.s.w.now), "engine timer", c.inc, func() {
+		c.later(next.Sub(c.now()), "engine timer", c.inc, func() {
 			if gen == c.timerGen {
-				c.act(c.core.Timers(c.s.w.now))
+				c.act(c.core.Timers(c.now()))
 				c.afterEvents()
 			}
 		})
@@ -392,7 +394,7 @@ func (c *coord) tick() {
 	case c.apiDownSince.IsZero():
 		c.apiDownSince = s.w.now
 	}
-	c.core.SetAPIUnreachable(c.apiDownSince)
+	c.core.SetAPIUnreachable(c.local(c.apiDownSince))
 	if t := s.cfg.APIUnreachableTimeout; t > 0 && !c.apiDownSince.IsZero() && s.w.now.Sub(c.apiDownSince) >= t {
 		view := func(node string, after bool) (coordinator.GateResult, error) {
 			return c.gateFor(node, coordinator.GateOptions{WholeCluster: c.core.WholeCluster()}), nil
@@ -402,9 +404,9 @@ func (c *coord) tick() {
 			st, ok := states[node]
 			return ok && st.Exists, st.Cordoned, ""
 		}
-		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, cordon, s.w.now))
+		c.act(c.core.APIUnreachable(s.w.now.Sub(c.apiDownSince), view, cordon, c.now()))
 	}
-	c.act(c.core.Timers(s.w.now))
+	c.act(c.core.Timers(c.now()))
 	c.afterEvents()
 }
 
@@ -488,7 +490,7 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) || s.bus.writeFails() {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
 	}
@@ -526,13 +528,13 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	if s.bus.lossy && s.w.chance(0.1) || s.bus.ackLost() {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
-	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, s.w.now))
+	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
 	if c.core.Announce(st) {
 		s.onEvent(c, st)
 	}
@@ -573,7 +575,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	c.unpublished[st.Node] = true
 	if st.Status == nodedrain.StatusComplete {
-		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 	}
 }
 

@@ -123,11 +123,17 @@ func (m *maint) blockersOn(node string) []nodedrain.Blocker {
 type simWindow struct {
 	m *maint
 	r nodedrain.Requester
+	// off is the error of the asking coordinator's clock: the window toggles in simulated time.
+	off time.Duration
 }
 
 func (w simWindow) Open(time.Time) (bool, time.Time) {
 	_, open := w.m.open[w.r]
-	return open, w.m.nextToggle[w.r]
+	next := w.m.nextToggle[w.r]
+	if !next.IsZero() {
+		next = next.Add(w.off)
+	}
+	return open, next
 }
 
 func (w simWindow) String() string { return "sim" }
@@ -139,8 +145,8 @@ func (c *coord) holds() coordinator.AdmitPolicy {
 	if !c.s.cfg.Maintenance {
 		return coordinator.AdmitPolicy{}
 	}
-	return coordinator.DecideHolds(coordinator.HoldInput{Waiting: c.core.Waiting(), Now: c.s.w.now,
-		Window:     func(r nodedrain.Requester) coordinator.Window { return simWindow{m: m, r: r} },
+	return coordinator.DecideHolds(coordinator.HoldInput{Waiting: c.core.Waiting(), Now: c.now(),
+		Window:     func(r nodedrain.Requester) coordinator.Window { return simWindow{m: m, r: r, off: c.offset} },
 		NeedsCheck: true, Verdicts: c.verdicts, MaxAge: verdictMaxAge, Preflight: c.s.cfg.Preflight})
 }
 
@@ -154,7 +160,7 @@ func (c *coord) checkPolicy(inc int) {
 	for _, w := range c.core.Waiting() {
 		node, rid := w.Node, w.Request.RequestID
 		c.later(s.w.between(time.Millisecond, 300*time.Millisecond), "policy check", inc, func() {
-			v := coordinator.Verdict{RequestID: rid, At: s.w.now, Blockers: s.maint.blockersOn(node)}
+			v := coordinator.Verdict{RequestID: rid, At: c.now(), Blockers: s.maint.blockersOn(node)}
 			if s.cfg.Preflight != coordinator.PreflightOff {
 				v.Predicted = s.predict(node) // the volume gate's Predict
 			}

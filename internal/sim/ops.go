@@ -25,7 +25,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			ev.Unreachable = errors.As(ev.Err, &uerr) || errors.Is(ev.Err, coordinator.ErrLeaseLapsed)
 		}
 		c.later(0, "op result", inc, func() {
-			c.act(c.core.Step(node, ev, c.s.w.now))
+			c.act(c.core.Step(node, ev, c.now()))
 			c.afterEvents()
 		})
 	}
@@ -147,7 +147,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			return nil
 		}, func(err error) {
 			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, Pods: pods, UID: nodeUID(uid),
-				At: s.w.now})
+				At: c.now()})
 		})
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, st.UID, inc, post)
@@ -169,7 +169,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					r = coordinator.GateResult{Blockers: b}
 				}
 			}
-			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: s.w.now})
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: c.now()})
 		})
 	case nodedrain.OpReturnGate:
 		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {

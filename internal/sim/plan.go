@@ -143,6 +143,12 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.ReplicatedBus { // after them, for the same reason
 		p = append(p, replicaFaults(cfg, rng)...)
 	}
+	if cfg.Clocks { // after them, for the same reason
+		p = append(p, clockFaults(cfg, rng, at)...)
+	}
+	if cfg.Selector { // after them, for the same reason
+		p = append(p, selectorFaults(cfg, rng, at)...)
+	}
 	return p
 }
 
@@ -341,6 +347,10 @@ func (s *Sim) apply(f Fault) {
 		s.applyAPIWriteFault(f)
 	case FollowerLags, StreamElection, QuorumLoss:
 		s.applyReplicaFault(f)
+	case ClockStep, NoRTC, NoRTCFarPast, CoordClockSkew, ControlPlaneSkew:
+		s.applyClockFault(f)
+	case SelectorLeave, SelectorLeaveForGood, SelectorJoinLate, Unmanaged:
+		s.applySelectorFault(f)
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

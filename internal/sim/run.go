@@ -52,6 +52,10 @@ func ConfigFor(seed uint64) Config {
 	// (apiwrites.go), each in one run in two, from streams of their own (issue 23).
 	cfg.UnkindPods = rand.New(rand.NewPCG(seed, 0xe71c7)).IntN(2) == 0
 	cfg.LateWrites = rand.New(rand.NewPCG(seed, 0xa91c1)).IntN(2) == 0
+	// Clock faults (clocks.go), from a stream of their own: in one run in two.
+	cfg.Clocks = rand.New(rand.NewPCG(seed, 0xc10c)).IntN(2) == 0
+	// --node-selector changes (selector.go), from a stream of their own: in one run in three.
+	cfg.Selector = rand.New(rand.NewPCG(seed, 0x5e1ec7)).IntN(3) == 0
 	return cfg
 }
 

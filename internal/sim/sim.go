@@ -79,6 +79,12 @@ type Config struct {
 	// that lag and answer direct gets, leader elections, quorum losses after which the
 	// JetStream API refuses consumers for a while (replicas.go).
 	ReplicatedBus bool
+	// Clocks adds clock faults to random plans (clocks.go): nodes' and coordinators' clocks off,
+	// nodes without a real-time clock, the control plane's clock off.
+	Clocks bool
+	// Selector adds --node-selector changes to random plans (selector.go): nodes the coordinator
+	// does not manage, nodes that stop or start matching mid-drain.
+	Selector bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -179,6 +185,13 @@ type Sim struct {
 	ops *operators
 	// urng draws what evictor.go's and apiwrites.go's faults do (cluster.urng).
 	urng *rand.Rand
+	// clocks are the nodes' wall clocks, cpOffset the node lifecycle controller's error, truth
+	// the true times of the times coordinators wrote (clocks.go).
+	clocks   map[string]*nodeClock
+	cpOffset time.Duration
+	truth    map[int64]time.Time
+	// unmanaged lists the nodes not matching --node-selector now (selector.go).
+	unmanaged map[string]bool
 }
 
 // simState is one combination Sim.check counts, a struct rather than a formatted string: it is
@@ -386,6 +399,7 @@ func (s *Sim) updateDone(node string) {
 // and the maintenance policy's rules.
 func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, late bool) {
 	leads, decided := s.leads(c), s.w.now
+	prev, st = s.trueTimes(prev), s.noteClock(c, st) // (the checks judge in simulated time)
 	if late {
 		decided = c.pausedAt
 		// A write that left its checks behind (the process paused between them and the write)

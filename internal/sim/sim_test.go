@@ -441,7 +441,10 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"agent of node-0.edge cannot remove the override file"}, {"was not started: the override file that was acted on could not be removed"},
 				{"agent of node-0.edge runs the reboot command", "cleared by override NOTSUPPORTED"}, {"node-0.edge goes down"},
 				{"agent of node-0.edge runs the update command", "cleared by COMPLETE"}}},
-		{"an agent's own withdrawal does not cancel the operation an override then let run (L1, agent faults, seed 4006851)", 4006851, configOneSlotWithWait(4006851),
+		// (Run with seed 4007114 since the stale-holder timeout counts from the coordinator's own sight of
+		// the node NotReady: with 4006851's draws the slot is released a tick later and the update's
+		// command no longer fails first.)
+		{"an agent's own withdrawal does not cancel the operation an override then let run (L1, agent faults, seed 4006851)", 4007114, configOneSlotWithWait(4006851),
 			Plan{{At: 28864591735, Kind: Update, Target: 1}, {At: 36801651312, Kind: ReplicaFails, Target: 1, For: 20 * time.Second},
 				{At: 4446175041, Kind: CoordCrash, Target: 1, For: 27 * time.Second}, {At: 76350474841, Kind: StatusForger, Target: 1, For: 30 * time.Second},
 				{At: 100960631699, Kind: StatusForger, Target: 1, For: 43 * time.Second}, {At: 16420127125, Kind: StatusForger, Target: 0, For: 36 * time.Second},
@@ -586,6 +589,45 @@ func TestRegressions(t *testing.T) {
 			Plan{{At: 50061341566, Kind: KernelDay}, {At: 78732339367, Kind: ReplicaFails, Target: 1, For: 40 * time.Second}},
 			[][]string{{"replica vol0-r1 of vol0 on node-0.edge fails"}, {"STARTING"}, {"REQUESTED", "the other copies of volume vol0"},
 				{"COMPLETE"}, {"COMPLETE"}, {"COMPLETE"}}},
+		{"a coordinator whose clock is ahead does not release a NotReady holder's slot early: it counts NotReady on its own " +
+			"clock, not from the Node condition's time the control plane wrote (R2, issue 23, seed 44)", 44, ConfigFor(44),
+			Plan{{At: 7718000000, Kind: Reboot, Target: 2}, {At: 0, Kind: CoordClockSkew, Target: 0, For: 7 * time.Second}},
+			[][]string{{"the clock of coordinator-0 is off by 7s"}, {"node-2.edge COMPLETE", "node drained"}, {"node-2.edge goes down"},
+				{"node-2.edge COMPLETE", "admission slot released"}}},
+		{"a node without a real-time clock reinstalled withdraws its old request once NTP has set its clock: the boot time read at " +
+			"start, on the clock not yet set, made the request look made since the boot (L1, issue 23, seed 9000410)", 9000410, ConfigFor(9000410),
+			Plan{{At: 120718432418, Kind: KernelDay}, {At: 196843538230, Kind: StateLost, Target: 1, For: 37 * time.Second},
+				{At: 147159268082, Kind: CoordFreeze, Target: 0, For: 38 * time.Second}, {At: 24616375368, Kind: KeepCordoned, Target: 2, For: 75 * time.Second},
+				{At: 0, Kind: NoRTC, Target: 1, For: 38 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"node-1.edge is reinstalled"}, {"node-1.edge boots without a real-time clock"},
+				{"agent of node-1.edge withdraws request node-1.edge-req2, left from before the boot"},
+				{"COMPLETE", "node drained"}, {"COMPLETE", "node drained"}}},
+		{"a COMPLETE node that stops matching --node-selector keeps its slot until it is back: it is there, not a Node gone " +
+			"(R2, issue 23, seed 648)", 648, ConfigFor(648),
+			Plan{{At: 18864760610, Kind: Update, Target: 0}, {At: 32108551046, Kind: AgentPausedNotReady, Target: 0, For: 55 * time.Second},
+				{At: 51369275008, Kind: SelectorLeaveForGood, Target: 0}},
+			[][]string{{"node-0.edge COMPLETE", "node drained"}, {"node-0.edge stops matching --node-selector"},
+				{"agent of node-0.edge runs the update command"}, {"coordinator-0 uncordons node-0.edge"}, {"the return gate of node-0.edge ended (healthy)"}}},
+		{"a node that stops matching --node-selector is not taken for down under a declared whole-cluster shutdown while it is " +
+			"up (R2, issue 23, seed 1061)", 1061, ConfigFor(1061),
+			Plan{{At: 26930494608, Kind: ClusterShutdown}, {At: 32817464315, Kind: SelectorLeave, Target: 2, For: 111 * time.Second},
+				{At: 42739182237, Kind: SelectorLeaveForGood, Target: 0}},
+			[][]string{{"node-0.edge stops matching --node-selector"}, {"node-0.edge COMPLETE", "node drained"}, {"node-0.edge goes down"},
+				{"node-0.edge COMPLETE", "went down under the declared whole-cluster shutdown"}}},
+		{"a drain under way whose node stops matching --node-selector ends its own way: FAILEDDRAIN, never a go-ahead, edgedrain's " +
+			"cordon undone, drained anew once it matches again (issue 23, seed 9001167)", 9001167, ConfigFor(9001167),
+			Plan{{At: 69831466326, Kind: Update, Target: 0}, {At: 15310874631, Kind: PDBBlocks, Target: 2, For: 217 * time.Second},
+				{At: 129120944755, Kind: SelectorLeave, Target: 0, For: 112 * time.Second}},
+			[][]string{{"node-0.edge DRAINRETRYING"}, {"node-0.edge stops matching --node-selector"},
+				{"node-0.edge FAILEDDRAIN", "has not matched this coordinator's --node-selector"}, {"coordinator-0 uncordons node-0.edge"},
+				{"node-0.edge matches --node-selector"}, {"node-0.edge COMPLETE", "node drained"}, {"agent of node-0.edge runs the update command"}}},
+		{"a coordinator resuming a return gate another replica started, whose clock was minutes behind, does not time it out at " +
+			"once: the timeout counts no earlier than the resume (R1, issue 23, seed 9002139)", 9002139, ConfigFor(9002139),
+			Plan{{At: 74450426880, Kind: Reboot, Target: 1}, {At: 125799366218, Kind: APIOutage, Target: 3, For: 195 * time.Second},
+				{At: 223071031413, Kind: StateLost, Target: 1, For: 24 * time.Second}, {At: 154265653371, Kind: AgentCrash, Target: 0, For: 28 * time.Second},
+				{At: 0, Kind: CoordClockSkew, Target: 0, For: -537 * time.Second}},
+			[][]string{{"the clock of coordinator-0 is off by -8m57s"}, {"node-1.edge goes down"}, {"coordinator-1 resumes"},
+				{"the return gate of node-1.edge ended"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -626,6 +668,7 @@ func lossyPlan(seed uint64, mod func(*Config)) Plan {
 // them keep the schedules they were found with.
 func noChanges(cfg Config) Config {
 	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults, cfg.Operators = 0, false, false, false, false
+	cfg.Clocks, cfg.Selector = false, false
 	return cfg
 }
 
@@ -634,6 +677,7 @@ func noChanges(cfg Config) Config {
 func beforePolicy(cfg Config) Config {
 	cfg.Maintenance, cfg.Domains, cfg.StaleHolderTimeout, cfg.Policy.ReturnTimeout = false, 0, 0, 0
 	cfg.InformerChanges, cfg.Decommission, cfg.Forgers, cfg.AgentFaults = 0, false, false, false
+	cfg.Clocks, cfg.Selector = false, false
 	return cfg
 }
 

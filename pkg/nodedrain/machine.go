@@ -128,6 +128,10 @@ func Backoff(failures int, base, max time.Duration) time.Duration {
 type Drain struct {
 	// Status is the node's current status, as published.
 	Status NodeDrainStatus
+	// ResumedAt is when this coordinator rebuilt the drain from a status on the bus (Resume), on
+	// its own clock: the times in that status were written on the clock of whoever wrote it (another
+	// replica), and a timeout counted from one of them starts no earlier than this.
+	ResumedAt time.Time
 	// Request is the request being served; nil when there is none.
 	Request *NodeDrainRequest
 	// Waiting is the operation whose result the drain waits for (OpNone: none in flight).
@@ -235,7 +239,13 @@ func (d Drain) ReturnDeadline(p Policy) time.Time {
 	if !d.Returning() {
 		return time.Time{}
 	}
-	return d.Status.ReturningSince.Add(p.ReturnTimeout)
+	since := d.Status.ReturningSince
+	if since.Before(d.ResumedAt) {
+		// (Another replica's clock behind this one's made a resumed return gate time out at once:
+		// simulation, issue 23, seed 9002139, R1.)
+		since = d.ResumedAt
+	}
+	return since.Add(p.ReturnTimeout)
 }
 
 // holdsSlot reports whether a drain in status s is in maintenance.

@@ -7,7 +7,7 @@ import "time"
 // operation is idempotent, so redoing the one that was under way is safe: a cordon finds the node
 // already cordoned by edgedrain and does not cordon it again.
 func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) (Drain, []Action) {
-	d := Drain{Status: st, BusHolds: st.HoldsSlot()}
+	d := Drain{Status: st, BusHolds: st.HoldsSlot(), ResumedAt: now}
 	if req == nil || req.RequestID != st.RequestID {
 		if req == nil && !st.Status.InProgress() && st.Status != StatusComplete && !st.Status.Failed() &&
 			st.Status != StatusNotSupported {

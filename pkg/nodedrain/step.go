@@ -44,6 +44,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		}
 	case EvCordonFound:
 		s.cordonFound()
+	case EvNodeUnmanaged:
+		s.nodeUnmanaged(e)
 	case EvReleaseSlot:
 		if s.d.Cleared() && !s.d.Status.SlotReleased {
 			// The bus shows the slot held until the release reaches it (S3 is about the bus).

@@ -45,3 +45,33 @@ func (s *stepper) nodeGone(e EvNodeGone) {
 		"its agent asks again", e.For.Round(time.Second)), nil)
 	s.outcome(status, false)
 }
+
+// EvNodeUnmanaged says the drain's node has stopped matching the coordinator's --node-selector
+// (its labels changed) for For; it comes again at every admission pass until the drain has
+// ended. The node is still there, with whatever cordon the drain made.
+type EvNodeUnmanaged struct{ For time.Duration }
+
+func (EvNodeUnmanaged) event() {}
+
+// nodeUnmanaged ends a drain under way whose node the coordinator no longer manages: FAILEDCORDON
+// from STARTING, FAILEDDRAIN otherwise, so that its agent never proceeds on it; the slot is free
+// once that is published. Unlike a Node gone, the node keeps the cordon the drain made: what the
+// drain knows of it stays, so that the agent's withdrawal or its next request (queued until the
+// node matches again) undoes it, as for any failed drain. A cordon in flight is waited for.
+func (s *stepper) nodeUnmanaged(e EvNodeUnmanaged) {
+	if s.d.Request == nil || !s.d.Active() || s.d.Status.Decommission || s.d.Waiting == OpCordon {
+		return
+	}
+	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
+		s.actions = append(s.actions, Cancel{})
+	}
+	s.d.Waiting, s.d.RetryOp = OpNone, OpNone
+	status := StatusFailedDrain
+	if s.d.Status.Status == StatusStarting {
+		status = StatusFailedCordon
+	}
+	s.set(status, fmt.Sprintf("the node has not matched this coordinator's --node-selector for %s (its labels changed): "+
+		"drain ended and its admission slot freed; the operation must not run. edgedrain's cordon is undone when the agent "+
+		"withdraws or asks again; the node is drained anew once it matches again", e.For.Round(time.Second)), nil)
+	s.outcome(status, false)
+}

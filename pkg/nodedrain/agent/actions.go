@@ -13,10 +13,10 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 	switch act := act.(type) {
 	case PublishRequest:
 		a.entry().Debug("publishing the drain request")
-		a.busOp(busOp{publish: true, req: act.Request, own: act.Own, before: act.Before})
+		a.busOp(busOp{publish: true, req: act.Request, own: act.Own, before: a.bootTimeNow(act.Before)})
 	case WithdrawRequest:
 		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
-		a.busOp(busOp{id: act.RequestID, own: act.Own, before: act.Before})
+		a.busOp(busOp{id: act.RequestID, own: act.Own, before: a.bootTimeNow(act.Before)})
 	case ReadStatus:
 		a.busOp(busOp{read: true})
 	case RunCommand:
@@ -101,4 +101,20 @@ func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// bootTimeNow is the start-up clean-up's bound (State.CleanupBefore, the boot time read at start)
+// read again: the kernel's boot time moves with the clock, and a node without a real-time clock
+// starts with its clock wrong (at the last saved time, or far in the past) until NTP sets it.
+// Read before, it makes the request the last boot left look made since this boot (simulation,
+// issue 23, seed 9000410). Zero (no clean-up pending) stays zero.
+func (a *Agent) bootTimeNow(before time.Time) time.Time {
+	if before.IsZero() || a.cfg.BootTimeFile == "" {
+		return before
+	}
+	bt, err := ReadBootTime(a.cfg.BootTimeFile)
+	if err != nil {
+		return before
+	}
+	return bt
 }

@@ -256,6 +256,8 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 		return nil
 	case err != nil:
 		return err
+	case !Stale(req, before) && !slices.Contains(own, req.RequestID) && !before.IsZero():
+		return fmt.Errorf("withdraw request %s: %w", req.RequestID, ErrMadeSinceBoot)
 	case !Stale(req, before) && !slices.Contains(own, req.RequestID):
 		b.log.WithField("request", req.RequestID).Warn("not withdrawing the node's request: this agent did not make it")
 		return nil

@@ -58,7 +58,11 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		assert.Equal(t, EvBusDone{RequestID: "r1"}, b.do(ctx, requests, statuses, busOp{id: "r1", own: []string{"r0", "r1"}}))
 		assert.Empty(t, current(), "an older request of ours is withdrawn")
 		publish("made-before-the-boot") // RequestedAt t0
-		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0}), "made at the boot: not before it")
+		ev := b.do(ctx, requests, statuses, busOp{before: t0}).(EvBusDone)
+		// Made at the boot by the node's clock now: not before it. The clean-up is not done: it
+		// is tried again, with the boot time read again (simulation, issue 23, seed 9000410: a
+		// clock not set yet at start made the last boot's request look made since this one).
+		assert.ErrorIs(t, ev.Err, ErrMadeSinceBoot)
 		assert.Equal(t, "made-before-the-boot", current(), "a request made since the boot may be a live agent's")
 		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0.Add(time.Second)}), "the clean-up of an agent without its state file")
 		assert.Empty(t, current(), "a request made before the boot is withdrawn")

@@ -25,6 +25,12 @@ var ErrRefused = errors.New("request refused")
 // started with the same node name): this agent does not publish over it.
 var ErrForeignRequest = errors.New("the node's request key holds another agent's request")
 
+// ErrMadeSinceBoot means the start-up clean-up found under the node's request key a request it
+// did not make, made since the node booted by the node's clock now: it may be a live agent's, or
+// the last boot's seen through a clock not set yet. The clean-up is tried again (with the boot
+// time read again) rather than counted done.
+var ErrMadeSinceBoot = errors.New("the node's request key holds a request made since the boot, by the node's clock now")
+
 // ErrDecommissionContext is matched by the refusal of a request for an operation other than a
 // decommission whose context would declare one (nodedrain.DeclaresDecommission).
 var ErrDecommissionContext = errors.New("context declares a decommission")

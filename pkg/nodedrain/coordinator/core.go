@@ -25,6 +25,7 @@ type Core struct {
 	declaredConfirmed bool                             // see ConfirmDeclared
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
 	idleAbsent        map[string]time.Time             // since when an idle drain's Node object is missing
+	notReady          map[string]notReadySeen          // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
@@ -227,8 +228,10 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	}
 	// Its own nodes for what it does to them; the whole cluster for where workloads can go.
 	all, nodes := nodes, managedOnly(nodes)
-	out := c.releaseStale(nodes, now)
-	out = append(out, c.endVanished(nodes, now)...)
+	// A node that stopped matching --node-selector is still there: a COMPLETE one keeps its
+	// slot until it is back (not released as a Node gone), a drain under way ends its own way.
+	out := c.releaseStale(all, now)
+	out = append(out, c.endVanished(all, now)...)
 	out = append(out, c.forgetAbsent(all, now)...)
 	if c.domains == nil {
 		c.domains = map[string]string{}
@@ -257,7 +260,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	c.declaredConfirmed = false
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
-	out = append(out, c.releaseDeclared(nodes, now)...)
+	out = append(out, c.releaseDeclared(all, now)...) // (an unmanaged node is there: its readiness counts)
 	for _, n := range adm.Admit {
 		if w, ok := pol.Warnings[n]; ok {
 			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
@@ -384,9 +387,27 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	if c.absent == nil {
 		c.absent = map[string]time.Time{}
 	}
+	if c.notReady == nil {
+		c.notReady = map[string]notReadySeen{}
+	}
 	known := make(map[string]nodedrain.NodeInfo, len(nodes))
 	for _, n := range nodes {
 		known[n.Name] = n
+		// NotReady is timed on this process's clock, from when it first saw it: the condition's
+		// NotReadySince was written on another machine's clock (the node lifecycle controller's,
+		// or the kubelet's), and a coordinator whose clock is ahead of it would release early.
+		// A NotReadySince that changed is a new NotReady spell (the node was Ready in between,
+		// unseen between two passes: seed 517): it is timed anew.
+		if seen, ok := c.notReady[n.Name]; !n.Ready && (!ok || !seen.cond.Equal(n.NotReadySince)) {
+			c.notReady[n.Name] = notReadySeen{at: now, cond: n.NotReadySince}
+		} else if n.Ready {
+			delete(c.notReady, n.Name)
+		}
+	}
+	for name := range c.notReady {
+		if _, ok := known[name]; !ok {
+			delete(c.notReady, name)
+		}
 	}
 	var out []NodeAction
 	for _, node := range c.Nodes() {
@@ -399,8 +420,11 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		if n, ok := known[node]; ok {
 			delete(c.absent, node)
 			// Counted from the COMPLETE at the earliest: a node already NotReady when its drain
-			// completed (a hung kubelet; a reboot may be the cure) goes down for it only now.
-			since := n.NotReadySince
+			// completed (a hung kubelet; a reboot may be the cure) goes down for it only now. (A
+			// COMPLETE resumed from another replica carries that replica's clock: counting from
+			// this process's first sight of the node NotReady too, which came after it, keeps a
+			// replica whose clock is ahead from releasing early.)
+			since := c.notReady[node].at
 			if since.Before(d.Status.UpdatedAt) {
 				since = d.Status.UpdatedAt
 			}
@@ -512,6 +536,10 @@ func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Ac
 	}
 	return out
 }
+
+// notReadySeen is when this process first saw a node NotReady (its own clock), and the node's
+// NotReadySince then.
+type notReadySeen struct{ at, cond time.Time }
 
 // managedOnly is nodes without those the coordinator does not manage.
 func managedOnly(nodes []nodedrain.NodeInfo) []nodedrain.NodeInfo {

@@ -20,11 +20,17 @@ func (c *Core) endVanished(nodes []nodedrain.NodeInfo, now time.Time) []NodeActi
 	if c.vanished == nil {
 		c.vanished = map[string]time.Time{}
 	}
-	present := nodeNames(nodes)
+	present, unmanaged := make(map[string]bool, len(nodes)), map[string]bool{}
+	for _, n := range nodes {
+		present[n.Name] = true
+		unmanaged[n.Name] = n.Unmanaged
+	}
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
-		if present[node] || !d.Active() || d.Request == nil || d.Status.Decommission {
+		// A node that stopped matching --node-selector is timed the same way, and ends its own
+		// way: it is still there, with the drain's cordon (EvNodeUnmanaged).
+		if (present[node] && !unmanaged[node]) || !d.Active() || d.Request == nil || d.Status.Decommission {
 			delete(c.vanished, node)
 			continue
 		}
@@ -36,7 +42,11 @@ func (c *Core) endVanished(nodes []nodedrain.NodeInfo, now time.Time) []NodeActi
 		if gone := now.Sub(since); gone >= nodedrain.NodeGoneAfter {
 			// (Again at every pass until it has ended: a drain whose cordon is in flight
 			// waits for its answer first.)
-			out = append(out, c.Step(node, nodedrain.EvNodeGone{For: gone}, now)...)
+			var ev nodedrain.Event = nodedrain.EvNodeGone{For: gone}
+			if unmanaged[node] {
+				ev = nodedrain.EvNodeUnmanaged{For: gone}
+			}
+			out = append(out, c.Step(node, ev, now)...)
 		}
 	}
 	return out

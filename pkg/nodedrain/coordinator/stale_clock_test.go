@@ -1,0 +1,39 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// The stale-holder timeout is counted on the coordinator's own clock, from when it first saw the
+// node NotReady: the Node condition's NotReadySince was written on another machine's clock, and
+// a resumed COMPLETE's UpdatedAt on another replica's. Both an hour behind this coordinator's
+// clock do not release the slot at once (simulation, issue 23, seed 44: a coordinator whose
+// clock was 7 s ahead released a rebooting node's slot 7 s early, R2).
+func TestStaleHolderCountsOnItsOwnClock(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	behind := now.Add(-time.Hour)
+	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: behind, RequestedBy: nodedrain.RequesterDeviceOp}
+	st := nodedrain.NodeDrainStatus{Node: "a", RequestID: "r1", Status: nodedrain.StatusComplete, UpdatedAt: behind, StartedAt: behind}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.SetStaleHolderTimeout(5 * time.Minute)
+	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
+	nodes := []nodedrain.NodeInfo{{Name: "a", NotReadySince: behind}, {Name: "b", Ready: true, Schedulable: true}}
+	released := func(at time.Time) bool {
+		actions, _ := c.Admit(nodes, AdmitPolicy{}, at)
+		for _, a := range actions {
+			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
+				return true
+			}
+		}
+		return false
+	}
+	assert.False(t, released(now), "NotReady for an hour by the control plane's clock, but just seen NotReady")
+	assert.False(t, released(now.Add(5*time.Minute-time.Second)))
+	assert.True(t, released(now.Add(5*time.Minute)), "NotReady for the timeout on this coordinator's clock")
+}
