@@ -66,12 +66,19 @@ func (s *Sim) applyOperatorBusFault(f Fault) {
 	w.logf("an operator's bus identity puts request %s for %s (%s)", req.RequestID, name, f.Kind)
 	s.operatorWrites(name, req)
 	s.withdrawn[req.RequestID] = false
-	w.after(f.For, "operator withdraws its request", func() {
-		if cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok && cur.RequestID == req.RequestID && s.bus.up {
+	var withdraw func()
+	withdraw = func() {
+		cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		switch {
+		case !ok || cur.RequestID != req.RequestID:
+		case !s.bus.up:
+			w.after(5*time.Second, "operator withdraws its request", withdraw) // the operator tries again
+		default:
 			w.logf("the operator withdraws request %s of %s", req.RequestID, name)
 			s.operatorWrites(name, nil)
 		}
-	})
+	}
+	w.after(f.For, "operator withdraws its request", withdraw)
 }
 
 // operatorWrites is an operator's write of a node's request key (nil: a withdrawal): whatever

@@ -628,6 +628,15 @@ func TestRegressions(t *testing.T) {
 				{At: 0, Kind: CoordClockSkew, Target: 0, For: -537 * time.Second}},
 			[][]string{{"the clock of coordinator-0 is off by -8m57s"}, {"node-1.edge goes down"}, {"coordinator-1 resumes"},
 				{"the return gate of node-1.edge ended"}}},
+		{"a decommission whose node an operator uncordoned and cordoned again mid-drain drains it again before it deletes the " +
+			"Node: a pod landed in between (S2, seed 40661)", 40661, ConfigFor(40661),
+			Plan{{At: 31989399896, Kind: Update, Target: 0}, {At: 140869133677, Kind: Update, Target: 1}, {At: 33530985473, Kind: Update, Target: 2},
+				{At: 13607156687, Kind: BusLossy, Target: 1, For: 25 * time.Second}, {At: 132090405936, Kind: Decommission, Target: 0},
+				{At: 108072438295, Kind: OperatorRecordon, Target: 0, For: 80 * time.Second},
+				{At: 94813012660, Kind: OperatorReplaysRequest, Target: 0, For: 69 * time.Second}},
+			[][]string{{"an operator uncordons node-0.edge"}, {"an operator cordons node-0.edge again"},
+				{"node-0.edge STARTING", "uncordoned and cordoned again by someone else"},
+				{"coordinator-0 deletes the Node object of node-0.edge"}, {"node-0.edge COMPLETE", "node decommissioned"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -212,3 +212,12 @@ func TestDecommissionDeletesOnlyTheNodeItDrained(t *testing.T) {
 	assert.Contains(t, r.d.Status.Message, "replaced before its deletion")
 	assert.False(t, r.d.Decommissioned())
 }
+
+// A decommission whose cordon is found someone else's before it deletes the Node (an operator
+// uncordoned the node and cordoned it again: pods may have landed in between) drains the node
+// again under that cordon, as any drain does, before it deletes anything.
+func TestDecommissionDrainsAgainUnderARecordon(t *testing.T) {
+	r := drainedForDecommission(t)
+	r.ok(OpCheckCordon, func(e *EvResult) { e.Foreign = true }).expect(StatusStarting, OpCordon)
+	assert.Contains(t, r.d.Status.Message, "cordoned again by someone else")
+}

@@ -385,15 +385,16 @@ func (s *stepper) result(e EvResult) {
 			s.d.Evicted = false
 			s.evicted(EvResult{Err: fmt.Errorf("%d pod(s) landed on the node after the attempt listed its pods", len(e.Pods)),
 				Blockers: e.Pods}, s.d.Status.Attempt)
-		case e.Cordoned && s.d.Status.Decommission:
-			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
-			s.start(OpDeleteNode, 0)
 		case e.Cordoned && e.Foreign && s.d.Status.CordonedByUs:
 			// edgedrain's cordon is gone (someone uncordoned the node, then cordoned it): pods
 			// may have landed meanwhile, so the drain starts over, under that cordon, which it
-			// will leave in place.
+			// will leave in place. A decommission too, before it deletes the Node (simulation,
+			// seed 40661: a pod that landed in between went with the deleted Node).
 			s.cordonAgain("the node was uncordoned and cordoned again by someone else during the drain: " +
 				"draining it again (that cordon is theirs; edgedrain will leave it)")
+		case e.Cordoned && s.d.Status.Decommission:
+			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
+			s.start(OpDeleteNode, 0)
 		case e.Cordoned:
 			s.set(StatusComplete, "node drained and its volumes are safe: the operation may run", nil)
 			s.outcome(StatusComplete, false)
