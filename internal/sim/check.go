@@ -382,11 +382,14 @@ func (s *Sim) checkEnd() {
 			// could not withdraw first (seed 871613) is the operator's to withdraw (edgedrainctl
 			// withdraw), as README's override section says; the node stays cordoned for it. A
 			// drain still holding its slot for it is not excused.
-		case s.bus.value(bucketRequests, name) != nil && !st.HoldsSlot() && s.copiesStranded(name) != "":
-			// The same known limit, seen from another node: a drain that needs the copies of a
+		case s.bus.value(bucketRequests, name) != nil && (!st.HoldsSlot() || st.Status == nodedrain.StatusCordoned) &&
+			(s.copiesStranded(name) != "" || s.strandedMachine() != ""):
+			// The same known limit, seen from other nodes: a drain that needs the copies of a
 			// volume the stranded machine still holds (their Node deleted, they count as lost)
-			// waits with it (seed 8001246: NATS unavailable for the ~40 s after the deletion,
-			// the agent never had its COMPLETE).
+			// waits with it, queued or cordoned and waiting for its volumes, and so may the
+			// drains queued behind it, the cluster a node short (seed 8001246: NATS unavailable
+			// for the ~40 s after the deletion, the agent never had its COMPLETE; seed 41150,
+			// the same under a quorum loss).
 		case s.unmanaged[name] && !(n.exists && n.annotation != "") && !n.evictionRequested && !st.HoldsSlot():
 			// Not one the coordinator manages (--node-selector) at the end: its request waits,
 			// queued, for a coordinator that manages it, and nothing edgedrain did is left on it.
@@ -435,6 +438,17 @@ func returning(v any) bool {
 // copiesStranded names a machine that is out of the cluster after a decommission that stopped
 // after its Node deletion (its agent's pod gone, the machine still up) and holds an intact copy
 // of a volume node also holds; "" if none.
+// strandedMachine names a machine that is up though its Node was deleted for its decommission
+// and its agent's pod is gone: the decommission stopped after the deletion (docs/design.md).
+func (s *Sim) strandedMachine() string {
+	for _, name := range s.cluster.order {
+		if n := s.cluster.nodes[name]; n.deleted && n.up && !n.retired && s.agentOf(name).podGone {
+			return name
+		}
+	}
+	return ""
+}
+
 func (s *Sim) copiesStranded(node string) string {
 	for _, v := range s.cluster.vols {
 		if !slices.ContainsFunc(v.replicas, func(r *replica) bool { return r.node == node }) {
