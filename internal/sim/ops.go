@@ -152,7 +152,11 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, st.UID, inc, post)
 	case nodedrain.OpForget:
-		c.forget(node, rid, post)
+		served := rid // (Engine.forgetNow: nothing served, no request of its own to remove)
+		if d, ok := c.core.Drain(node); ok && d.Request == nil {
+			served = ""
+		}
+		c.forget(node, served, post)
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		whole := c.core.WholeCluster()
 		opts := coordinator.GateOptions{WholeCluster: whole, Decommission: st.Decommission}

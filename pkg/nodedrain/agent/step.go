@@ -358,10 +358,11 @@ func (s *stepper) stillCleared(edge bool) {
 			return
 		}
 		s.m.Interrupted = false
-		if s.withdrawnOnBus() {
-			// Its command ran, and the request was withdrawn since: by this agent after the
-			// command succeeded (the state file did not record it), or by an operator. Either
-			// way it does not run again (S5).
+		if st.OnBus && s.withdrawnOnBus() && !s.m.WithdrawnAt.Before(s.m.OverrideAt) {
+			// Its command ran, and the request it recorded as on the bus was withdrawn since:
+			// by this agent after the command succeeded (the state file did not record it), or
+			// by an operator. Either way it does not run again (S5). (A request the agent had
+			// withdrawn itself before an override let the command run says nothing of it.)
 			s.finish(fmt.Sprintf("the agent restarted while the %s command ran, and request %s is withdrawn on the bus: the command "+
 				"succeeded and this agent withdrew it before it could record so, or an operator withdrew it; it does not run again",
 				st.Operation, st.RequestID))

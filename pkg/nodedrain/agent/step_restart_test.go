@@ -270,3 +270,18 @@ func TestStepRestartWhileAnUpdateRanAsksTheBusFirst(t *testing.T) {
 	assert.Equal(t, []string{"command-failed #1", "publish r1", "read", "run update r1 #2"}, got)
 	assert.Equal(t, PhaseRunning, m.State.Phase)
 }
+
+// An update an operator's override let run after the agent had withdrawn its own failed request,
+// interrupted by a restart: the NOTREQUESTED on the bus is the agent's own withdrawal from
+// before the override, which says nothing of the command: it runs again (review).
+func TestStepRestartAfterAnOverrideRunsTheUpdateAgain(t *testing.T) {
+	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1")),
+		now(status(nodedrain.StatusFailedDrain, "r1")), now(wdOK),
+		now(override(nodedrain.StatusComplete, 0)), // runs the update
+		now(status(nodedrain.StatusNotRequested, "r1")),
+	})
+	m, _ := restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
+		at(time.Hour, EvTimer{RequestID: "r1"}))
+	assert.NotEqual(t, PhaseIdle, m.State.Phase, "the override's update was dropped after an interrupted run")
+	assert.Zero(t, m.State.Handled[OpUpdate])
+}

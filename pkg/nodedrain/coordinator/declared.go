@@ -47,13 +47,23 @@ func (e *Engine) requestsMatch(ctx context.Context) error {
 		keys = append(keys, n.Name)
 	}
 	slices.Sort(keys)
+	// As of the bucket's last revision: a follower that lags would agree with the watch's old
+	// view.
+	last, err := e.requests.LastRevision(ctx)
+	if err != nil {
+		return err
+	}
 	for _, key := range slices.Compact(keys) {
-		req, _, _, err := e.requests.GetChecked(ctx, key)
+		req, _, origin, err := e.requests.GetCurrent(ctx, key, last)
 		var id string
 		switch {
-		case errors.Is(err, pubsub.ErrNotFound):
+		case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
+			// (A value that does not decode is served as none.)
 		case err != nil:
 			return fmt.Errorf("read the request of %s: %w", key, err)
+		case origin == pubsub.Copied || req.Node != key:
+			// Served as none too (a server copy, or another node's request under the key): an
+			// agent's credential could plant one under an idle node's key for good.
 		default:
 			id = req.RequestID
 		}

@@ -120,6 +120,12 @@ func (e *Engine) forgetStatus(ctx context.Context, node string) error {
 func (e *Engine) forgetNow(ctx context.Context, node, requestID string) []NodeAction {
 	fctx, cancel := context.WithTimeout(ctx, 2*publishTimeout)
 	defer cancel()
-	err := e.forget(fctx, node, requestID)
+	served := requestID
+	if d, ok := e.core.Drain(node); ok && d.Request == nil {
+		// Nothing served (withdrawn, or an idle drain's forget): a request under the key now,
+		// even one with the last request's ID put back (an operator's replay), is a new one.
+		served = ""
+	}
+	err := e.forget(fctx, node, served)
 	return e.core.Step(node, nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: requestID, Err: err}, e.cfg.Now())
 }
