@@ -32,8 +32,12 @@ func TestDecommissionDeletesOnlyTheNodeObjectItDrained(t *testing.T) {
 	_, err = c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "a Node object other than the one drained was deleted")
 
-	deleted, missing, replaced, err = ops.deleteNode(ctx, name, uid)
-	require.NoError(t, err)
+	// (The deletion names the resourceVersion it read: the simulated kubelet's status updates
+	// may come between, a conflict the drain answers by checking again, as here.)
+	require.Eventually(t, func() bool {
+		deleted, missing, replaced, err = ops.deleteNode(ctx, name, uid)
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the drained Node object could not be deleted: %v", err)
 	assert.True(t, deleted)
 	assert.False(t, missing)
 	assert.Empty(t, replaced)
