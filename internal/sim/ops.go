@@ -269,9 +269,10 @@ func (c *coord) deleteNode(node, rid, drained string, inc int, post func(nodedra
 			post(nodedrain.EvResult{Err: err, Cordoned: gone, Missing: gone})
 			return
 		}
+		sent := s.w.now // (a deletion that lands late is judged on what its checks saw then)
 		c.writeNode(node, "delete node", rv, nil, func() {
 			n := cl.nodes[node]
-			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid, Decommission: true}, s.w.now)
+			s.checkS2(c, nodedrain.NodeDrainStatus{Node: node, RequestID: rid, Decommission: true}, sent)
 			n.exists, n.deleted, n.ready = false, true, false
 			cl.markUnsafe(node)
 			s.w.logf("%s deletes the Node object of %s for request %s (decommission)", c.name, node, rid)
