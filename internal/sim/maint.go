@@ -201,7 +201,9 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 	if first && st.Decommission {
 		// A decommission's COMPLETE comes after its Node deletion (which was checked as a
 		// COMPLETE is: S2).
-		if n := s.cluster.nodes[st.Node]; n.exists {
+		// (A Node registered again within an API round trip of the COMPLETE came after the
+		// check that found it gone: a check-then-act residual, seed 100084.)
+		if n := s.cluster.nodes[st.Node]; n.exists && s.w.now.Sub(n.changedAt) >= freshness {
 			s.violate("D1", "COMPLETE of the decommission of %s while its Node object exists", st.Node)
 		}
 		s.decommissioned[st.Node] = st.RequestID
