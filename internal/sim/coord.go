@@ -535,7 +535,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
 	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
-	if c.core.Announce(st) {
+	if (c.stillLeading() || c.outage) && c.core.Announce(st) { // Engine.announce
 		s.onEvent(c, st)
 	}
 }

@@ -409,7 +409,10 @@ func (s *Sim) checkVanishedSlots() {
 	}
 	var leader *coord
 	for _, c := range s.coords {
-		if s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected() && !c.paused() {
+		// Its engine run has resumed (its request watch made, the snapshot read): a run still
+		// waiting for its watch's consumer (the JetStream API refuses consumers after a quorum
+		// loss) cannot act, and c.core is still the previous run's (seed 54301).
+		if s.leads(c) && c.running && c.core != nil && c.watch != nil && c.snapshot == nil && c.apiUp() && c.conn.connected() && !c.paused() {
 			leader = c
 		}
 	}

@@ -637,6 +637,15 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"an operator uncordons node-0.edge"}, {"an operator cordons node-0.edge again"},
 				{"node-0.edge STARTING", "uncordoned and cordoned again by someone else"},
 				{"coordinator-0 deletes the Node object of node-0.edge"}, {"node-0.edge COMPLETE", "node decommissioned"}}},
+		{"an ex-leader whose write's reply came after a freeze (its Lease lapsed, another leader ran a whole drain of the node " +
+			"meanwhile) does not announce that write: its Event would repeat the new leader's NOTREQUESTED (E1, seed 64599)", 64599, ConfigFor(64599),
+			Plan{{At: 26512197027, Kind: KernelDay, Target: 0}, {At: 89927737574, Kind: Update, Target: 0},
+				{At: 80518188466, Kind: CoordFreeze, Target: 2, For: 39 * time.Second}, {At: 10071279826, Kind: PowerCycle, Target: 2, For: 30 * time.Second},
+				{At: 4897309425, Kind: StatusForger, Target: 2, For: 48 * time.Second},
+				{At: 58705289381, Kind: CoordPauseMidWrite, Target: 0, For: 5 * time.Second}},
+			[][]string{{"coordinator-0 pauses for 5s between its checks and its write of node-0.edge NOTREQUESTED"}, {"coordinator-0 freezes"},
+				{"coordinator-1 becomes the active coordinator"}, {"coordinator-1 publishes node-0.edge NOTREQUESTED", "request withdrawn"},
+				{"coordinator-0 stops leading"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -66,4 +67,23 @@ func TestResultsOfAnEarlierRunAreDropped(t *testing.T) {
 	require.False(t, fromThisRun(run2, stale), "a result of run 1 reached run 2")
 	require.True(t, fromThisRun(run2, current))
 	require.Equal(t, uint64(2), current.run)
+}
+
+// A status write whose reply comes after the Lease lapsed (the process was paused between its
+// write and its reply) gets no Event: another leader may have announced the node's later
+// transitions meanwhile (simulation, seed 64599, E1). While the run leads, a transition is
+// announced once.
+func TestNoEventForAWriteWhoseReplyCameAfterTheLeaseLapsed(t *testing.T) {
+	stopped := 0
+	e := &Engine{core: NewCore(nodedrain.DefaultPolicy(), 1), log: logrus.New(), stopRun: func() { stopped++ }}
+	valid := true
+	ctx := WithLeaseCheck(context.Background(), func() bool { return valid })
+	st := nodedrain.NodeDrainStatus{Node: "node-a", RequestID: "r1", Status: nodedrain.StatusComplete}
+	require.True(t, e.announce(ctx, st))
+	require.False(t, e.announce(ctx, st), "a progress update announced again")
+
+	valid = false
+	st = nodedrain.NodeDrainStatus{Node: "node-a", RequestID: "r1", Status: nodedrain.StatusNotRequested}
+	require.False(t, e.announce(ctx, st), "announced after the Lease lapsed")
+	require.Equal(t, 1, stopped, "the run did not stop on the lapsed Lease")
 }
