@@ -212,7 +212,7 @@ func (a *agentProc) perform(act agent.Action) {
 		s.bus.op(a.conn, func() error {
 			// As the runtime: never over another agent's request.
 			if cur, ok := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest); ok &&
-				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) && !agent.Stale(cur, before) {
+				cur.RequestID != req.RequestID && !slices.Contains(x.Own, cur.RequestID) && !agent.Stale(cur, before, x.Boot) {
 				return agent.ErrForeignRequest
 			}
 			s.bus.write(bucketRequests, name, req, "agent/"+name)
@@ -234,9 +234,9 @@ func (a *agentProc) perform(act agent.Action) {
 			case !ok:
 			case slices.Contains(x.Own, r.RequestID):
 				s.bus.write(bucketRequests, name, nil, "agent/"+name)
-			case agent.Stale(r, before):
-				s.w.logf("agent of %s withdraws request %s, left from before the boot (made at %s, booted at %s by its clock)",
-					name, r.RequestID, r.RequestedAt.Format(time.RFC3339), before.Format(time.RFC3339))
+			case agent.Stale(r, before, x.Boot):
+				s.w.logf("agent of %s withdraws request %s, left from before the boot (made at %s in %s, booted at %s in %s by its clock)",
+					name, r.RequestID, r.RequestedAt.Format(time.RFC3339), r.BootID, before.Format(time.RFC3339), x.Boot)
 				s.bus.write(bucketRequests, name, nil, "agent/"+name)
 			case !before.IsZero():
 				return agent.ErrMadeSinceBoot

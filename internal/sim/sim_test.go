@@ -602,6 +602,17 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"node-1.edge is reinstalled"}, {"node-1.edge boots without a real-time clock"},
 				{"agent of node-1.edge withdraws request node-1.edge-req2, left from before the boot"},
 				{"COMPLETE", "node drained"}, {"COMPLETE", "node drained"}}},
+		{"a node reinstalled after its clock stepped back further than its request's age still withdraws the request its last " +
+			"boot left: the request names the boot it was made in (L1, seed 64603)", 64603, ConfigFor(64603),
+			Plan{{At: 123016988386, Kind: KernelDay}, {At: 214011433234, Kind: StateLost, Target: 2, For: 8 * time.Second},
+				{At: 192018048753, Kind: ClockStep, Target: 2, For: -511 * time.Second}},
+			[][]string{{"node-2.edge REQUESTED"}, {"the clock of node-2.edge is off by -8m31s"}, {"node-2.edge is reinstalled"},
+				{"agent of node-2.edge withdraws request node-2.edge-req2, left from before the boot"}}},
+		{"the same on a node without a real-time clock whose clock then steps back (L1, seed 50796)", 50796, ConfigFor(50796),
+			Plan{{At: 106176641421, Kind: KernelDay}, {At: 166858456288, Kind: StateLost, Target: 1, For: 17 * time.Second},
+				{At: 190609531647, Kind: ClockStep, Target: 1, For: -439 * time.Second}, {At: 0, Kind: NoRTC, Target: 1, For: 68 * time.Second}},
+			[][]string{{"node-1.edge REQUESTED"}, {"node-1.edge is reinstalled"}, {"node-1.edge boots without a real-time clock"},
+				{"agent of node-1.edge withdraws request node-1.edge-req2, left from before the boot"}}},
 		{"a COMPLETE node that stops matching --node-selector keeps its slot until it is back: it is there, not a Node gone " +
 			"(R2, issue 23, seed 648)", 648, ConfigFor(648),
 			Plan{{At: 18864760610, Kind: Update, Target: 0}, {At: 32108551046, Kind: AgentPausedNotReady, Target: 0, For: 55 * time.Second},

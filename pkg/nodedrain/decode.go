@@ -53,6 +53,7 @@ func DecodeRequest(data []byte) (NodeDrainRequest, error) {
 		{"RequestedAt", timeField(&r.RequestedAt)},
 		{"RequestedBy", requesterField(&r.RequestedBy)},
 		{"Context", stringField(&r.Context)},
+		{"BootID", stringField(&r.BootID)},
 	})
 	if err == nil {
 		err = r.Validate()

@@ -8,6 +8,8 @@ const (
 	MaxRequestIDLen = 128
 	// MaxContextLen is the longest NodeDrainRequest.Context, in bytes.
 	MaxContextLen = 1024
+	// MaxBootIDLen is the longest NodeDrainRequest.BootID, in bytes.
+	MaxBootIDLen = 256
 	// MaxBlockers is the most blockers one NodeDrainStatus may carry.
 	MaxBlockers = 1000
 )
@@ -30,6 +32,11 @@ type NodeDrainRequest struct {
 	RequestedAt time.Time `json:"RequestedAt"`
 	RequestedBy Requester `json:"RequestedBy"`
 	Context     string    `json:"Context,omitempty"` // free text: "reboot", "update v1.2.3"
+	// BootID is the boot ID of the machine when its agent made (or last published) the request
+	// (optional). An agent that lost its state file withdraws a request naming another boot as
+	// left from before its boot, whatever its clock now says of RequestedAt (a clock stepped
+	// back since made such a request look made since the boot). The coordinator ignores it.
+	BootID string `json:"BootID,omitempty"`
 }
 
 // Validate reports every way r breaks the contract, as one error matching ErrInvalid.
@@ -53,6 +60,9 @@ func (r NodeDrainRequest) Validate() error {
 	}
 	if len(r.Context) > MaxContextLen {
 		p.addf("Context", "%d bytes, longer than the limit of %d", len(r.Context), MaxContextLen)
+	}
+	if len(r.BootID) > MaxBootIDLen {
+		p.addf("BootID", "%d bytes, longer than the limit of %d", len(r.BootID), MaxBootIDLen)
 	}
 	return p.err(subjectRequest)
 }

@@ -13,10 +13,10 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 	switch act := act.(type) {
 	case PublishRequest:
 		a.entry().Debug("publishing the drain request")
-		a.busOp(busOp{publish: true, req: act.Request, own: act.Own, before: a.bootTimeNow(act.Before)})
+		a.busOp(busOp{publish: true, req: act.Request, own: act.Own, before: a.bootTimeNow(act.Before), boot: act.Boot})
 	case WithdrawRequest:
 		a.entry().WithField("withdrawn", act.RequestID).Debug("withdrawing the drain request")
-		a.busOp(busOp{id: act.RequestID, own: act.Own, before: a.bootTimeNow(act.Before)})
+		a.busOp(busOp{id: act.RequestID, own: act.Own, before: a.bootTimeNow(act.Before), boot: act.Boot})
 	case ReadStatus:
 		a.busOp(busOp{read: true})
 	case RunCommand:

@@ -36,6 +36,7 @@ type busOp struct {
 	id      string
 	own     []string  // withdraw only a request with one of these IDs
 	before  time.Time // also withdraw any request made before this time (zero: none)
+	boot    string    // the node's boot ID: with before, a request naming another boot is stale
 }
 
 // bus does the agent's NATS work in the background: it opens both buckets (retrying until the
@@ -224,20 +225,20 @@ func (b *bus) do(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrai
 		}
 		return ev
 	case op.publish:
-		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own, op.before)}
+		return EvBusDone{Publish: true, RequestID: op.req.RequestID, Err: b.publish(octx, requests, op.req, op.own, op.before, op.boot)}
 	}
-	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own, op.before)}
+	return EvBusDone{RequestID: op.id, Err: b.withdraw(octx, requests, op.own, op.before, op.boot)}
 }
 
 // publish writes the node's request unless the key holds a request this agent did not make.
 func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], req nodedrain.NodeDrainRequest,
-	own []string, before time.Time) error {
+	own []string, before time.Time, boot string) error {
 	cur, _, err := requests.Get(ctx, b.node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
 	case err != nil:
 		return err
-	case cur.RequestID != req.RequestID && !slices.Contains(own, cur.RequestID) && !Stale(cur, before):
+	case cur.RequestID != req.RequestID && !slices.Contains(own, cur.RequestID) && !Stale(cur, before, boot):
 		return fmt.Errorf("publish request %s: %w (%s)", req.RequestID, ErrForeignRequest, cur.RequestID)
 	}
 	_, err = requests.Publish(ctx, b.node, req)
@@ -246,7 +247,7 @@ func (b *bus) publish(ctx context.Context, requests *pubsub.Bucket[nodedrain.Nod
 
 // withdraw removes the node's request if it is one this agent made (one of own), at the
 // revision read, so that a request another agent published meanwhile stays.
-func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], own []string, before time.Time) error {
+func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.NodeDrainRequest], own []string, before time.Time, boot string) error {
 	req, rev, err := requests.Get(ctx, b.node)
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound):
@@ -256,9 +257,9 @@ func (b *bus) withdraw(ctx context.Context, requests *pubsub.Bucket[nodedrain.No
 		return nil
 	case err != nil:
 		return err
-	case !Stale(req, before) && !slices.Contains(own, req.RequestID) && !before.IsZero():
+	case !Stale(req, before, boot) && !slices.Contains(own, req.RequestID) && !before.IsZero():
 		return fmt.Errorf("withdraw request %s: %w", req.RequestID, ErrMadeSinceBoot)
-	case !Stale(req, before) && !slices.Contains(own, req.RequestID):
+	case !Stale(req, before, boot) && !slices.Contains(own, req.RequestID):
 		b.log.WithField("request", req.RequestID).Warn("not withdrawing the node's request: this agent did not make it")
 		return nil
 	}

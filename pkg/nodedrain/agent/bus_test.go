@@ -66,6 +66,21 @@ func TestBusWithdrawsOnlyItsOwnAndReadsTheStatus(t *testing.T) {
 		assert.Equal(t, "made-before-the-boot", current(), "a request made since the boot may be a live agent's")
 		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0.Add(time.Second)}), "the clean-up of an agent without its state file")
 		assert.Empty(t, current(), "a request made before the boot is withdrawn")
+
+		// A request naming another boot is withdrawn even when the clock now puts it after the
+		// boot (seeds 50796, 64603); one naming this boot stays even when it puts it before.
+		_, err := requests.Publish(ctx, node, nodedrain.NodeDrainRequest{Node: node, RequestID: "last-boot", RequestedAt: t0.Add(time.Minute),
+			RequestedBy: nodedrain.RequesterDeviceOp, BootID: "b1"})
+		require.NoError(t, err)
+		assert.Equal(t, EvBusDone{}, b.do(ctx, requests, statuses, busOp{before: t0, boot: "b2"}))
+		assert.Empty(t, current(), "a request made in another boot is withdrawn")
+		_, err = requests.Publish(ctx, node, nodedrain.NodeDrainRequest{Node: node, RequestID: "this-boot", RequestedAt: t0.Add(-time.Minute),
+			RequestedBy: nodedrain.RequesterDeviceOp, BootID: "b2"})
+		require.NoError(t, err)
+		ev = b.do(ctx, requests, statuses, busOp{before: t0, boot: "b2"}).(EvBusDone)
+		assert.ErrorIs(t, ev.Err, ErrMadeSinceBoot)
+		assert.Equal(t, "this-boot", current(), "a request made in this boot may be a live agent's")
+		require.NoError(t, requests.Unpublish(ctx, node))
 	})
 
 	t.Run("publish", func(t *testing.T) {

@@ -104,7 +104,7 @@ func TestStepDecommission(t *testing.T) {
 		}
 	}
 	assert.Equal(t, nodedrain.NodeDrainRequest{Node: "edge-1", RequestID: "r1", RequestedAt: t0, RequestedBy: nodedrain.RequesterDeviceOp,
-		Context: "decommission disk failed"}, published)
+		Context: "decommission disk failed", BootID: "b1"}, published)
 	assert.True(t, nodedrain.DeclaresDecommission(published))
 
 	t.Run("the command returns: the request is withdrawn at once, no boot ID awaited", func(t *testing.T) {

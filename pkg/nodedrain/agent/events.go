@@ -108,8 +108,10 @@ type PublishRequest struct {
 	// one of these, never over another agent's request under the same node name.
 	Own []string
 	// Before: a request made before this time (the node's boot, when the agent started without
-	// its state file) is one from before the boot, and is replaced too (zero: none).
+	// its state file) is one from before the boot, and is replaced too (zero: none); so is one
+	// naming another boot than Boot, the node's boot ID (see Stale).
 	Before time.Time
+	Boot   string
 }
 
 // WithdrawRequest asks for the node's request to be removed from the bus, but only if it is one
@@ -123,8 +125,10 @@ type WithdrawRequest struct {
 	// after a crash that lost this withdrawal would take it for an operator's and cancel it.
 	Pending bool
 	// Before also withdraws a request made before this time, whoever made it: the clean-up of an
-	// agent without its state file, with the node's boot time (zero: only Own).
+	// agent without its state file, with the node's boot time (zero: only Own), and Boot, the
+	// node's boot ID (see Stale).
 	Before time.Time
+	Boot   string
 }
 
 // ReadStatus asks for the node's status to be read from the bus now (not from the watch, which

@@ -283,5 +283,5 @@ func (m Machine) NextWake() time.Time {
 // Request returns the drain request for the current operation.
 func (m Machine) Request() nodedrain.NodeDrainRequest {
 	return nodedrain.NodeDrainRequest{Node: m.Node, RequestID: m.State.RequestID, RequestedAt: m.State.RequestedAt,
-		RequestedBy: m.State.Operation.Requester(), Context: m.State.Context}
+		RequestedBy: m.State.Operation.Requester(), Context: m.State.Context, BootID: m.Boot}
 }

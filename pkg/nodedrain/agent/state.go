@@ -227,7 +227,18 @@ func ReadBootTime(path string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("boot time %s: no btime line", path)
 }
 
-// Stale reports whether req was made before t (a boot time): no agent of this boot made it.
-func Stale(req nodedrain.NodeDrainRequest, t time.Time) bool {
-	return !t.IsZero() && req.RequestedAt.Before(t)
+// Stale reports whether req was made before the node's boot, whose time is t (zero: no start-up
+// clean-up is pending, and no request is stale) and whose boot ID is boot: no agent of this boot
+// made it. A request naming the boot it was made in is judged by that alone: the boot time moves
+// with the clock, and a clock stepped back since the request by more than its age made it look
+// made since the boot, for good (simulation with clocks, seeds 50796 and 64603). One naming no
+// boot (an older agent's, or edgedrainctl's) is judged by its time.
+func Stale(req nodedrain.NodeDrainRequest, t time.Time, boot string) bool {
+	switch {
+	case t.IsZero():
+		return false
+	case req.BootID != "" && boot != "":
+		return req.BootID != boot
+	}
+	return req.RequestedAt.Before(t)
 }

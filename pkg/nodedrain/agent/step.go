@@ -77,11 +77,21 @@ func (s *stepper) sync() {
 	if s.m.State.OnBus {
 		// (A request left from before the boot is replaced too: the start-up clean-up may not
 		// have been done, its withdrawal failed, when the operation came.)
-		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own(), Before: s.m.State.CleanupBefore})
+		s.actions = append(s.actions, PublishRequest{Request: s.m.Request(), Own: s.own(), Before: s.m.State.CleanupBefore,
+			Boot: s.cleanupBoot()})
 		return
 	}
 	s.actions = append(s.actions, WithdrawRequest{RequestID: s.m.State.RequestID, Own: s.own(), Before: s.m.State.CleanupBefore,
-		Pending: s.m.State.Phase == PhaseBackoff})
+		Boot: s.cleanupBoot(), Pending: s.m.State.Phase == PhaseBackoff})
+}
+
+// cleanupBoot is the boot ID a bus action carries for the start-up clean-up (see Stale): empty
+// while none is pending.
+func (s *stepper) cleanupBoot() string {
+	if s.m.State.CleanupBefore.IsZero() {
+		return ""
+	}
+	return s.m.Boot
 }
 
 // own lists the requests this agent made, for a withdrawal.
@@ -506,5 +516,5 @@ func (s *stepper) end(handled map[Operation]int64) {
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
 	s.m.UnrecordedRuns = 0
 	// (With the start-up clean-up still due: its success clears it.)
-	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own, Before: s.m.State.CleanupBefore})
+	s.actions = append(s.actions, WithdrawRequest{RequestID: id, Own: own, Before: s.m.State.CleanupBefore, Boot: s.cleanupBoot()})
 }

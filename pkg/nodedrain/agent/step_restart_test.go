@@ -204,9 +204,27 @@ func TestStepFreshStartWithdrawsAStaleRequest(t *testing.T) {
 	}
 	old := nodedrain.NodeDrainRequest{RequestID: "r-old", RequestedAt: boot.Add(-time.Hour)}
 	live := nodedrain.NodeDrainRequest{RequestID: "r-live", RequestedAt: boot.Add(time.Second)}
-	assert.True(t, Stale(old, boot))
-	assert.False(t, Stale(live, boot))
-	assert.False(t, Stale(old, time.Time{}))
+	assert.True(t, Stale(old, boot, "b2"))
+	assert.False(t, Stale(live, boot, "b2"))
+	assert.False(t, Stale(old, time.Time{}, "b2"))
+}
+
+// Regression (simulation with clocks, seeds 50796 and 64603): a request naming the boot it was
+// made in is judged by that, not by the boot time, which moves with the clock: a clock stepped
+// back since the request by more than its age made the last boot's request look made since this
+// boot, and the node was held for good. A request naming this boot stays, whatever its time.
+func TestStaleByBootID(t *testing.T) {
+	boot := time.Date(2026, 1, 1, 0, 3, 0, 0, time.UTC)
+	lastBoot := nodedrain.NodeDrainRequest{RequestID: "r-last", RequestedAt: boot.Add(5 * time.Minute), BootID: "b1"}
+	thisBoot := nodedrain.NodeDrainRequest{RequestID: "r-this", RequestedAt: boot.Add(-time.Hour), BootID: "b2"}
+	assert.True(t, Stale(lastBoot, boot, "b2"), "made in another boot, though after the boot time by the clock now")
+	assert.False(t, Stale(thisBoot, boot, "b2"), "made in this boot, though before the boot time by the clock now")
+	assert.False(t, Stale(lastBoot, time.Time{}, "b2"), "no start-up clean-up pending")
+	assert.True(t, Stale(nodedrain.NodeDrainRequest{RequestedAt: boot.Add(-time.Second)}, boot, "b2"), "naming no boot: by its time")
+	assert.False(t, Stale(lastBoot, boot, ""), "no boot ID known: by its time")
+
+	m := Machine{Node: "n1", Boot: "b2", State: State{RequestID: "r1", Operation: OpReboot}}
+	assert.Equal(t, "b2", m.Request().BootID, "the request names the boot it is published in")
 }
 
 // Regression (simulation, seed 740080): the start-up clean-up of an agent without its state file
@@ -220,7 +238,7 @@ func TestStepCleanupSurvivesARestart(t *testing.T) {
 		now(EvBusDone{Err: errors.New("nats: no servers available")}), now(trigger(OpUpdate, "r1"))})
 	restarted := Machine{Node: m.Node, State: m.State} // the state file, as the agent saved it
 	_, acts := Step(restarted, EvStart{BootID: "b1"}, t0.Add(time.Minute), p)
-	require.Equal(t, []WithdrawRequest{{RequestID: "r1", Own: []string{"r1"}, Before: boot}}, withdrawals(acts),
+	require.Equal(t, []WithdrawRequest{{RequestID: "r1", Own: []string{"r1"}, Before: boot, Boot: "b1"}}, withdrawals(acts),
 		"the restarted agent withdraws the request older than the boot again")
 	m, _ = Step(restarted, EvStart{BootID: "b1"}, t0.Add(time.Minute), p)
 	m, _ = Step(m, wdOK, t0.Add(time.Minute), p)
