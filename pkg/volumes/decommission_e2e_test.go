@@ -46,7 +46,11 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 		return s.Status == nodedrain.StatusRequested && strings.Contains(s.Message, "--allow-decommission")
 	})
 	assert.Equal(t, coordinator.DecommissionOff, st.Message)
-	// Another coordinator, on a bus of its own, allows them (the first holds its request still).
+	// Another coordinator, on a bus of its own, allows them. The first stops: two coordinators
+	// managing the same nodes from two buses is no configuration, and the first, finding on a
+	// node it does not drain a cordon record of edgedrain's, would undo the second's cordon (a
+	// cordon that landed late is undone so).
+	off.stop()
 	w := startDrainWorld(t, c, "e2e-retire", g, func(cfg *coordinator.Config) {
 		cfg.AllowDecommission, cfg.Policy.DecommissionLinger = true, time.Second
 	})

@@ -1,7 +1,9 @@
 package volumes
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,8 @@ import (
 type drainWorld struct {
 	*testenv.Bus
 	t testing.TB
+	// stop ends the engine (as at the test's end).
+	stop func()
 }
 
 // startDrainWorld starts the engine with testenv.FastPolicy; tune changes its configuration.
@@ -42,7 +46,19 @@ func startDrainWorld(t testing.TB, c *testenv.Cluster, group string, gate coordi
 	}
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
-	testenv.RunUntilCleanup(t, engine.Run)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- engine.Run(ctx) }()
+	var once sync.Once
+	w.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("engine stopped with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(w.stop)
 	return w
 }
 
