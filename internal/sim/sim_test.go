@@ -657,6 +657,16 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-0 pauses for 5s between its checks and its write of node-0.edge NOTREQUESTED"}, {"coordinator-0 freezes"},
 				{"coordinator-1 becomes the active coordinator"}, {"coordinator-1 publishes node-0.edge NOTREQUESTED", "request withdrawn"},
 				{"coordinator-0 stops leading"}}},
+		{"a cordon that lands late on a node that has left --node-selector is undone all the same: the record is edgedrain's " +
+			"(L1, seed 105433)", 105433, ConfigFor(105433),
+			Plan{{At: 40999270435, Kind: KernelDay}, {At: 281299140163, Kind: Update, Target: 1}, {At: 241206293360, Kind: Withdraw, Target: 2, For: time.Second},
+				{At: 100563844867, Kind: StatusForger, Target: 2, For: 64 * time.Second}, {At: 193103007876, Kind: WritesLate, Target: 0, For: 55 * time.Second},
+				{At: 220246297113, Kind: OperatorReplaysRequest, Target: 1, For: 26 * time.Second},
+				{At: 265779761974, Kind: OperatorReplaysRequest, Target: 2, For: 43 * time.Second},
+				{At: 46023009005, Kind: ClockStep, Target: 2, For: -301 * time.Second}, {At: 247263845574, Kind: ClockStep, Target: 1, For: 29 * time.Second},
+				{At: 222515610585, Kind: SelectorLeaveForGood, Target: 1}},
+			[][]string{{"node-1.edge stops matching --node-selector"}, {"coordinator-0 cordons node-1.edge"},
+				{"node-1.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-1.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

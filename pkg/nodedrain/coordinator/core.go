@@ -249,7 +249,8 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	if !c.apiDownSince.IsZero() {
 		return append(out, c.holdForAPI(now)...), CoreEvent{WholeCluster: c.wholeCluster}
 	}
-	out = append(out, c.strandedCordons(nodes, now)...)
+	// (On a node that left --node-selector too: the cordon is edgedrain's, and no one else undoes it.)
+	out = append(out, c.strandedCordons(all, now)...)
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
