@@ -26,23 +26,36 @@ func (EvNodeGone) event() {}
 func (s *stepper) nodeGone(e EvNodeGone) {
 	// A cordon in flight is a write that may still land (on a Node registered under the name in
 	// the meantime): its answer comes first, as for a withdrawal; the coordinator says it again.
-	if s.d.Request == nil || !s.d.Active() || s.d.Status.Decommission || s.d.Waiting == OpCordon {
+	if !s.mayEndUnderWay() {
 		return
 	}
+	// Whatever cordon the drain made went with the Node object; the withdrawal looks all the
+	// same (an uncordon touches only a node under edgedrain's own cordon).
+	s.d.CordonKnown, s.d.NodeUID, s.d.MissingSince, s.d.Evicted = false, "", time.Time{}, false
+	s.endUnderWay(fmt.Sprintf("the Node object has been gone for %s (deleted, and not registered again): drain ended and "+
+		"its admission slot freed; the operation must not run. A Node registering under this name is drained anew when "+
+		"its agent asks again", e.For.Round(time.Second)))
+}
+
+// mayEndUnderWay reports whether a drain under way may be ended from outside (its node gone or
+// no longer managed): not a decommission, whose Node going is its purpose, nor while a cordon is
+// in flight (a write that may still land: its answer comes first; the event comes again).
+func (s *stepper) mayEndUnderWay() bool {
+	return s.d.Request != nil && s.d.Active() && !s.d.Status.Decommission && s.d.Waiting != OpCordon
+}
+
+// endUnderWay ends a drain under way, cancelling what it had in flight: FAILEDCORDON from
+// STARTING, FAILEDDRAIN otherwise, with why.
+func (s *stepper) endUnderWay(why string) {
 	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
 		s.actions = append(s.actions, Cancel{})
 	}
 	s.d.Waiting, s.d.RetryOp = OpNone, OpNone
-	// Whatever cordon the drain made went with the Node object; the withdrawal looks all the
-	// same (an uncordon touches only a node under edgedrain's own cordon).
-	s.d.CordonKnown, s.d.NodeUID, s.d.MissingSince, s.d.Evicted = false, "", time.Time{}, false
 	status := StatusFailedDrain
 	if s.d.Status.Status == StatusStarting {
 		status = StatusFailedCordon
 	}
-	s.set(status, fmt.Sprintf("the Node object has been gone for %s (deleted, and not registered again): drain ended and "+
-		"its admission slot freed; the operation must not run. A Node registering under this name is drained anew when "+
-		"its agent asks again", e.For.Round(time.Second)), nil)
+	s.set(status, why, nil)
 	s.outcome(status, false)
 }
 
@@ -59,19 +72,10 @@ func (EvNodeUnmanaged) event() {}
 // drain knows of it stays, so that the agent's withdrawal or its next request (queued until the
 // node matches again) undoes it, as for any failed drain. A cordon in flight is waited for.
 func (s *stepper) nodeUnmanaged(e EvNodeUnmanaged) {
-	if s.d.Request == nil || !s.d.Active() || s.d.Status.Decommission || s.d.Waiting == OpCordon {
+	if !s.mayEndUnderWay() {
 		return
 	}
-	if s.d.Waiting != OpNone || s.d.RetryOp != OpNone {
-		s.actions = append(s.actions, Cancel{})
-	}
-	s.d.Waiting, s.d.RetryOp = OpNone, OpNone
-	status := StatusFailedDrain
-	if s.d.Status.Status == StatusStarting {
-		status = StatusFailedCordon
-	}
-	s.set(status, fmt.Sprintf("the node has not matched this coordinator's --node-selector for %s (its labels changed): "+
+	s.endUnderWay(fmt.Sprintf("the node has not matched this coordinator's --node-selector for %s (its labels changed): "+
 		"drain ended and its admission slot freed; the operation must not run. edgedrain's cordon is undone when the agent "+
-		"withdraws or asks again; the node is drained anew once it matches again", e.For.Round(time.Second)), nil)
-	s.outcome(status, false)
+		"withdraws or asks again; the node is drained anew once it matches again", e.For.Round(time.Second)))
 }
