@@ -104,7 +104,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer os.Remove(a.cfg.Socket)
+		// Closed (and so unlinked) before Run returns, not by serveSocket's goroutine later: a
+		// late close unlinked the socket of an agent started meanwhile on the same path.
+		defer l.Close()
 		go serveSocket(ctx, l, a.calls, a.log)
 	}
 	a.bus = newBus(a.cfg.JetStream, a.cfg.Node, a.cfg.TrustedKeys, a.log.WithField("component", "bus"), a.metrics, a.events)
