@@ -375,6 +375,9 @@ func (a *agentProc) removeOverride() {
 		a.f.overrideLeft = true
 		return
 	}
+	if a.override != nil {
+		a.s.w.logf("agent of %s removes the override file acted on", a.node.name)
+	}
 	a.override, a.f.overrideLeft = nil, false
 }
 

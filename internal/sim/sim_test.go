@@ -535,6 +535,17 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-0.edge cannot save its state"}, {"agent of node-0.edge: update command succeeded"},
 				{"agent of node-0.edge stops (crash"}, {"agent of node-0.edge restarts"},
 				{"agent of node-0.edge", "is withdrawn on the bus", "it does not run again"}}},
+		{"an agent restarted after an override let its operation run, before the override's file could be removed, removes it " +
+			"before the command: left, it let the next operation run without a drain (O1, seed 900632)", 900632, ConfigFor(900632),
+			Plan{{At: 119198319226, Kind: KernelDay}, {At: 198984814873, Kind: Update, Target: 0},
+				{At: 140879971532, Kind: AgentCrash, Target: 0, For: 27 * time.Second},
+				{At: 33090019456, Kind: OverrideUnsupported, Target: 0, For: 8 * time.Second},
+				{At: 81224342538, Kind: DiskReadOnly, Target: 0, For: 49 * time.Second},
+				{At: 69552983509, Kind: NodeDeleted, Target: 1, For: 24 * time.Second}},
+			[][]string{{"agent of node-0.edge cannot remove the override file"}, {"agent of node-0.edge stops (crash)"},
+				{"agent of node-0.edge restarts"}, {"agent of node-0.edge removes the override file acted on"},
+				{"agent of node-0.edge runs the reboot command", "cleared by override NOTSUPPORTED"},
+				{"agent of node-0.edge: publishing drain request"}, {"agent of node-0.edge runs the update command", "cleared by COMPLETE"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},

@@ -122,6 +122,13 @@ func (s *stepper) start(boot string) {
 	if st.Retired != "" && st.Retired != boot {
 		st.Retired = "" // the machine booted again after its decommission: a node like any other
 	}
+	if st.Phase != PhaseIdle && strings.HasPrefix(st.ClearedBy, "override") {
+		// An override let this operation run, and the agent stopped before its file was removed
+		// (the removal is in memory only, retried at each step): it goes first, or no command
+		// starts. Left in place, it would let the next operation run without a drain. (If an
+		// operator wrote a new one meanwhile, losing it holds an operation back: the safe side.)
+		s.consumeOverride()
+	}
 	switch {
 	case st.Phase != PhaseIdle && st.BootID != "" && st.BootID != boot:
 		// Done only if the node went down for the command: it returned and the agent waited

@@ -303,3 +303,18 @@ func TestStepRestartAfterAnOverrideRunsTheUpdateAgain(t *testing.T) {
 	assert.NotEqual(t, PhaseIdle, m.State.Phase, "the override's update was dropped after an interrupted run")
 	assert.Zero(t, m.State.Handled[OpUpdate])
 }
+
+// The file of an override that let the operation run is removed by the runtime, which may stop
+// before it could (a read-only disk, a crash): the agent restarted removes it before anything
+// else, and no command starts while it cannot (NotRecorded), or the file would let the next
+// operation run without a drain (simulation, O1).
+func TestStepRestartRemovesTheOverrideThatLetTheOperationRun(t *testing.T) {
+	deferred := seq(up, []step{now(sentinel(OpReboot, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusCordoned, "r1"))})
+	ran := seq(deferred, []step{now(override(nodedrain.StatusNotSupported, 0))})
+	_, got := restart(t, ran, "b1")
+	require.NotEmpty(t, got)
+	assert.Equal(t, "remove-override", got[0], "restarted, the agent must remove the override file acted on first: %v", got)
+
+	_, got = restart(t, deferred, "b1")
+	assert.NotContains(t, got, "remove-override", "an operation no override let run leaves an operator's file alone")
+}
