@@ -64,7 +64,7 @@ func TestLogindFailuresSayWhy(t *testing.T) {
 		block := make(chan struct{})
 		t.Cleanup(func() { close(block) })
 		testenv.StartLogind(t, addr, func(testenv.LogindCall) { <-block })
-		tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		tctx, cancel := context.WithTimeout(ctx, time.Second) // the handshake fits in it on a loaded machine
 		defer cancel()
 		err := runLogind(tctx, addr, LogindReboot)
 		require.ErrorIs(t, err, errNoAnswer)
@@ -116,7 +116,9 @@ func TestLogindNoAnswerCountsAsUnderWay(t *testing.T) {
 	t.Cleanup(func() { close(block) })
 	logind := testenv.StartLogind(t, addr, func(testenv.LogindCall) { <-block })
 	cfg := DefaultConfig()
-	cfg.SystemBus, cfg.CommandTimeout = addr, 300*time.Millisecond
+	// (Long enough for the connection's handshake on a loaded machine: a timeout there is
+	// another error, "did not let the agent in".)
+	cfg.SystemBus, cfg.CommandTimeout = addr, time.Second
 	cfg.Commands[OpUpdate] = LogindReboot
 	a := &Agent{cfg: cfg}
 	entry := logrus.NewEntry(logrus.New())
