@@ -667,6 +667,15 @@ func TestRegressions(t *testing.T) {
 				{At: 222515610585, Kind: SelectorLeaveForGood, Target: 1}},
 			[][]string{{"node-1.edge stops matching --node-selector"}, {"coordinator-0 cordons node-1.edge"},
 				{"node-1.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"a declared whole-cluster shutdown does not take for down a node back from a reboot whose Node is not Ready yet: its agent " +
+			"just withdrew its request, and its reboot cleared the shutdown's sentinel; the last two nodes drain one after the other " +
+			"(S3, seed 502990)", 502990, ConfigFor(502990),
+			Plan{{At: 85168371644, Kind: ClusterShutdown}, {At: 59866730032, Kind: Reboot, Target: 0}, {At: 14804739590, Kind: Reboot, Target: 1},
+				{At: 38855301062, Kind: KeepCordoned, Target: 1, For: 99 * time.Second}, {At: 0, Kind: SelectorJoinLate, Target: 1, For: time.Minute}},
+			[][]string{{"an operator declares a whole-cluster shutdown"}, {"node-0.edge goes down for request node-0.edge-req2"},
+				{"agent of node-0.edge: the node is back after the reboot"}, {"node-1.edge STARTING", "node-1.edge-req4"},
+				{"node-2.edge REQUESTED", "waiting: node-1.edge in maintenance"}, {"node-1.edge goes down"},
+				{"node-2.edge STARTING"}, {"node-2.edge COMPLETE", "node drained"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
