@@ -303,10 +303,15 @@ func (s *Sim) check() {
 		// (One that reaches the API and NATS: a leader cut off from either cannot uncordon.)
 		leading = leading || (s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected())
 	}
+	// The bus is up only while its JetStream API creates consumers too: after a quorum loss it
+	// refuses them for a while (replicas.go), and the leader's request watch, whose consumer
+	// was lost with its server, delivers nothing until it can be made again: no coordinator
+	// learns of a withdrawal meanwhile (as N2 excuses a run whose watch cannot be made).
+	busUp := s.bus.up && !s.bus.consumersRefused()
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		stranded := n.ours() && !live && leading && s.bus.up
+		stranded := n.ours() && !live && leading && busUp
 		switch {
 		case !stranded:
 			delete(s.strandedSince, name)

@@ -678,6 +678,32 @@ func TestRegressions(t *testing.T) {
 				{At: 222515610585, Kind: SelectorLeaveForGood, Target: 1}},
 			[][]string{{"node-1.edge stops matching --node-selector"}, {"coordinator-0 cordons node-1.edge"},
 				{"node-1.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"a withdrawal made while the JetStream API refuses consumers after a quorum loss reaches the coordinator when its request " +
+			"watch can be made again, and the cordon is undone then: S4's bound counts only while the bus can deliver it (S4, seed 311856)",
+			311856, ConfigFor(311856),
+			Plan{{At: 179937113638, Kind: CoordPauseMidWrite, Target: 0, For: 22 * time.Second},
+				{At: 27032588202, Kind: OperatorPutsRequest, Target: 1, For: 70 * time.Second}, {At: 77151580268, Kind: QuorumLoss, Target: 1, For: 24 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"its API refuses consumers"}, {"the operator withdraws request node-1.edge-operator1"},
+				{"the JetStream API creates consumers again"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"the same with the agent's own withdrawal and API writes that land late (S4, seed 508265)", 508265, ConfigFor(508265),
+			Plan{{At: 7728908982, Kind: KernelDay}, {At: 179563215402, Kind: WritesLate, Target: 0, For: 33 * time.Second},
+				{At: 11782504606, Kind: OperatorPutsRequest, Target: 0, For: 61 * time.Second}, {At: 92081260886, Kind: QuorumLoss, Target: 1, For: 26 * time.Second}},
+			[][]string{{"its API refuses consumers"}, {"agent of node-1.edge: withdraw of the drain request succeeded"},
+				{"the JetStream API creates consumers again"}, {"node-1.edge NOTREQUESTED", "request withdrawn"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"the same with the leader paused before its write, another coordinator taking over (S4, seed 615822)", 615822, ConfigFor(615822),
+			Plan{{At: 22518984571, Kind: Reboot, Target: 2}, {At: 34288627995, Kind: CoordPauseMidWrite, Target: 1, For: 24 * time.Second},
+				{At: 51714619129, Kind: QuorumLoss, Target: 0, For: 21 * time.Second}},
+			[][]string{{"its API refuses consumers"}, {"agent of node-2.edge: withdraw of the drain request succeeded"},
+				{"the JetStream API creates consumers again"}, {"coordinator-1 pauses"}, {"coordinator-0 uncordons node-2.edge"}}},
+		{"a declared whole-cluster shutdown does not take for down a node back from a reboot whose Node is not Ready yet: its agent " +
+			"just withdrew its request, and its reboot cleared the shutdown's sentinel; the last two nodes drain one after the other " +
+			"(S3, seed 502990)", 502990, ConfigFor(502990),
+			Plan{{At: 85168371644, Kind: ClusterShutdown}, {At: 59866730032, Kind: Reboot, Target: 0}, {At: 14804739590, Kind: Reboot, Target: 1},
+				{At: 38855301062, Kind: KeepCordoned, Target: 1, For: 99 * time.Second}, {At: 0, Kind: SelectorJoinLate, Target: 1, For: time.Minute}},
+			[][]string{{"an operator declares a whole-cluster shutdown"}, {"node-0.edge goes down for request node-0.edge-req2"},
+				{"agent of node-0.edge: the node is back after the reboot"}, {"node-1.edge STARTING", "node-1.edge-req4"},
+				{"node-2.edge REQUESTED", "waiting: node-1.edge in maintenance"}, {"node-1.edge goes down"},
+				{"node-2.edge STARTING"}, {"node-2.edge COMPLETE", "node drained"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,6 +45,10 @@ type AdmitInput struct {
 	MaxConcurrent int
 	// Seen lists the nodes the coordinator has seen recently (see AdmitSeen).
 	Seen map[string]bool
+	// Back lists the nodes whose agent was heard from lately (it withdrew a request): one runs
+	// there, even if its Node does not show Ready yet, so a whole-cluster shutdown needs its
+	// request too.
+	Back map[string]bool
 	// Holds keeps these waiting drains in REQUESTED; they do not block the drains behind them.
 	Holds map[string]Hold
 	// Warnings is published with REQUESTED before a drain is admitted (--preflight=warn).
@@ -116,12 +120,13 @@ func AdmitWith(in AdmitInput) Admission {
 	}
 	// A whole-cluster shutdown is declared, never inferred: every node asking at once is the
 	// normal kernel-update day, and each node must still be drained in turn.
-	// A node already down (NotReady) with no request need not declare it: no agent runs there.
+	// A node already down (NotReady) with no request need not declare it: no agent runs there
+	// (unless one was heard from lately: in.Back).
 	a.WholeCluster = len(nodes) > 1
 	declaring := 0
 	for _, n := range nodes {
 		d, ok := drains[n.Name]
-		if (!ok || d.Request == nil) && !n.Ready {
+		if (!ok || d.Request == nil) && !n.Ready && !in.Back[n.Name] {
 			continue
 		}
 		// Taken up: under way, COMPLETE, or answered NOTSUPPORTED as the last node up (the

@@ -391,6 +391,10 @@ func TestDeclaredShutdownWithABrokenNode(t *testing.T) {
 	adm := Admit(drains, ns, 1)
 	assert.True(t, adm.WholeCluster)
 	assert.Contains(t, adm.NotSupported["b"], "declared whole-cluster shutdown", "the last node up proceeds")
+	// c's agent was heard from lately (it withdrew a request): it runs there and asks nothing.
+	back := AdmitWith(AdmitInput{Drains: drains, Nodes: ns, MaxConcurrent: 1, Back: map[string]bool{"c": true}})
+	assert.False(t, back.WholeCluster)
+	assert.Empty(t, back.NotSupported)
 
 	// Nobody declaring and every other node down is no declared shutdown.
 	none := map[string]Drain{"b": drainIn(StatusRequested, "b", time.Second)}

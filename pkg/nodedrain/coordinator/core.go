@@ -28,6 +28,7 @@ type Core struct {
 	notReady          map[string]notReadySeen          // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
 	domains           map[string]string                // each node's last known failure domain
+	withdrawn         map[string]time.Time             // when each node's request was last withdrawn (see agentsBack)
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
 	allowDecommission bool                             // see SetAllowDecommission
 	apiDownSince      time.Time                        // see SetAPIUnreachable
@@ -217,6 +218,12 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 	if prev != nil && (d.Request == nil || d.Request.RequestID != prev.RequestID) {
 		out = append(out, NodeAction{Node: node, Release: true})
 	}
+	if prev != nil && d.Request == nil {
+		if c.withdrawn == nil {
+			c.withdrawn = map[string]time.Time{}
+		}
+		c.withdrawn[node] = now
+	}
 	return out
 }
 
@@ -253,7 +260,7 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	out = append(out, c.strandedCordons(all, now)...)
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
-		Seen: recent, Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
+		Seen: recent, Back: c.agentsBack(now), Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
 	if adm.WholeCluster && !c.declaredConfirmed &&
 		(len(adm.Admit) > 0 || len(adm.NotSupported) > 0 || len(c.declaredReleasable(nodes)) > 0) {
 		return out, CoreEvent{WholeCluster: c.wholeCluster, ConfirmDeclared: true}
@@ -326,6 +333,30 @@ func (c *Core) forgetAbsent(cluster []nodedrain.NodeInfo, now time.Time) []NodeA
 	}
 	return out
 }
+
+// agentsBack lists the nodes whose request was withdrawn within backFor: an agent ran there
+// then, most likely one back from its operation (it withdraws once its node is back), whose
+// Node may still show NotReady. A whole-cluster shutdown does not count such a node as down
+// (admission): after a reboot its kubelet can report Ready well after the agent ran (a network
+// plugin still starting; a hostNetwork agent does not wait for it). Taken for down, the node,
+// which had lost the shutdown's sentinel with its reboot (/var/run), let the declaration pass:
+// the last two nodes went down at once with one slot (simulation, seed 502990, S3).
+func (c *Core) agentsBack(now time.Time) map[string]bool {
+	back := map[string]bool{}
+	for n, at := range c.withdrawn {
+		if now.Sub(at) < backFor {
+			back[n] = true
+		} else {
+			delete(c.withdrawn, n)
+		}
+	}
+	return back
+}
+
+// backFor is how long a withdrawal counts as a sign of an agent running on its node (a kubelet
+// reports Ready within about a minute of its start; a node that really went down again meanwhile
+// only delays a declared whole-cluster shutdown by this much).
+const backFor = 2 * time.Minute
 
 // seenFor is how long a node that admission saw still counts as a member of the cluster after
 // its Node object went away (a re-registration takes seconds; a cluster that really shrank to

@@ -127,3 +127,30 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	}
 	assert.Equal(t, []string{"d"}, holders)
 }
+
+// A node whose agent withdrew its request lately runs an agent, even while its Node does not
+// show Ready yet (a kubelet slower than the agent after a reboot): a whole-cluster shutdown is
+// not declared without its request (simulation, seed 502990: it had lost the shutdown's
+// sentinel with its reboot, and the last two nodes went down at once with one slot).
+func TestAWithdrawalIsAnAgentUp(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := func(node, ctx string) *nodedrain.NodeDrainRequest {
+		return &nodedrain.NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: ctx}
+	}
+	st := func(node string, s nodedrain.DrainStatus) nodedrain.NodeDrainStatus {
+		return nodedrain.NodeDrainStatus{Node: node, RequestID: node + "-r", Status: s, Attempt: 1, UpdatedAt: now}
+	}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.Resume(ResumeInput{
+		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
+			"b": req("b", nodedrain.ClusterShutdownContext), "c": req("c", "reboot")},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusRequested), "b": st("b", nodedrain.StatusRequested),
+			"c": st("c", nodedrain.StatusComplete)},
+	}, now)
+	nodes := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}, {Name: "c"}}
+	c.Step("c", nodedrain.EvRequest{}, now) // c is back from its reboot, its Node still NotReady
+	_, ev := c.Admit(nodes, AdmitPolicy{}, now.Add(time.Second))
+	assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "c's agent runs and asks nothing")
+	_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(backFor))
+	assert.True(t, ev.WholeCluster || ev.ConfirmDeclared, "NotReady since long after its withdrawal, c is down")
+}
