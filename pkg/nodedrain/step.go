@@ -44,6 +44,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		}
 	case EvCordonFound:
 		s.cordonFound()
+	case EvGiveWay:
+		s.giveWay(e.Reason)
 	case EvNodeUnmanaged:
 		s.nodeUnmanaged(e)
 	case EvReleaseSlot:

@@ -258,6 +258,9 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	}
 	// (On a node that left --node-selector too: the cordon is edgedrain's, and no one else undoes it.)
 	out = append(out, c.strandedCordons(all, now)...)
+	if pol.Peers != nil && !c.wholeCluster {
+		out = append(out, c.giveWay(pol.Peers, now)...)
+	}
 	pol.Holds = c.holdDecommissions(pol.Holds)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
 		Seen: recent, Back: c.agentsBack(now), Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
@@ -287,6 +290,18 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 		out = append(out, c.Step(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
 	}
 	return out, ev
+}
+
+// giveWay takes back to REQUESTED the drains that wait for copies held by drains admitted
+// before them (nodedrain.GiveWay), so that two drains never wait for each other's copy for
+// good. (In a declared whole-cluster shutdown every node goes down anyway.)
+func (c *Core) giveWay(peers func(string) []nodedrain.VolumePeers, now time.Time) []NodeAction {
+	gw := nodedrain.GiveWay(c.drains, peers)
+	var out []NodeAction
+	for _, n := range slices.Sorted(maps.Keys(gw)) {
+		out = append(out, c.Step(n, nodedrain.EvGiveWay{Reason: gw[n]}, now)...)
+	}
+	return out
 }
 
 // holdForAPI keeps every drain waiting for admission in REQUESTED while the API is unreachable,
