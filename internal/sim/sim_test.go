@@ -667,6 +667,13 @@ func TestRegressions(t *testing.T) {
 				{At: 222515610585, Kind: SelectorLeaveForGood, Target: 1}},
 			[][]string{{"node-1.edge stops matching --node-selector"}, {"coordinator-0 cordons node-1.edge"},
 				{"node-1.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"an agent restarted while its update ran waits for the bus without waking itself again and again while NATS is down " +
+			"(L1 livelock, seed 511946)", 511946, ConfigFor(511946),
+			Plan{{At: 4566273226, Kind: Update, Target: 0}, {At: 20286487219, Kind: BusOutage, Target: 1, For: 35 * time.Second},
+				{At: 15880693695, Kind: DiskReadOnly, Target: 0, For: 62 * time.Second}},
+			[][]string{{"agent of node-0.edge stops (crash after its command"}, {"NATS is down"}, {"agent of node-0.edge restarts"},
+				{"interrupted: the agent restarted while the command ran"}, {"NATS is back"},
+				{"request node-0.edge-req1 is withdrawn on the bus: the command succeeded"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

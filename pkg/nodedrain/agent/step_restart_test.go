@@ -274,10 +274,15 @@ func TestStepPublicationCarriesTheCleanup(t *testing.T) {
 func TestStepRestartWhileAnUpdateRanAsksTheBusFirst(t *testing.T) {
 	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
 		now(read(nodedrain.StatusComplete, "r1"))})
-	_, got := restart(t, running, "b1")
+	m, got := restart(t, running, "b1")
 	assert.NotContains(t, got, "publish r1", "published again before the bus answered")
+	// Its retry time passes while the bus stays away: that wakes nothing (the snapshot does),
+	// or the agent would wake at once, again and again (simulation, L1 livelock).
+	m, _, _ = playFrom(t, m, t0.Add(time.Hour), testPolicy(), []step{now(EvTimer{RequestID: "r2"})})
+	assert.True(t, m.Interrupted)
+	assert.Zero(t, m.NextWake(), "an interrupted run wakes the agent before the bus answered")
 
-	m, got := restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
+	m, got = restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
 		at(time.Hour, EvTimer{RequestID: "r1"}))
 	assert.Equal(t, []string{"command-failed #1", "withdraw"}, got, "the update ran again, or its request was published again")
 	assert.Equal(t, PhaseIdle, m.State.Phase)
