@@ -308,3 +308,32 @@ func TestStepRestartAfterAnOverrideRunsTheUpdateAgain(t *testing.T) {
 	assert.NotEqual(t, PhaseIdle, m.State.Phase, "the override's update was dropped after an interrupted run")
 	assert.Zero(t, m.State.Handled[OpUpdate])
 }
+
+// An agent restarted while its update ran, whose command's shell recorded the success the agent
+// could not (paused or killed before it heard, its disk refusing the state file): the update is
+// done, whatever the bus says; an outcome of another request says nothing of this one.
+func TestStepRestartAfterTheCommandRecordedItsSuccess(t *testing.T) {
+	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1"))})
+	m, clock, _ := playFrom(t, fresh(), t0, testPolicy(), running)
+	require.Equal(t, PhaseRunning, m.State.Phase)
+	for _, c := range []struct {
+		succeeded string
+		want      []string
+		phase     Phase
+	}{
+		{"r1", []string{"withdraw"}, PhaseIdle},
+		{"r0", []string{"command-failed #1"}, PhaseCleared},
+	} {
+		m2, _, acts := playFrom(t, Machine{Node: m.Node, State: m.State}, clock, testPolicy(), []step{
+			at(time.Second, EvStart{BootID: "b1", Succeeded: c.succeeded}),
+			now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}), at(time.Hour, EvTimer{RequestID: "r2"})})
+		got := summaries(acts)
+		assert.Equal(t, c.want, got[:min(len(got), len(c.want))], c.succeeded)
+		assert.NotContains(t, got, "run update r1 #2", c.succeeded)
+		assert.Equal(t, c.phase, m2.State.Phase, c.succeeded)
+		if c.phase == PhaseIdle {
+			assert.Equal(t, int64(42), m2.State.Handled[OpUpdate], "the sentinel that asked for it is handled")
+		}
+	}
+}
