@@ -71,7 +71,7 @@ func (m *machine) startAgent() error {
 	cfg.Commands = map[agent.Operation]string{agent.OpReboot: "touch " + m.path("rebooted")}
 	cfg.Sentinels = nil // asked through the local socket, as `agent request reboot` does
 	cfg.StateDir, cfg.BootIDFile, cfg.BootTimeFile = m.path("state"), m.path("boot_id"), m.path("stat")
-	cfg.OverrideFile, cfg.Socket = "", m.path("agent.sock")
+	cfg.OverrideFile, cfg.Socket, cfg.OutcomeFile = "", m.path("agent.sock"), m.path("command-succeeded")
 	cfg.Logger = m.d.logger("agent").WithField("node", m.name)
 	a, err := agent.New(cfg)
 	if err != nil {

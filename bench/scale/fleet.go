@@ -195,7 +195,7 @@ func (f *fleet) startAgent(ctx context.Context, node string, log logrus.FieldLog
 	cfg.Commands = map[agent.Operation]string{agent.OpUpdate: "touch " + f.path(node, "updated")}
 	cfg.Sentinels = nil // asked through the local socket, as `agent request update` does
 	cfg.StateDir, cfg.BootIDFile, cfg.BootTimeFile = f.path(node, "state"), f.path(node, "boot_id"), ""
-	cfg.OverrideFile, cfg.Socket = "", f.path(node, "a.sock")
+	cfg.OverrideFile, cfg.Socket, cfg.OutcomeFile = "", f.path(node, "a.sock"), f.path(node, "command-succeeded")
 	a, err := agent.New(cfg)
 	if err != nil {
 		nc.Close()

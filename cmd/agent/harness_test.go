@@ -181,6 +181,7 @@ func (s *scene) newAgent(node string, extra ...string) *agentProc {
 	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID $EDGEDRAIN_CONTEXT" >> ` + a.ran
 	a.args = append([]string{"--node-name", node, "--nats-url", s.natsURL(),
 		"--state-dir", a.stateDir, "--boot-id-file", a.bootID, "--force-status-file", a.override, "--socket", a.socket,
+		"--outcome-file", filepath.Join(sockDir, "command-succeeded"),
 		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
 		"--sentinel-interval", "200ms", "--sentinel-jitter", "100ms", "--reboot-timeout", "1h",
 		"--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, extra...)

@@ -48,6 +48,7 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&c.OverrideFile, "force-status-file", c.OverrideFile, `forced-status file, e.g. {"Status":9,"RequestedBy":2}: replaces the bus status for this node while present; a COMPLETE is removed once acted on; empty: off`)
 	fs.DurationVar(&c.OverridePoll, "force-status-poll", c.OverridePoll, "how often the forced-status file is checked (at most 1s)")
 	fs.StringVar(&c.Socket, "socket", c.Socket, "unix socket for \"agent request\" and \"agent status\"; empty: off")
+	fs.StringVar(&c.OutcomeFile, "outcome-file", c.OutcomeFile, "file where a shell command's own shell records its success, so that an agent restarted before it could record it (its disk refusing the state file) does not run it again; in memory (a tmpfs, on Kubernetes the pod's memory emptyDir); empty: off")
 	fs.DurationVar(&c.CommandTimeout, "command-timeout", c.CommandTimeout, "longest one run of an operation command may take before it is killed and counted as failed (0: no limit; a logind call waits at most 1m)")
 	fs.DurationVar(&p.DrainRetryBackoff, "drain-retry-backoff", p.DrainRetryBackoff, "after FAILEDCORDON or FAILEDDRAIN, wait this long before asking again; doubles each time")
 	fs.DurationVar(&p.DrainRetryBackoffMax, "drain-retry-backoff-max", p.DrainRetryBackoffMax, "longest wait before asking again after a failed drain")

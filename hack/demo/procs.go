@@ -126,6 +126,7 @@ func (d *demo) startAgent(_ context.Context, node, bootID string) error {
 		"--reboot-command", "touch "+filepath.Join(dir, "rebooted"),
 		"--force-status-file", filepath.Join(dir, "force-status.json"),
 		"--socket", filepath.Join(dir, "agent.sock"),
+		"--outcome-file", filepath.Join(dir, "command-succeeded"),
 		"--listen", "",
 	)
 	return err

@@ -32,6 +32,10 @@ type agentProc struct {
 	// files on the node's disk: sentinel modification times (0: no file) and the override file.
 	sentinel map[agent.Operation]int64
 	override *nodedrain.StatusOverride
+	// outcome is the agent's outcome file (agent.DefaultOutcomeFile): the request whose command's
+	// own shell recorded its success. It is in the pod's memory: an agent restart keeps it, a
+	// failing disk does not refuse it, the machine going down or the pod's deletion loses it.
+	outcome string
 	// cmdRequest is the request whose command took the machine down last.
 	cmdRequest  string
 	cmdByBus    bool
@@ -87,7 +91,7 @@ func (a *agentProc) start() {
 	a.m = agent.Machine{Node: a.node.name, State: wallOnly(a.persisted)} // (as the state file gives it back)
 	a.guard = &agent.StatusGuard{Keys: trusted}
 	a.deliveries, a.checking = nil, false
-	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.s.bootTime(a.node)})
+	a.step(agent.EvStart{BootID: a.bootID(), Fresh: a.noState, BootTime: a.s.bootTime(a.node), Succeeded: a.outcome})
 	a.noState = a.noState && a.f.unsaved > 0 // (no state file yet if its first save failed)
 	a.openWatch()
 	if a.override != nil {
@@ -312,6 +316,9 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 		if fails {
 			err = fmt.Errorf("%s command exited 1 (simulated)", x.Operation)
 		}
+		if err == nil {
+			a.recordOutcome(x.RequestID) // (by the command's shell, paused agent or not)
+		}
 		if err == nil && x.Operation == agent.OpUpdate {
 			s.updateDone(a.node.name)
 			s.checkS5Update(a, x.RequestID)
@@ -343,6 +350,7 @@ func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
 		case s.w.chance(0.5):
 			a.retire()
 		default:
+			a.recordOutcome(x.RequestID)
 			a.inProcess(func() { a.step(agent.EvCommandDone{RequestID: x.RequestID}) })
 			// The command's own doing, whatever becomes of the agent meanwhile (seed 721206).
 			s.w.after(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", func() {
@@ -352,6 +360,24 @@ func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
 			})
 		}
 	})
+}
+
+// recordOutcome is the command's shell writing the outcome file once the command succeeded.
+func (a *agentProc) recordOutcome(rid string) {
+	if !a.s.cfg.NoOutcomeFile {
+		a.outcome = rid
+	}
+}
+
+// podDeleted stops the agent with its pod (and the twin with its own): no agent runs on the
+// machine until the pod is made again, without the pod's memory (the outcome file).
+func (a *agentProc) podDeleted() {
+	for _, p := range []*agentProc{a, a.twin} {
+		if p != nil {
+			p.podGone, p.outcome = true, ""
+			p.crash("pod deleted")
+		}
+	}
 }
 
 // retire powers the machine off for good.

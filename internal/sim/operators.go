@@ -273,12 +273,7 @@ func (s *Sim) orphanGC(n *node, uid int) {
 		return
 	}
 	a := s.agentOf(n.name)
-	a.podGone = true
-	a.crash("pod deleted")
-	if a.twin != nil {
-		a.twin.podGone = true
-		a.twin.crash("pod deleted")
-	}
+	a.podDeleted()
 }
 
 // nodeRegisters registers a Node deleted by someone else again while its machine runs (a down

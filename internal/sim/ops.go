@@ -371,10 +371,5 @@ func (s *Sim) podGC(n *node) {
 	}
 	a := s.agentOf(n.name)
 	s.w.logf("the pods of deleted %s are garbage-collected: its agent stops", n.name)
-	a.podGone = true
-	a.crash("pod deleted")
-	if a.twin != nil {
-		a.twin.podGone = true
-		a.twin.crash("pod deleted")
-	}
+	a.podDeleted()
 }

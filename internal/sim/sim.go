@@ -56,6 +56,9 @@ type Config struct {
 	// if its checked read gave that same revision) instead of what a checked read of the key
 	// gives; regressions found before agents read after each delivery keep their schedules.
 	UncheckedDeliveries bool
+	// NoOutcomeFile runs the agents with --outcome-file off: an agent restarted while its
+	// update ran has only the bus to tell it the update succeeded (regressions of that path).
+	NoOutcomeFile bool
 	// ProcessPauses adds to random plans coordinators paused between the checks that allow a
 	// status write and the write (coordfaults.go).
 	ProcessPauses bool
@@ -358,8 +361,10 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 		s.downDeclared[r.RequestID] = true
 	}
 	a.crash("machine down")
+	a.outcome = "" // (in memory, as /var/run)
 	if a.twin != nil {
 		a.twin.crash("machine down")
+		a.twin.outcome = ""
 	}
 	s.cluster.machineDown(n)
 	delete(a.sentinel, agent.OpReboot) // /var/run is a tmpfs

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -118,7 +119,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.log.WithFields(logrus.Fields{"phase": st.Phase, "operation": st.Operation, "request": st.RequestID,
 		"bootID": boot}).Info("agent starting")
-	start := EvStart{BootID: boot, Fresh: fresh}
+	start := EvStart{BootID: boot, Fresh: fresh, Succeeded: ReadOutcome(a.cfg.OutcomeFile)}
+	if a.cfg.OutcomeFile != "" {
+		if err := os.MkdirAll(filepath.Dir(a.cfg.OutcomeFile), 0o755); err != nil {
+			a.log.WithError(err).Warn("cannot make the outcome file's directory: a command that succeeded just before an agent restart may run again")
+		}
+	}
 	if fresh && a.cfg.BootTimeFile != "" {
 		bt, err := ReadBootTime(a.cfg.BootTimeFile)
 		if err != nil {

@@ -59,7 +59,7 @@ func newWorld(t *testing.T) *world {
 	cfg.Commands = map[agent.Operation]string{agent.OpReboot: cmd, agent.OpUpdate: cmd}
 	cfg.Sentinels = nil
 	cfg.StateDir, cfg.BootIDFile, cfg.OverrideFile = filepath.Join(dir, "state"), bootID, filepath.Join(dir, "force.json")
-	cfg.Socket = filepath.Join(sock, "agent.sock")
+	cfg.Socket, cfg.OutcomeFile = filepath.Join(sock, "agent.sock"), filepath.Join(sock, "command-succeeded")
 	cfg.Metrics = agent.NewMetrics(nil)
 	log := logrus.New()
 	log.SetLevel(logrus.DebugLevel)

@@ -64,7 +64,7 @@ const logindTimeout = time.Minute
 // on the loop, and reads only a.cfg.
 func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry) (output string, err error) {
 	if !IsLogindCommand(command) {
-		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout)
+		return runCommand(command, a.cfg.Node, act, a.cfg.CommandTimeout, a.cfg.OutcomeFile)
 	}
 	timeout := a.cfg.CommandTimeout
 	if timeout <= 0 || timeout > logindTimeout {
@@ -84,11 +84,20 @@ func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry
 	return "", err
 }
 
+// recordSuccess runs the command ($1) with `sh -c` and, when it succeeds, writes its request ID
+// into the outcome file ($2); its exit status is the command's.
+const recordSuccess = `"$0" -c "$1" || exit; printf '%s\n' "$` + EnvRequestID + `" > "$2"; exit 0`
+
 // runCommand runs command with `sh -c` for the operation a and waits for it, at most timeout
 // (zero: no limit). The command runs in its own process group: a signal to the agent does not
 // reach it, and a timeout kills the whole group. The error says how it failed, with the tail
 // of its output; output is the tail of its combined stdout and stderr.
-func runCommand(command, node string, a RunCommand, timeout time.Duration) (output string, err error) {
+//
+// With an outcome file, the command's own shell writes the request ID there once the command
+// succeeded, before the agent hears of it: an agent paused or killed between the command's exit
+// and the state file's record of it, or whose disk refuses that record, learns at its restart
+// that the command ran (ReadOutcome), and does not run it a second time.
+func runCommand(command, node string, a RunCommand, timeout time.Duration, outcome string) (output string, err error) {
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -96,6 +105,9 @@ func runCommand(command, node string, a RunCommand, timeout time.Duration) (outp
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, Shell, "-c", command)
+	if outcome != "" {
+		cmd = exec.CommandContext(ctx, Shell, "-c", recordSuccess, Shell, command, outcome)
+	}
 	cmd.Env = commandEnv(node, a)
 	cmd.Dir = "/"
 	var out tailBuffer
@@ -141,6 +153,19 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.ToValidUTF8(string(t.buf), "")
+}
+
+// ReadOutcome returns the request ID the outcome file names ("" when there is none, or it
+// cannot be read): the last command that succeeded, as its shell recorded it (runCommand).
+func ReadOutcome(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // truncateTail keeps the last n bytes of s.

@@ -41,6 +41,11 @@ const (
 	DefaultBootTimeFile = "/proc/stat"
 	// DefaultSocket is the local socket of `agent request` and `agent status`.
 	DefaultSocket = "/run/edgedrain/agent.sock"
+	// DefaultOutcomeFile records the last shell command that succeeded. It is in memory (a
+	// tmpfs; on Kubernetes the pod's memory emptyDir, which outlives the agent's container):
+	// it must survive an agent restart, not a reboot, and be written when the state file's
+	// disk refuses writes.
+	DefaultOutcomeFile = "/run/edgedrain/command-succeeded"
 )
 
 // maxSocketPath is the longest unix socket path Linux accepts (sun_path holds 108 bytes).
@@ -82,6 +87,9 @@ type Config struct {
 	OverridePoll time.Duration
 	// Socket is the unix socket local requests come in on; "" disables it.
 	Socket string
+	// OutcomeFile is where a shell command's own shell records its success (runCommand), for an
+	// agent restarted before it could record it; "" disables it.
+	OutcomeFile string
 	// CommandTimeout bounds one run of an operation command; zero: no limit.
 	CommandTimeout time.Duration
 	// Policy holds the retry delays.
@@ -113,6 +121,7 @@ func DefaultConfig() Config {
 		OverrideFile:     DefaultOverrideFile,
 		OverridePoll:     250 * time.Millisecond,
 		Socket:           DefaultSocket,
+		OutcomeFile:      DefaultOutcomeFile,
 		SystemBus:        SystemBusAddress(),
 		CommandTimeout:   time.Hour,
 		Policy:           DefaultPolicy(),

@@ -13,11 +13,13 @@ type Event interface{ event() }
 // EvStart is the first event after the state file was loaded; BootID is the node's boot ID now.
 // Fresh says there was no usable state file (missing, or unreadable and moved aside): a request
 // under this node's key may be this agent's own from before, which it cannot tell. BootTime is
-// when the node booted (zero: unknown).
+// when the node booted (zero: unknown). Succeeded is the request whose command last succeeded, as
+// the command's own shell recorded it (ReadOutcome; "": none known).
 type EvStart struct {
-	BootID   string
-	Fresh    bool
-	BootTime time.Time
+	BootID    string
+	Fresh     bool
+	BootTime  time.Time
+	Succeeded string
 }
 
 // EvTrigger asks for an operation: a sentinel file was seen, or a local request came in.

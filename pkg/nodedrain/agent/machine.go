@@ -265,8 +265,15 @@ func (m Machine) Effective() View {
 func (m Machine) NextWake() time.Time {
 	var t time.Time
 	switch m.State.Phase {
-	case PhaseBackoff, PhaseCleared, PhaseWaitingBoot:
+	case PhaseBackoff, PhaseWaitingBoot:
 		t = m.State.RetryAt
+	case PhaseCleared:
+		// A run that waits for the status snapshot (Interrupted) waits for an event, not the
+		// clock: its RetryAt, once past, would wake the agent at once, again and again, for as
+		// long as the bus stays away.
+		if !m.Interrupted {
+			t = m.State.RetryAt
+		}
 	}
 	if !m.BusSynced && !m.BusRetryAt.IsZero() && (t.IsZero() || m.BusRetryAt.Before(t)) {
 		t = m.BusRetryAt

@@ -24,7 +24,7 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		case e.Fresh:
 			s.report(LevelWarn, "no usable state file and no boot time: a request left on the bus for this node by an earlier agent stays; withdraw it with edgedrainctl if the node is held")
 		}
-		s.start(e.BootID)
+		s.start(e.BootID, e.Succeeded)
 	case EvTrigger:
 		s.trigger(e)
 	case EvBusStatus:
@@ -116,7 +116,7 @@ func (s *stepper) remember(id string) {
 	}
 }
 
-func (s *stepper) start(boot string) {
+func (s *stepper) start(boot, succeeded string) {
 	s.m.Boot = boot
 	st := &s.m.State
 	if st.Retired != "" && st.Retired != boot {
@@ -147,6 +147,12 @@ func (s *stepper) start(boot string) {
 		st.Phase, st.RetryAt = PhaseWaitingBoot, st.CommandStartedAt.Add(s.p.RebootTimeout)
 		s.report(LevelInfo, "the agent restarted while the %s command ran: waiting for the node to go down until %s",
 			st.Operation, st.RetryAt.UTC().Format(time.RFC3339))
+	case st.Phase == PhaseRunning && succeeded != "" && succeeded == st.RequestID:
+		// Its shell recorded that the command succeeded, which the agent could not (paused or
+		// killed before it heard, or its disk refusing the state file): it does not run again.
+		s.report(LevelInfo, "the agent restarted while the %s command ran for request %s, and the command's shell recorded that it succeeded",
+			st.Operation, st.RequestID)
+		s.commandDone(EvCommandDone{RequestID: st.RequestID})
 	case st.Phase == PhaseRunning:
 		s.m.Interrupted = true
 		s.commandFailed("interrupted: the agent restarted while the command ran; the bus says whether its request still stands " +

@@ -274,10 +274,15 @@ func TestStepPublicationCarriesTheCleanup(t *testing.T) {
 func TestStepRestartWhileAnUpdateRanAsksTheBusFirst(t *testing.T) {
 	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
 		now(read(nodedrain.StatusComplete, "r1"))})
-	_, got := restart(t, running, "b1")
+	m, got := restart(t, running, "b1")
 	assert.NotContains(t, got, "publish r1", "published again before the bus answered")
+	// Its retry time passes while the bus stays away: that wakes nothing (the snapshot does),
+	// or the agent would wake at once, again and again (simulation, L1 livelock).
+	m, _, _ = playFrom(t, m, t0.Add(time.Hour), testPolicy(), []step{now(EvTimer{RequestID: "r2"})})
+	assert.True(t, m.Interrupted)
+	assert.Zero(t, m.NextWake(), "an interrupted run wakes the agent before the bus answered")
 
-	m, got := restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
+	m, got = restart(t, running, "b1", now(status(nodedrain.StatusNotRequested, "r1")), now(EvBusSnapshot{}),
 		at(time.Hour, EvTimer{RequestID: "r1"}))
 	assert.Equal(t, []string{"command-failed #1", "withdraw"}, got, "the update ran again, or its request was published again")
 	assert.Equal(t, PhaseIdle, m.State.Phase)
@@ -317,4 +322,33 @@ func TestStepRestartRemovesTheOverrideThatLetTheOperationRun(t *testing.T) {
 
 	_, got = restart(t, deferred, "b1")
 	assert.NotContains(t, got, "remove-override", "an operation no override let run leaves an operator's file alone")
+}
+
+// An agent restarted while its update ran, whose command's shell recorded the success the agent
+// could not (paused or killed before it heard, its disk refusing the state file): the update is
+// done, whatever the bus says; an outcome of another request says nothing of this one.
+func TestStepRestartAfterTheCommandRecordedItsSuccess(t *testing.T) {
+	running := seq(up, []step{now(sentinel(OpUpdate, "r1", 42)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")),
+		now(read(nodedrain.StatusComplete, "r1"))})
+	m, clock, _ := playFrom(t, fresh(), t0, testPolicy(), running)
+	require.Equal(t, PhaseRunning, m.State.Phase)
+	for _, c := range []struct {
+		succeeded string
+		want      []string
+		phase     Phase
+	}{
+		{"r1", []string{"withdraw"}, PhaseIdle},
+		{"r0", []string{"command-failed #1"}, PhaseCleared},
+	} {
+		m2, _, acts := playFrom(t, Machine{Node: m.Node, State: m.State}, clock, testPolicy(), []step{
+			at(time.Second, EvStart{BootID: "b1", Succeeded: c.succeeded}),
+			now(status(nodedrain.StatusComplete, "r1")), now(EvBusSnapshot{}), at(time.Hour, EvTimer{RequestID: "r2"})})
+		got := summaries(acts)
+		assert.Equal(t, c.want, got[:min(len(got), len(c.want))], c.succeeded)
+		assert.NotContains(t, got, "run update r1 #2", c.succeeded)
+		assert.Equal(t, c.phase, m2.State.Phase, c.succeeded)
+		if c.phase == PhaseIdle {
+			assert.Equal(t, int64(42), m2.State.Handled[OpUpdate], "the sentinel that asked for it is handled")
+		}
+	}
 }
