@@ -119,6 +119,10 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.log.WithFields(logrus.Fields{"phase": st.Phase, "operation": st.Operation, "request": st.RequestID,
 		"bootID": boot}).Info("agent starting")
+	if err := checkOutcomePath(a.cfg.OutcomeFile); err != nil {
+		a.log.WithError(err).Warn("outcome file off: a command that succeeded just before an agent restart may run again")
+		a.cfg.OutcomeFile = ""
+	}
 	start := EvStart{BootID: boot, Fresh: fresh, Succeeded: ReadOutcome(a.cfg.OutcomeFile)}
 	if a.cfg.OutcomeFile != "" {
 		if err := os.MkdirAll(filepath.Dir(a.cfg.OutcomeFile), 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/edgedrain/edgedrain/internal/safefile"
 )
 
 // Environment variables the operation commands get, besides the agent's own environment
@@ -157,16 +160,40 @@ func (t *tailBuffer) String() string {
 
 // ReadOutcome returns the request ID the outcome file names ("" when there is none, or it
 // cannot be read): the last command that succeeded, as its shell recorded it (runCommand).
+// Whatever sits at the path cannot block or flood the agent's start (safefile: a FIFO or a
+// device is refused, the read bounded).
 func ReadOutcome(path string) string {
 	if path == "" {
 		return ""
 	}
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxOutcomeSize)
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// checkOutcomePath refuses an outcome path where something other than a regular file sits: the
+// command's shell writes it with a redirect, which would wait for good on a FIFO and write
+// through a symlink wherever it points.
+func checkOutcomePath(path string) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("outcome file: %w", err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("outcome file %s is a %s, not a regular file: remove it", path, fi.Mode().Type())
+	}
+	return nil
+}
+
+// maxOutcomeSize bounds the outcome file: one request ID (at most a few hundred bytes) and a newline.
+const maxOutcomeSize = 4096
 
 // truncateTail keeps the last n bytes of s.
 func truncateTail(s string, n int) string {

@@ -79,3 +79,19 @@ func TestBootFilesThatAreNotFilesAreRefused(t *testing.T) {
 	_, err = ReadBootTime("/proc/stat")
 	require.NoError(t, err)
 }
+
+// The outcome file is written by the command's shell with a redirect: a FIFO there would hold
+// the shell for good, a symlink would be written through. The agent turns the file off instead,
+// and its read refuses them too.
+func TestOutcomeFileThatIsNotAFileIsRefused(t *testing.T) {
+	for name, path := range hostile(t, t.TempDir()) {
+		require.ErrorContains(t, checkOutcomePath(path), "not a regular file", name)
+		finishes(t, "outcome "+name, func() { require.Empty(t, ReadOutcome(path), name) })
+	}
+	dir := t.TempDir()
+	require.NoError(t, checkOutcomePath(filepath.Join(dir, "missing")))
+	file := filepath.Join(dir, "command-succeeded")
+	require.NoError(t, os.WriteFile(file, []byte("r1\n"), 0o600))
+	require.NoError(t, checkOutcomePath(file))
+	require.Equal(t, "r1", ReadOutcome(file))
+}
