@@ -667,6 +667,15 @@ func TestRegressions(t *testing.T) {
 				{At: 222515610585, Kind: SelectorLeaveForGood, Target: 1}},
 			[][]string{{"node-1.edge stops matching --node-selector"}, {"coordinator-0 cordons node-1.edge"},
 				{"node-1.edge NOTREQUESTED", "edgedrain's cordon record is on the node"}, {"coordinator-0 uncordons node-1.edge"}}},
+		{"a decommission's COMPLETE that could not be published (a NATS outage) is checked again before it goes out: its " +
+			"Node registered again meanwhile is drained and deleted first (D1, seed 411862)", 411862, ConfigFor(411862),
+			Plan{{At: 11834207714, Kind: Update, Target: 1}, {At: 20380680358, Kind: APIOutage, For: 36 * time.Second},
+				{At: 259826213211, Kind: BusOutage, Target: 2, For: 37 * time.Second}, {At: 176054396813, Kind: Decommission, Target: 0},
+				{At: 194060383444, Kind: NodeDeleted, Target: 0, For: 99 * time.Second}},
+			[][]string{{"NATS is down"}, {"node-0.edge's Node object registers again", "a new object"},
+				{"coordinator-0 deletes the Node object of node-0.edge"},
+				{"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"node-0.edge COMPLETE", "node decommissioned"},
+				{"agent of node-0.edge runs the decommission command"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,7 +19,11 @@ const NodeGoneAfter = time.Minute
 
 // nodeDeleted handles OpDeleteNode's answer.
 func (s *stepper) nodeDeleted(e EvResult) {
-	if e.Err == nil && e.Missing {
+	// (A decommission checked again because its COMPLETE could not be published keeps
+	// SlotReleased: the Node it deleted, or found gone for NodeGoneAfter, is still missing, and
+	// its COMPLETE goes out at once. Waiting for NodeGoneAfter again would let the agent's pod,
+	// which outlives its Node by about 40 s, go before it: a machine stranded.)
+	if e.Err == nil && e.Missing && !s.d.Status.SlotReleased {
 		if s.d.MissingSince.IsZero() {
 			s.d.MissingSince = s.now
 		}
@@ -58,6 +62,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 // a cordon that is not the drain's own, or as a new Node object; why says which.
 func (s *stepper) cordonAgain(why string) {
 	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, false, false, time.Time{}, ""
+	s.d.Status.SlotReleased = false // (a decommission checked again after its COMPLETE failed: its Node is back)
 	s.set(StatusStarting, why, nil)
 	s.start(OpCordon, 1)
 }

@@ -221,3 +221,37 @@ func TestDecommissionDrainsAgainUnderARecordon(t *testing.T) {
 	r.ok(OpCheckCordon, func(e *EvResult) { e.Foreign = true }).expect(StatusStarting, OpCordon)
 	assert.Contains(t, r.d.Status.Message, "cordoned again by someone else")
 }
+
+// A decommission's COMPLETE whose publication failed is not sent later as it was: a Node
+// registered under the name meanwhile is in the cluster again, and the agent would power it off
+// (simulation, D1). Until a publication of it is acknowledged it is checked again as any
+// COMPLETE is, keeping SlotReleased (its Node object is gone).
+func TestDecommissionCompleteNotPublishedIsCheckedAgain(t *testing.T) {
+	uid := func(id string) func(*EvResult) { return func(e *EvResult) { e.UID = id } }
+	missing := func(e *EvResult) { e.Missing = true }
+	r := newRun(t).step(EvRequest{Request: decommissionReq("d1")})
+	r.step(EvAdmit{}).ok(OpCordon, uid("uid-1")).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, uid("uid-1"))
+	r.ok(OpDeleteNode).expect(StatusComplete)
+	require.True(t, r.d.BusHolds, "the bus shows CORDONED until the COMPLETE is acknowledged")
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	assert.Equal(t, OpFinalGate, r.d.RetryOp)
+	assert.True(t, r.d.Decommissioned(), "its Node object is gone")
+
+	// Withdrawn meanwhile (the COMPLETE may have landed, its reply lost): a decommissioned
+	// node's keys go; nothing to uncordon.
+	withdrawn := *r
+	withdrawn.step(EvRequest{}).expect(StatusNotRequested)
+	assert.Equal(t, OpForget, withdrawn.d.RetryOp)
+
+	// Still missing: COMPLETE again at once, not after another NodeGoneAfter (the agent's pod
+	// outlives its Node by less than that).
+	again := *r
+	again.fire().ok(OpFinalGate).ok(OpCheckCordon).ok(OpDeleteNode, missing).expect(StatusComplete)
+	assert.True(t, again.d.Decommissioned())
+	// Once acknowledged, a later publication that fails (a repair) is retried as it is.
+	again.step(EvPublished{Status: StatusComplete}).step(EvPublishFailed{}).expect(StatusComplete)
+
+	// Registered again under the name: a new node, drained from the cordon before it is deleted.
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon, uid("uid-2")).expect(StatusStarting, OpCordon)
+	assert.False(t, r.d.Decommissioned())
+}

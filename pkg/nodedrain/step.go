@@ -54,23 +54,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 			s.actions = append(s.actions, SlotReleased{Reason: e.Reason})
 		}
 	case EvPublishFailed:
-		// (A COMPLETE re-published to say its slot was released is not such a COMPLETE: the
-		// first one reached the bus, the agent may have run its operation; it is retried as it is.)
-		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
-			// After a pause: a bus that refuses writes at once must not turn this into a loop of
-			// gate checks and Node reads.
-			// Its write may have landed all the same (a lost reply): the agent may act on it.
-			s.d.Status.CompleteSent, s.d.Status.APIUnreachable = true, false
-			if !s.d.Evicted {
-				// A COMPLETE of the API-unreachable rule: its pods were never evicted (simulation,
-				// seed 771705: checked again from the final gate, it went COMPLETE with a pod on it).
-				s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes, the pods and the cordon again", nil)
-				s.retry(OpGate, 0, s.p.GateRecheck)
-				break
-			}
-			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
-			s.retry(OpFinalGate, 0, s.p.GateRecheck)
-		}
+		s.publishFailed()
 	}
 	return s.d, s.actions
 }
