@@ -676,6 +676,14 @@ func TestRegressions(t *testing.T) {
 				{"coordinator-0 deletes the Node object of node-0.edge"},
 				{"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"node-0.edge COMPLETE", "node decommissioned"},
 				{"agent of node-0.edge runs the decommission command"}}},
+		{"a decommissioned node's keys are removed request first: a coordinator stopped between the two removals resumes " +
+			"from the status left and removes it, never serving a request left without its status (L1, seed 413666)", 413666, ConfigFor(413666),
+			Plan{{At: 132721416517, Kind: BusLossy, For: 40 * time.Second}, {At: 100 * time.Second, Kind: CoordCrash, For: time.Second},
+				{At: 153100 * time.Millisecond, Kind: CoordCrash, For: time.Second},
+				{At: 37022921411, Kind: Decommission, Target: 0}, {At: 35998560530, Kind: WritesLate, For: 24 * time.Second}},
+			[][]string{{"node-0.edge is powered off for good"}, {"removes the request of decommissioned node-0.edge"},
+				{"the removal of the status of decommissioned node-0.edge fails"}, {"coordinator-0 crashes"},
+				{"coordinator-0 resumes: 0 request(s), 1 status(es)"}, {"removes the keys of decommissioned node-0.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

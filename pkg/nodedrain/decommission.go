@@ -100,14 +100,22 @@ func (s *stepper) forgetAfter(since time.Time) {
 }
 
 // forgotten handles OpForget's answer: once the keys are gone, so is the drain (it publishes
-// nothing more); a failure is retried.
+// nothing more); a failure is retried (Forgetting: the request may be gone already).
 func (s *stepper) forgotten(e EvResult) {
 	if e.Err != nil {
 		s.retry(OpForget, 0, s.p.UncordonRetry)
+		s.d.ForgetFailed = true
 		return
 	}
 	s.d = Drain{Status: NodeDrainStatus{Node: s.d.Status.Node, Status: StatusNotRequested}}
 	s.actions = append(s.actions, Forgotten{})
+}
+
+// Forgetting reports whether the drain is removing its node's keys: a forget in flight, or one
+// that failed and is retried. Its removal of the request may have landed before it failed (the
+// request goes first), so a withdrawal seen now is its echo, or changes nothing: the keys go.
+func (d Drain) Forgetting() bool {
+	return d.Waiting == OpForget || (d.RetryOp == OpForget && d.ForgetFailed)
 }
 
 // Forgotten reports that a decommissioned node's keys were removed from the bus: the

@@ -79,6 +79,12 @@ func TestDecommissionForgetsAfterTheLinger(t *testing.T) {
 	r.step(EvResult{Op: OpForget, RequestID: "d1", Err: errors.New("bus down")})
 	assert.Equal(t, OpForget, r.d.RetryOp, "a failed removal is retried")
 	assert.NotContains(t, r.actions, Action(Forgotten{}))
+	// The request goes first: its removal's echo after the status's removal failed is no
+	// withdrawal either (no NOTREQUESTED, no new linger).
+	r.step(EvRequest{}).expect(StatusComplete)
+	assert.Empty(t, r.published())
+	assert.Equal(t, OpForget, r.d.RetryOp)
+	assert.Equal(t, r.now.Add(r.p.UncordonRetry), r.d.RetryAt)
 	r.fire().ok(OpForget)
 	assert.Contains(t, r.actions, Action(Forgotten{}))
 }

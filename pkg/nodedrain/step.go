@@ -170,7 +170,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	}
 	// (A decommissioned node's Node object is gone: a Node of that name now is a new one.)
 	mayBeCordoned = mayBeCordoned && !s.d.Decommissioned()
-	if r == nil && s.d.Waiting == OpForget {
+	if r == nil && s.d.Forgetting() {
 		// The echo of the removal of the request under way: the removal goes on.
 		s.d.Request = nil
 		return
@@ -194,7 +194,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	inFlight := s.d.Waiting
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
-	s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, time.Time{}, ""
+	s.d.Evicted, s.d.MissingSince, s.d.NodeUID, s.d.ForgetFailed = false, time.Time{}, "", false
 	// An uncordon already sent may still land too, and it removes whatever cordon of edgedrain's
 	// it reads then: it is waited for (no drain is admitted before its answer), never doubled.
 	// A second one, its answer taken for the first's, removed the cordon of the drain admitted
