@@ -684,6 +684,15 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-0.edge is powered off for good"}, {"removes the request of decommissioned node-0.edge"},
 				{"the removal of the status of decommissioned node-0.edge fails"}, {"coordinator-0 crashes"},
 				{"coordinator-0 resumes: 0 request(s), 1 status(es)"}, {"removes the keys of decommissioned node-0.edge"}}},
+		{"a retired machine's leftover request (a second agent's, after a decommission forced with the override file) drained " +
+			"to COMPLETE holds its slot until the operator withdraws it, without --stale-holder-timeout: the drains queued " +
+			"behind it wait with it (L1 check, simulator, seed 413760)", 413760, ConfigFor(413760),
+			Plan{{At: 33098735573, Kind: Update, Target: 0}, {At: 56519392470, Kind: Reboot, Target: 2},
+				{At: 76143850110, Kind: Override, Target: 0, For: 3 * time.Second}, {At: 32048517308, Kind: AgentDuplicated, Target: 0, For: 33 * time.Second},
+				{At: 53994707497, Kind: Override, Target: 0, For: 33 * time.Second}, {At: 79637852753, Kind: Decommission, Target: 0}},
+			[][]string{{"a second agent starts with the name node-0.edge"}, {"publishing drain request node-0.edge-req1"},
+				{"runs the decommission command", "cleared by override COMPLETE"}, {"node-0.edge is powered off for good"},
+				{"node-0.edge COMPLETE for request \"node-0.edge-req1\""}, {"node-2.edge REQUESTED", "node-0.edge in maintenance"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
