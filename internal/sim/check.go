@@ -400,6 +400,11 @@ func (s *Sim) checkEnd() {
 			// drains queued behind it, the cluster a node short (seed 8001246: NATS unavailable
 			// for the ~40 s after the deletion, the agent never had its COMPLETE; seed 41150,
 			// the same under a quorum loss).
+		case st.Status == nodedrain.StatusRequested && s.bus.value(bucketRequests, name) != nil && s.retiredHoldsSlot() != "":
+			// The known limits of a retired machine's leftover request, seen from other nodes:
+			// drained to COMPLETE while its Node was still there (Ready for a while after the
+			// power-off), it holds its slot until the operator withdraws it, or until
+			// --stale-holder-timeout, when set, releases it; the drains queued behind it wait.
 		case s.unmanaged[name] && !(n.exists && n.annotation != "") && !n.evictionRequested && !st.HoldsSlot():
 			// Not one the coordinator manages (--node-selector) at the end: its request waits,
 			// queued, for a coordinator that manages it, and nothing edgedrain did is left on it.
@@ -453,6 +458,25 @@ func returning(v any) bool {
 func (s *Sim) strandedMachine() string {
 	for _, name := range s.cluster.order {
 		if n := s.cluster.nodes[name]; n.deleted && n.up && !n.retired && s.agentOf(name).podGone {
+			return name
+		}
+	}
+	return ""
+}
+
+// retiredHoldsSlot returns a retired machine whose request, left for the operator to withdraw (a
+// second agent's, or one a decommission forced with the override file left), holds an admission
+// slot: COMPLETE or NOTSUPPORTED for it, with no stale-holder timeout to release it.
+func (s *Sim) retiredHoldsSlot() string {
+	if s.cfg.StaleHolderTimeout != 0 {
+		return ""
+	}
+	for _, name := range s.cluster.order {
+		n := s.cluster.nodes[name]
+		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
+		req, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
+		if n.retired && (s.agentOf(name).twin != nil || n.overridden) && live && cleared(st) && st.RequestID == req.RequestID &&
+			!st.SlotReleased {
 			return name
 		}
 	}

@@ -281,9 +281,9 @@ func (c *coord) deleteNode(node, rid, drained string, inc int, post func(nodedra
 	}))
 }
 
-// forget removes a decommissioned node's status (unless another request is on the bus), fenced
-// on the run's last write, then its request (if still rid), as Engine.forget does: two writes,
-// and it may fail between them (the request's removal lost on a lossy bus).
+// forget removes a decommissioned node's request (if still rid), then its status (unless another
+// request is on the bus), fenced on the run's last write, as Engine.forget does: two writes, and
+// it may fail between them (the status's removal lost on a lossy bus).
 func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 	s := c.s
 	refused := false
@@ -295,6 +295,14 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 		if hasReq && r.RequestID != rid {
 			return nil
 		}
+		if hasReq {
+			s.bus.write(bucketRequests, node, nil, c.name)
+			s.w.logf("%s removes the request of decommissioned %s", c.name, node)
+		}
+		if s.bus.lossy && s.frng.Float64() < 0.3 {
+			s.w.logf("%s: the removal of the status of decommissioned %s fails (no reply)", c.name, node)
+			return errors.New("remove the status: no reply")
+		}
 		// A copied delete marker is no removal of the coordinator's (Engine.forgetStatus).
 		if cur, found := s.bus.latest(bucketStatus, node); found && (cur.val != nil || cur.copied) {
 			if s.bus.buckets[bucketStatus].last != c.lastSeq { // UnpublishIfLast refused
@@ -303,12 +311,6 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 			}
 			c.lastSeq = s.bus.write(bucketStatus, node, nil, c.name)
 			s.w.logf("%s removes the keys of decommissioned %s", c.name, node)
-		}
-		if s.bus.lossy && s.frng.Float64() < 0.3 {
-			return errors.New("remove the request: no reply")
-		}
-		if hasReq {
-			s.bus.write(bucketRequests, node, nil, c.name)
 		}
 		return nil
 	}, func(err error) {

@@ -765,6 +765,32 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"agent of node-1.edge runs the update command for request node-1.edge-req1", "cleared by override COMPLETE"},
 				{"the disk of node-1.edge refuses writes"}, {"agent of node-1.edge stops (crash after its command"},
 				{"agent of node-1.edge restarts"}, {"agent of node-1.edge", "the command's shell recorded that it succeeded"}}},
+		{"a decommission's COMPLETE that could not be published (a NATS outage) is checked again before it goes out: its " +
+			"Node registered again meanwhile is drained and deleted first (D1, seed 411862)", 411862, ConfigFor(411862),
+			Plan{{At: 11834207714, Kind: Update, Target: 1}, {At: 20380680358, Kind: APIOutage, For: 36 * time.Second},
+				{At: 259826213211, Kind: BusOutage, Target: 2, For: 37 * time.Second}, {At: 176054396813, Kind: Decommission, Target: 0},
+				{At: 194060383444, Kind: NodeDeleted, Target: 0, For: 99 * time.Second}},
+			[][]string{{"NATS is down"}, {"node-0.edge's Node object registers again", "a new object"},
+				{"coordinator-0 deletes the Node object of node-0.edge"},
+				{"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"node-0.edge COMPLETE", "node decommissioned"},
+				{"agent of node-0.edge runs the decommission command"}}},
+		{"a decommissioned node's keys are removed request first: a coordinator stopped between the two removals resumes " +
+			"from the status left and removes it, never serving a request left without its status (L1, seed 413666)", 413666, ConfigFor(413666),
+			Plan{{At: 132721416517, Kind: BusLossy, For: 40 * time.Second}, {At: 100 * time.Second, Kind: CoordCrash, For: time.Second},
+				{At: 153100 * time.Millisecond, Kind: CoordCrash, For: time.Second},
+				{At: 37022921411, Kind: Decommission, Target: 0}, {At: 35998560530, Kind: WritesLate, For: 24 * time.Second}},
+			[][]string{{"node-0.edge is powered off for good"}, {"removes the request of decommissioned node-0.edge"},
+				{"the removal of the status of decommissioned node-0.edge fails"}, {"coordinator-0 crashes"},
+				{"coordinator-0 resumes: 0 request(s), 1 status(es)"}, {"removes the keys of decommissioned node-0.edge"}}},
+		{"a retired machine's leftover request (a second agent's, after a decommission forced with the override file) drained " +
+			"to COMPLETE holds its slot until the operator withdraws it, without --stale-holder-timeout: the drains queued " +
+			"behind it wait with it (L1 check, simulator, seed 413760)", 413760, ConfigFor(413760),
+			Plan{{At: 33098735573, Kind: Update, Target: 0}, {At: 56519392470, Kind: Reboot, Target: 2},
+				{At: 76143850110, Kind: Override, Target: 0, For: 3 * time.Second}, {At: 32048517308, Kind: AgentDuplicated, Target: 0, For: 33 * time.Second},
+				{At: 53994707497, Kind: Override, Target: 0, For: 33 * time.Second}, {At: 79637852753, Kind: Decommission, Target: 0}},
+			[][]string{{"a second agent starts with the name node-0.edge"}, {"publishing drain request node-0.edge-req1"},
+				{"runs the decommission command", "cleared by override COMPLETE"}, {"node-0.edge is powered off for good"},
+				{"node-0.edge COMPLETE for request \"node-0.edge-req1\""}, {"node-2.edge REQUESTED", "node-0.edge in maintenance"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

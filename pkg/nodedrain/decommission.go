@@ -19,7 +19,11 @@ const NodeGoneAfter = time.Minute
 
 // nodeDeleted handles OpDeleteNode's answer.
 func (s *stepper) nodeDeleted(e EvResult) {
-	if e.Err == nil && e.Missing {
+	// (A decommission checked again because its COMPLETE could not be published keeps
+	// SlotReleased: the Node it deleted, or found gone for NodeGoneAfter, is still missing, and
+	// its COMPLETE goes out at once. Waiting for NodeGoneAfter again would let the agent's pod,
+	// which outlives its Node by about 40 s, go before it: a machine stranded.)
+	if e.Err == nil && e.Missing && !s.d.Status.SlotReleased {
 		if s.d.MissingSince.IsZero() {
 			s.d.MissingSince = s.now
 		}
@@ -58,6 +62,7 @@ func (s *stepper) nodeDeleted(e EvResult) {
 // a cordon that is not the drain's own, or as a new Node object; why says which.
 func (s *stepper) cordonAgain(why string) {
 	s.d.Status.CordonedByUs, s.d.CordonKnown, s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, false, false, time.Time{}, ""
+	s.d.Status.SlotReleased = false // (a decommission checked again after its COMPLETE failed: its Node is back)
 	s.set(StatusStarting, why, nil)
 	s.start(OpCordon, 1)
 }
@@ -95,14 +100,22 @@ func (s *stepper) forgetAfter(since time.Time) {
 }
 
 // forgotten handles OpForget's answer: once the keys are gone, so is the drain (it publishes
-// nothing more); a failure is retried.
+// nothing more); a failure is retried (Forgetting: the request may be gone already).
 func (s *stepper) forgotten(e EvResult) {
 	if e.Err != nil {
 		s.retry(OpForget, 0, s.p.UncordonRetry)
+		s.d.ForgetFailed = true
 		return
 	}
 	s.d = Drain{Status: NodeDrainStatus{Node: s.d.Status.Node, Status: StatusNotRequested}}
 	s.actions = append(s.actions, Forgotten{})
+}
+
+// Forgetting reports whether the drain is removing its node's keys: a forget in flight, or one
+// that failed and is retried. Its removal of the request may have landed before it failed (the
+// request goes first), so a withdrawal seen now is its echo, or changes nothing: the keys go.
+func (d Drain) Forgetting() bool {
+	return d.Waiting == OpForget || (d.RetryOp == OpForget && d.ForgetFailed)
 }
 
 // Forgotten reports that a decommissioned node's keys were removed from the bus: the

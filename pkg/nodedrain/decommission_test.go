@@ -79,6 +79,12 @@ func TestDecommissionForgetsAfterTheLinger(t *testing.T) {
 	r.step(EvResult{Op: OpForget, RequestID: "d1", Err: errors.New("bus down")})
 	assert.Equal(t, OpForget, r.d.RetryOp, "a failed removal is retried")
 	assert.NotContains(t, r.actions, Action(Forgotten{}))
+	// The request goes first: its removal's echo after the status's removal failed is no
+	// withdrawal either (no NOTREQUESTED, no new linger).
+	r.step(EvRequest{}).expect(StatusComplete)
+	assert.Empty(t, r.published())
+	assert.Equal(t, OpForget, r.d.RetryOp)
+	assert.Equal(t, r.now.Add(r.p.UncordonRetry), r.d.RetryAt)
 	r.fire().ok(OpForget)
 	assert.Contains(t, r.actions, Action(Forgotten{}))
 }
@@ -220,4 +226,38 @@ func TestDecommissionDrainsAgainUnderARecordon(t *testing.T) {
 	r := drainedForDecommission(t)
 	r.ok(OpCheckCordon, func(e *EvResult) { e.Foreign = true }).expect(StatusStarting, OpCordon)
 	assert.Contains(t, r.d.Status.Message, "cordoned again by someone else")
+}
+
+// A decommission's COMPLETE whose publication failed is not sent later as it was: a Node
+// registered under the name meanwhile is in the cluster again, and the agent would power it off
+// (simulation, D1). Until a publication of it is acknowledged it is checked again as any
+// COMPLETE is, keeping SlotReleased (its Node object is gone).
+func TestDecommissionCompleteNotPublishedIsCheckedAgain(t *testing.T) {
+	uid := func(id string) func(*EvResult) { return func(e *EvResult) { e.UID = id } }
+	missing := func(e *EvResult) { e.Missing = true }
+	r := newRun(t).step(EvRequest{Request: decommissionReq("d1")})
+	r.step(EvAdmit{}).ok(OpCordon, uid("uid-1")).ok(OpGate).ok(OpEvict).ok(OpFinalGate).ok(OpCheckCordon, uid("uid-1"))
+	r.ok(OpDeleteNode).expect(StatusComplete)
+	require.True(t, r.d.BusHolds, "the bus shows CORDONED until the COMPLETE is acknowledged")
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	assert.Equal(t, OpFinalGate, r.d.RetryOp)
+	assert.True(t, r.d.Decommissioned(), "its Node object is gone")
+
+	// Withdrawn meanwhile (the COMPLETE may have landed, its reply lost): a decommissioned
+	// node's keys go; nothing to uncordon.
+	withdrawn := *r
+	withdrawn.step(EvRequest{}).expect(StatusNotRequested)
+	assert.Equal(t, OpForget, withdrawn.d.RetryOp)
+
+	// Still missing: COMPLETE again at once, not after another NodeGoneAfter (the agent's pod
+	// outlives its Node by less than that).
+	again := *r
+	again.fire().ok(OpFinalGate).ok(OpCheckCordon).ok(OpDeleteNode, missing).expect(StatusComplete)
+	assert.True(t, again.d.Decommissioned())
+	// Once acknowledged, a later publication that fails (a repair) is retried as it is.
+	again.step(EvPublished{Status: StatusComplete}).step(EvPublishFailed{}).expect(StatusComplete)
+
+	// Registered again under the name: a new node, drained from the cordon before it is deleted.
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon, uid("uid-2")).expect(StatusStarting, OpCordon)
+	assert.False(t, r.d.Decommissioned())
 }

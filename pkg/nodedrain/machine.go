@@ -150,6 +150,9 @@ type Drain struct {
 	// MissingSince is when a decommission's Node deletion first found the Node missing (zero:
 	// it did not); it counts as gone once missing for NodeGoneAfter.
 	MissingSince time.Time
+	// ForgetFailed says the last removal of a decommissioned node's keys (OpForget) failed: it
+	// is retried (Forgetting).
+	ForgetFailed bool
 	// NodeMissing says the last cordon check found no Node object (deleted; registering again?):
 	// the cordon the API confirmed was the old object's, so the API-unreachable rule does not
 	// apply until a check finds the node again.

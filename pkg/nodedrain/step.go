@@ -56,23 +56,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 			s.actions = append(s.actions, SlotReleased{Reason: e.Reason})
 		}
 	case EvPublishFailed:
-		// (A COMPLETE re-published to say its slot was released is not such a COMPLETE: the
-		// first one reached the bus, the agent may have run its operation; it is retried as it is.)
-		if s.d.Status.Status == StatusComplete && s.d.Request != nil && !s.d.Status.SlotReleased {
-			// After a pause: a bus that refuses writes at once must not turn this into a loop of
-			// gate checks and Node reads.
-			// Its write may have landed all the same (a lost reply): the agent may act on it.
-			s.d.Status.CompleteSent, s.d.Status.APIUnreachable = true, false
-			if !s.d.Evicted {
-				// A COMPLETE of the API-unreachable rule: its pods were never evicted (simulation,
-				// seed 771705: checked again from the final gate, it went COMPLETE with a pod on it).
-				s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes, the pods and the cordon again", nil)
-				s.retry(OpGate, 0, s.p.GateRecheck)
-				break
-			}
-			s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
-			s.retry(OpFinalGate, 0, s.p.GateRecheck)
-		}
+		s.publishFailed()
 	}
 	return s.d, s.actions
 }
@@ -188,7 +172,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	}
 	// (A decommissioned node's Node object is gone: a Node of that name now is a new one.)
 	mayBeCordoned = mayBeCordoned && !s.d.Decommissioned()
-	if r == nil && s.d.Waiting == OpForget {
+	if r == nil && s.d.Forgetting() {
 		// The echo of the removal of the request under way: the removal goes on.
 		s.d.Request = nil
 		return
@@ -212,7 +196,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	inFlight := s.d.Waiting
 	writeInFlight := inFlight == OpCordon || inFlight == OpDeleteNode
 	s.d.Request, s.d.Waiting, s.d.RetryOp, s.d.GateSafe, s.d.UncordonAfter, s.d.CordonKnown = r, OpNone, OpNone, false, false, false
-	s.d.Evicted, s.d.MissingSince, s.d.NodeUID = false, time.Time{}, ""
+	s.d.Evicted, s.d.MissingSince, s.d.NodeUID, s.d.ForgetFailed = false, time.Time{}, "", false
 	// An uncordon already sent may still land too, and it removes whatever cordon of edgedrain's
 	// it reads then: it is waited for (no drain is admitted before its answer), never doubled.
 	// A second one, its answer taken for the first's, removed the cordon of the drain admitted

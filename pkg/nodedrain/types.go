@@ -123,7 +123,9 @@ type NodeDrainStatus struct {
 	// holds its admission slot until it is healthy again (the return gate, DESIGN §9).
 	ReturningSince time.Time `json:"ReturningSince,omitzero"`
 	// SlotReleased is set (on COMPLETE) when the node never came back (deleted, or NotReady for
-	// too long) and its admission slot was released; the message says why.
+	// too long) and its admission slot was released; the message says why. A decommission's
+	// CORDONED keeps it while the drain checks again after its COMPLETE could not be published
+	// (its Node object was deleted).
 	SlotReleased bool `json:"SlotReleased,omitempty"`
 	// DeclaredShutdown says the request declared a planned whole-cluster shutdown (its node
 	// has no return gate), so that a coordinator resuming after the request is gone knows.

@@ -56,37 +56,34 @@ func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission b
 	return cs, err
 }
 
-// forget removes a decommissioned node's keys from the bus: its status, unless another request
-// is on the bus (a new machine with the name: the status may be its), then its request, if the
-// key still holds requestID (the agent did not withdraw it: the machine is off). The status may
-// be any of this request's, or older, not only its COMPLETE: publications lost in a bus outage
-// (seed 706050). The status goes first: a forget that fails in between leaves the request, so
-// the watch brings no echo of a removal that would read as a withdrawal by the operator; tried
-// again, it finds the status gone. The request's removal names the revision it read, so a
-// request published meanwhile is never removed in its place.
+// forget removes a decommissioned node's keys from the bus: its request, if the key still holds
+// requestID (the agent did not withdraw it: the machine is off), then its status, unless another
+// request is on the bus (a new machine with the name: the status may be its). The status may be
+// any of this request's, or older, not only its COMPLETE: publications lost in a bus outage
+// (seed 706050). The request goes first: a forget stopped in between (a write failed, the
+// coordinator stopped) leaves the status, which a coordinator resuming takes for a decommissioned
+// node's and forgets again; a request left without its status is taken for a new one, of a node
+// not in the cluster, and waits for good (simulation, L1). The request's removal names the
+// revision it read, so a request published meanwhile is never removed in its place; its echo on
+// the watch is no withdrawal (Drain.Forgetting).
 func (e *Engine) forget(ctx context.Context, node, requestID string) error {
 	if !stillLeading(ctx) {
 		return fmt.Errorf("forget node %s: %w", node, ErrLeaseLapsed)
 	}
 	req, reqRev, err := e.requests.Get(ctx, node)
-	ours := err == nil && req.RequestID == requestID
 	switch {
 	case errors.Is(err, pubsub.ErrNotFound), errors.Is(err, pubsub.ErrDecode):
 		// (no request, or garbage there: not a request to serve)
 	case err != nil:
 		return fmt.Errorf("read the request of %s: %w", node, err)
-	case !ours:
+	case req.RequestID != requestID:
 		return nil // a new request for the name: its status is not ours to remove
-	}
-	if err := e.forgetStatus(ctx, node); err != nil {
-		return err
-	}
-	if ours {
+	default:
 		if err := e.requests.UnpublishRevision(ctx, node, reqRev); err != nil {
 			return fmt.Errorf("remove the request of %s: %w", node, err)
 		}
 	}
-	return nil
+	return e.forgetStatus(ctx, node)
 }
 
 // forgetStatus removes node's status, fenced like every status write (fence.go). A copied delete
