@@ -546,6 +546,15 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-0.edge restarts"}, {"agent of node-0.edge removes the override file acted on"},
 				{"agent of node-0.edge runs the reboot command", "cleared by override NOTSUPPORTED"},
 				{"agent of node-0.edge: publishing drain request"}, {"agent of node-0.edge runs the update command", "cleared by COMPLETE"}}},
+		{"a coordinator cut from the API releases no COMPLETE holder as a Node gone on its frozen view: the Node had registered " +
+			"again, unseen (R2, seed 926487)", 926487, ConfigFor(926487),
+			Plan{{At: 79918004332, Kind: NodeReregister, Target: 1, For: 16 * time.Second},
+				{At: 83939332769, Kind: CoordAPICut, Target: 0, For: 197 * time.Second},
+				{At: 41451970971, Kind: OperatorPutsRequest, Target: 1, For: 102 * time.Second}},
+			[][]string{{"node-1.edge COMPLETE", "node drained"}, {"node-1.edge's Node object is deleted and registered again"},
+				{"coordinator-0's path to the Kubernetes API is cut"}, {"coordinator-0 lost the Lease to the API outage"},
+				{"the operator withdraws request node-1.edge-operator1"}, {"node-1.edge NOTREQUESTED", "back from its operation"},
+				{"coordinator-0 leaves outage mode"}, {"node-1.edge NOTREQUESTED", "idle; node uncordoned"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},

@@ -431,6 +431,14 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	if c.staleAfter <= 0 || c.wholeCluster {
 		return nil
 	}
+	if !c.apiDownSince.IsZero() {
+		// The informers' view is frozen while this coordinator cannot reach the API: a Node
+		// gone or NotReady in it may be back (registered again, Ready) unseen. Nothing is timed
+		// on it; the count starts over on a live view.
+		clear(c.absent)
+		clear(c.notReady)
+		return nil
+	}
 	if c.absent == nil {
 		c.absent = map[string]time.Time{}
 	}

@@ -37,3 +37,36 @@ func TestStaleHolderCountsOnItsOwnClock(t *testing.T) {
 	assert.False(t, released(now.Add(5*time.Minute-time.Second)))
 	assert.True(t, released(now.Add(5*time.Minute)), "NotReady for the timeout on this coordinator's clock")
 }
+
+// While the coordinator cannot reach the API its informers' view is frozen: a Node that view
+// shows gone may have registered again, Ready (simulation, seed 926487: a coordinator cut from
+// the API released a COMPLETE holder as "gone for 1m0s" whose Node was back, R2). No slot is
+// released on it, and the count starts over once the API is reachable again.
+func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp}
+	st := nodedrain.NodeDrainStatus{Node: "a", RequestID: "r1", Status: nodedrain.StatusComplete, UpdatedAt: now, StartedAt: now}
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c.SetStaleHolderTimeout(5 * time.Minute)
+	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
+	gone := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}} // a's Node missing from the view
+	released := func(at time.Time) bool {
+		actions, _ := c.Admit(gone, AdmitPolicy{}, at)
+		for _, a := range actions {
+			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
+				return true
+			}
+		}
+		return false
+	}
+	assert.False(t, released(now), "just seen gone")
+	c.SetAPIUnreachable(now.Add(10 * time.Second))
+	assert.False(t, released(now.Add(DeletedGrace)), "released on a frozen view")
+	assert.False(t, released(now.Add(10*DeletedGrace)), "released on a frozen view")
+	c.SetAPIUnreachable(time.Time{})
+	back := now.Add(10*DeletedGrace + time.Second)
+	assert.False(t, released(back), "the count does not carry over the outage")
+	assert.False(t, released(back.Add(DeletedGrace-time.Second)))
+	assert.True(t, released(back.Add(DeletedGrace)), "gone for the grace on a live view")
+}
