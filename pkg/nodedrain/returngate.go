@@ -42,8 +42,13 @@ func (s *stepper) returnTimedOut() {
 	}
 	waitingFor := s.d.Status.Blockers
 	s.ended(ReturnTimedOut)
-	msg := fmt.Sprintf("the return gate timed out after %s: admission slot released while still waiting for %s",
-		s.p.ReturnTimeout, DescribeBlockers(waitingFor))
+	msg := fmt.Sprintf("the return gate timed out after %s: admission slot released", s.p.ReturnTimeout)
+	if len(waitingFor) > 0 {
+		msg += " while still waiting for " + DescribeBlockers(waitingFor)
+	} else {
+		// (Its first check had not answered: an API unreachable, say.)
+		msg += " before the node could be checked"
+	}
 	switch {
 	case s.d.uncordoning():
 		msg += "; uncordoning the node"
