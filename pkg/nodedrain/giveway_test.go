@@ -45,7 +45,11 @@ func TestTheLaterOfTwoDrainsWaitingForEachOthersCopyGivesWay(t *testing.T) {
 	drains["b"] = b
 	assert.Empty(t, GiveWay(drains, pf), "someone else's cordon, which edgedrain leaves: giving way frees no copy")
 
-	b.Status.CordonedByUs = true
+	b.Status.CordonedByUs, b.Status.CompleteSent = true, true
+	drains["b"] = b
+	assert.Empty(t, GiveWay(drains, pf), "b's COMPLETE was sent, its publication failed: it may have landed, the node going down")
+
+	b.Status.CompleteSent = false
 	drains["b"] = b
 	drains["a"] = admitted(StatusComplete, "a", 0)
 	assert.Empty(t, GiveWay(drains, pf), "a is going down: its copy comes back with it")

@@ -66,9 +66,11 @@ func GiveWay(drains map[string]Drain, peers func(node string) []VolumePeers) map
 
 // mayGiveWay reports whether the drain can give way: past its cordon, the cordon edgedrain's (or
 // not known: an uncordon undoes only edgedrain's), no operation in flight, not a decommission
-// (which evicts its copies whatever the policy).
+// (which evicts its copies whatever the policy), and no COMPLETE sent: one whose publication
+// failed may have landed all the same, the node going down, and giving way would free its slot
+// for a third drain.
 func (d Drain) mayGiveWay() bool {
-	return d.Request != nil && d.Cordoned() && d.Waiting == OpNone && !d.Status.Decommission &&
+	return d.Request != nil && d.Cordoned() && d.Waiting == OpNone && !d.Status.Decommission && !d.Status.CompleteSent &&
 		(d.Status.CordonedByUs || !d.CordonKnown)
 }
 
