@@ -182,6 +182,7 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		}
 		d, actions := nodedrain.Resume(st, in.Requests[node], now, c.policy)
 		c.drains[node] = d
+		c.resumeWithdrawal(node, st, in.Requests[node], now)
 		out = appendNode(out, node, d.Status.RequestID, actions)
 		if (!d.Active() && d.Status.Status != nodedrain.StatusComplete) || (d.Decommissioned() && d.Request == nil) {
 			// Only a drain under way (or COMPLETE) holds work of the volume gate (an eviction
@@ -366,6 +367,25 @@ func (c *Core) agentsBack(now time.Time) map[string]bool {
 		}
 	}
 	return back
+}
+
+// resumeWithdrawal carries over agentsBack's sign across a takeover or restart: a request
+// withdrawn lately (its status says so, written within backFor) or while no coordinator ran (a
+// drain under way whose request is gone) counts as withdrawn now. Otherwise a new leader took a
+// node back from its reboot, NotReady still, for down under a declared whole-cluster shutdown.
+// (From now, not from the status's time: that was written on another replica's clock.)
+func (c *Core) resumeWithdrawal(node string, st nodedrain.NodeDrainStatus, req *nodedrain.NodeDrainRequest, now time.Time) {
+	if req != nil || st.RequestID == "" {
+		return
+	}
+	idle := st.Status == nodedrain.StatusNotRequested
+	if idle && now.Sub(st.UpdatedAt) >= backFor {
+		return
+	}
+	if c.withdrawn == nil {
+		c.withdrawn = map[string]time.Time{}
+	}
+	c.withdrawn[node] = now
 }
 
 // backFor is how long a withdrawal counts as a sign of an agent running on its node (a kubelet

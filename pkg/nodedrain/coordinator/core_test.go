@@ -153,4 +153,27 @@ func TestAWithdrawalIsAnAgentUp(t *testing.T) {
 	assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "c's agent runs and asks nothing")
 	_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(backFor))
 	assert.True(t, ev.WholeCluster || ev.ConfirmDeclared, "NotReady since long after its withdrawal, c is down")
+
+	// A coordinator taking over after the withdrawal knows it from c's status (review).
+	for _, cs := range []nodedrain.NodeDrainStatus{st("c", nodedrain.StatusNotRequested), st("c", nodedrain.StatusComplete)} {
+		c = NewCore(nodedrain.DefaultPolicy(), 1)
+		c.Resume(ResumeInput{
+			Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
+				"b": req("b", nodedrain.ClusterShutdownContext)},
+			Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusRequested), "b": st("b", nodedrain.StatusRequested),
+				"c": cs},
+		}, now.Add(time.Second))
+		_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(2*time.Second))
+		assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "resumed with c's request withdrawn (status %s), c's agent runs", cs.Status)
+	}
+	// A withdrawal older than backFor says nothing.
+	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	c.Resume(ResumeInput{
+		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
+			"b": req("b", nodedrain.ClusterShutdownContext)},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusRequested), "b": st("b", nodedrain.StatusRequested),
+			"c": st("c", nodedrain.StatusNotRequested)},
+	}, now.Add(backFor))
+	_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(backFor+time.Second))
+	assert.True(t, ev.WholeCluster || ev.ConfirmDeclared, "c withdrew long ago and is NotReady: down")
 }
