@@ -230,6 +230,8 @@ func (s *Sim) check() {
 		return
 	}
 	cl := s.cluster
+	sinceCheck := s.w.now.Sub(s.lastCheck)
+	s.lastCheck = s.w.now
 	s.trackHealth()
 	// S3: at most MaxConcurrent nodes between admission and release — by their published
 	// status (a drain under way, a COMPLETE whose slot was not released as stale, a node back
@@ -307,12 +309,18 @@ func (s *Sim) check() {
 	// refuses them for a while (replicas.go), and the leader's request watch, whose consumer
 	// was lost with its server, delivers nothing until it can be made again: no coordinator
 	// learns of a withdrawal meanwhile (as N2 excuses a run whose watch cannot be made).
-	busUp := s.bus.up && !s.bus.consumersRefused()
+	// That window pauses the count rather than starting it over: a cordon stranded before it
+	// is no less stranded after.
+	refused := s.bus.up && s.bus.consumersRefused()
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		stranded := n.ours() && !live && leading && busUp
+		stranded := n.ours() && !live && leading && s.bus.up
 		switch {
+		case stranded && refused:
+			if since := s.strandedSince[name]; !since.IsZero() {
+				s.strandedSince[name] = since.Add(sinceCheck)
+			}
 		case !stranded:
 			delete(s.strandedSince, name)
 		case s.strandedSince[name].IsZero():

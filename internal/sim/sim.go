@@ -155,6 +155,9 @@ type Sim struct {
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
 	strandedSince map[string]time.Time
+	// lastCheck is when check last ran (S4's count pauses between two checks in a window when
+	// no coordinator can learn of a withdrawal).
+	lastCheck time.Time
 	// cancelled records, per "node/operation", the sentinel time of an operation an operator withdrew.
 	cancelled map[string]int64
 	// withdrawn lists the requests an operator withdrew (their nodes' slots are released).
