@@ -123,6 +123,10 @@ func runCommand(command, node string, a RunCommand, timeout time.Duration, outco
 	switch {
 	case err == nil:
 		return output, nil
+	case errors.Is(err, exec.ErrWaitDelay):
+		// It exited 0, not cancelled; a process it left behind holds its output open. It
+		// succeeded (its shell recorded so): counted a failure, it would run again.
+		return strings.TrimSpace(output + "\n(a process the command left running still held its output; not waited for)"), nil
 	case ctx.Err() != nil:
 		err = fmt.Errorf("%s command timed out after %s", a.Operation, timeout)
 	default:

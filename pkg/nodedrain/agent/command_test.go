@@ -65,3 +65,15 @@ func TestRunCommandRecordsItsSuccess(t *testing.T) {
 	assert.Equal(t, "r1", ReadOutcome(outcome))
 	assert.Empty(t, ReadOutcome(""))
 }
+
+// A command that exits 0 but leaves a process holding its output succeeded: counted a failure
+// (exec's WaitDelay error), it ran again though its shell had recorded its success (review).
+func TestRunCommandThatLeavesAProcessBehindSucceeded(t *testing.T) {
+	outcome := filepath.Join(t.TempDir(), "command-succeeded")
+	a := RunCommand{Operation: OpUpdate, RequestID: "r1", Attempt: 1}
+	out, err := runCommand("sleep 8 & echo started", "edge-1", a, time.Minute, outcome) // (outlives WaitDelay)
+	require.NoError(t, err)
+	assert.Contains(t, out, "started")
+	assert.Contains(t, out, "left running")
+	assert.Equal(t, "r1", ReadOutcome(outcome))
+}
