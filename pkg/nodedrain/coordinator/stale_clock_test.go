@@ -19,20 +19,8 @@ func TestStaleHolderCountsOnItsOwnClock(t *testing.T) {
 	behind := now.Add(-time.Hour)
 	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: behind, RequestedBy: nodedrain.RequesterDeviceOp}
 	st := nodedrain.NodeDrainStatus{Node: "a", RequestID: "r1", Status: nodedrain.StatusComplete, UpdatedAt: behind, StartedAt: behind}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
-	c.SetStaleHolderTimeout(5 * time.Minute)
-	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
-		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
 	nodes := []nodedrain.NodeInfo{{Name: "a", NotReadySince: behind}, {Name: "b", Ready: true, Schedulable: true}}
-	released := func(at time.Time) bool {
-		actions, _ := c.Admit(nodes, AdmitPolicy{}, at)
-		for _, a := range actions {
-			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
-				return true
-			}
-		}
-		return false
-	}
+	_, released := completeHolder(req, st, nodes, now)
 	assert.False(t, released(now), "NotReady for an hour by the control plane's clock, but just seen NotReady")
 	assert.False(t, released(now.Add(5*time.Minute-time.Second)))
 	assert.True(t, released(now.Add(5*time.Minute)), "NotReady for the timeout on this coordinator's clock")
@@ -46,20 +34,8 @@ func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp}
 	st := nodedrain.NodeDrainStatus{Node: "a", RequestID: "r1", Status: nodedrain.StatusComplete, UpdatedAt: now, StartedAt: now}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
-	c.SetStaleHolderTimeout(5 * time.Minute)
-	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
-		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
 	gone := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}} // a's Node missing from the view
-	released := func(at time.Time) bool {
-		actions, _ := c.Admit(gone, AdmitPolicy{}, at)
-		for _, a := range actions {
-			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
-				return true
-			}
-		}
-		return false
-	}
+	c, released := completeHolder(req, st, gone, now)
 	assert.False(t, released(now), "just seen gone")
 	c.SetAPIUnreachable(now.Add(10 * time.Second))
 	assert.False(t, released(now.Add(DeletedGrace)), "released on a frozen view")
@@ -69,4 +45,24 @@ func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
 	assert.False(t, released(back), "the count does not carry over the outage")
 	assert.False(t, released(back.Add(DeletedGrace-time.Second)))
 	assert.True(t, released(back.Add(DeletedGrace)), "gone for the grace on a live view")
+}
+
+// completeHolder is a coordinator (stale-holder timeout 5 min) resumed with node a's drain
+// COMPLETE; released runs an admission pass over nodes at a time and reports whether it
+// released a's slot.
+func completeHolder(req *nodedrain.NodeDrainRequest, st nodedrain.NodeDrainStatus, nodes []nodedrain.NodeInfo,
+	now time.Time) (c *Core, released func(at time.Time) bool) {
+	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	c.SetStaleHolderTimeout(5 * time.Minute)
+	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
+		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
+	return c, func(at time.Time) bool {
+		actions, _ := c.Admit(nodes, AdmitPolicy{}, at)
+		for _, a := range actions {
+			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
+				return true
+			}
+		}
+		return false
+	}
 }
