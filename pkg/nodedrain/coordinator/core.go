@@ -24,6 +24,7 @@ type Core struct {
 	seen              map[string]time.Time             // when admission last saw each node
 	declaredConfirmed bool                             // see ConfirmDeclared
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
+	frozenSince       time.Time                        // since when the stale-holder counts pause (thawed)
 	idleAbsent        map[string]time.Time             // since when an idle drain's Node object is missing
 	notReady          map[string]notReadySeen          // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
@@ -451,12 +452,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	if c.staleAfter <= 0 || c.wholeCluster {
 		return nil
 	}
-	if !c.apiDownSince.IsZero() {
-		// The informers' view is frozen while this coordinator cannot reach the API: a Node
-		// gone or NotReady in it may be back (registered again, Ready) unseen. Nothing is timed
-		// on it; the count starts over on a live view.
-		clear(c.absent)
-		clear(c.notReady)
+	if !c.thawed(now) {
 		return nil
 	}
 	if c.absent == nil {
@@ -615,6 +611,38 @@ func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Ac
 // notReadySeen is when this process first saw a node NotReady (its own clock), and the node's
 // NotReadySince then.
 type notReadySeen struct{ at, cond time.Time }
+
+// thawed reports whether the stale-holder counts may run: not while this coordinator cannot
+// reach the API, whose informers' view is frozen then (a Node gone or NotReady in it may be back,
+// registered again, Ready, unseen). The counts pause rather than start over, so that an API that
+// flaps (a slow /readyz now and then) does not keep a dead node's slot for good; once the API
+// answers they resume after informerRelist more, the time a reflector backing off may take to
+// list again.
+func (c *Core) thawed(now time.Time) bool {
+	if !c.apiDownSince.IsZero() {
+		if c.frozenSince.IsZero() {
+			c.frozenSince = c.apiDownSince
+		}
+		return false
+	}
+	if c.frozenSince.IsZero() {
+		return true
+	}
+	shift := now.Sub(c.frozenSince) + informerRelist
+	c.frozenSince = time.Time{}
+	for n, at := range c.absent {
+		c.absent[n] = at.Add(shift)
+	}
+	for n, seen := range c.notReady {
+		seen.at = seen.at.Add(shift)
+		c.notReady[n] = seen
+	}
+	return true
+}
+
+// informerRelist bounds how long after the API answers again an informer's view may still be
+// the old one: client-go's reflector backs off up to a minute before it lists again.
+const informerRelist = time.Minute
 
 // managedOnly is nodes without those the coordinator does not manage.
 func managedOnly(nodes []nodedrain.NodeInfo) []nodedrain.NodeInfo {

@@ -29,7 +29,8 @@ func TestStaleHolderCountsOnItsOwnClock(t *testing.T) {
 // While the coordinator cannot reach the API its informers' view is frozen: a Node that view
 // shows gone may have registered again, Ready (simulation, seed 926487: a coordinator cut from
 // the API released a COMPLETE holder as "gone for 1m0s" whose Node was back, R2). No slot is
-// released on it, and the count starts over once the API is reachable again.
+// released on it: the count pauses, and resumes a relist's time after the API answers again
+// (paused, not started over: an API that flaps would keep a dead node's slot for good).
 func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp}
@@ -37,14 +38,15 @@ func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
 	gone := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}} // a's Node missing from the view
 	c, released := completeHolder(req, st, gone, now)
 	assert.False(t, released(now), "just seen gone")
-	c.SetAPIUnreachable(now.Add(10 * time.Second))
+	c.SetAPIUnreachable(now.Add(10 * time.Second)) // 10 s counted before
 	assert.False(t, released(now.Add(DeletedGrace)), "released on a frozen view")
 	assert.False(t, released(now.Add(10*DeletedGrace)), "released on a frozen view")
 	c.SetAPIUnreachable(time.Time{})
 	back := now.Add(10*DeletedGrace + time.Second)
-	assert.False(t, released(back), "the count does not carry over the outage")
-	assert.False(t, released(back.Add(DeletedGrace-time.Second)))
-	assert.True(t, released(back.Add(DeletedGrace)), "gone for the grace on a live view")
+	assert.False(t, released(back), "released on the view the API's return has not refreshed yet")
+	rest := DeletedGrace - 10*time.Second + informerRelist
+	assert.False(t, released(back.Add(rest-time.Second)))
+	assert.True(t, released(back.Add(rest)), "gone for the grace on a live view, the 10 s before the outage counted")
 }
 
 // completeHolder is a coordinator (stale-holder timeout 5 min) resumed with node a's drain
