@@ -75,10 +75,14 @@ func (d Drain) mayGiveWay() bool {
 }
 
 // aheadOf reports whether p, node pn's drain, is under way and was admitted before d, node
-// dn's (the same instant: by name).
+// dn's (the same instant: by name), or has sent its COMPLETE: such a drain cannot give way (its
+// node may be going down), so the other one does, whenever it was admitted.
 func aheadOf(p Drain, pn string, d Drain, dn string) bool {
 	if p.Request == nil || !p.Active() {
 		return false
+	}
+	if p.Status.CompleteSent != d.Status.CompleteSent {
+		return p.Status.CompleteSent
 	}
 	a, b := p.Status.StartedAt, d.Status.StartedAt
 	return a.Before(b) || (a.Equal(b) && pn < dn)
