@@ -300,36 +300,45 @@ func (s *Sim) check() {
 	// may not stay stranded while a coordinator can act.
 	// (Edgedrain's cordon: its annotation on a cordon it made, node.ours; a leader that reaches
 	// the API, as only it can uncordon.)
-	leading := false
+	leading, leadsWithAPI := false, false
 	for _, c := range s.coords {
 		// (One that reaches the API and NATS: a leader cut off from either cannot uncordon.)
-		leading = leading || (s.leads(c) && c.running && c.core != nil && c.apiUp() && c.conn.connected())
+		withAPI := s.leads(c) && c.running && c.core != nil && c.apiUp()
+		leadsWithAPI = leadsWithAPI || withAPI
+		leading = leading || (withAPI && c.conn.connected())
 	}
-	// The bus is up only while its JetStream API creates consumers too: after a quorum loss it
+	// The bus must be up, its JetStream API creating consumers too: after a quorum loss it
 	// refuses them for a while (replicas.go), and the leader's request watch, whose consumer
 	// was lost with its server, delivers nothing until it can be made again: no coordinator
-	// learns of a withdrawal meanwhile (as N2 excuses a run whose watch cannot be made).
-	// That window pauses the count rather than starting it over: a cordon stranded before it
-	// is no less stranded after.
-	refused := s.bus.up && s.bus.consumersRefused()
+	// learns of a withdrawal meanwhile (as N2 excuses a run whose watch cannot be made). Such a
+	// bus window pauses the count rather than starting it over: a cordon stranded before it is
+	// no less stranded after.
+	busOut := !s.bus.up || s.bus.consumersRefused()
 	for _, name := range cl.order {
 		n := cl.nodes[name]
 		_, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		stranded := n.ours() && !live && leading && s.bus.up
 		switch {
-		case stranded && refused:
-			if since := s.strandedSince[name]; !since.IsZero() {
+		case !n.ours() || live:
+			delete(s.strandedSince, name)
+		case busOut && leadsWithAPI:
+			if since := s.strandedSince[name]; !since.IsZero() && s.busOutAtLastCheck {
 				s.strandedSince[name] = since.Add(sinceCheck)
 			}
-		case !stranded:
+		case !leading || busOut:
 			delete(s.strandedSince, name)
 		case s.strandedSince[name].IsZero():
 			s.strandedSince[name] = s.w.now
-		case s.w.now.Sub(s.strandedSince[name]) > strandedFor:
-			s.violate("S4", "%s has carried edgedrain's cordon for %s with no live request", name, s.w.now.Sub(s.strandedSince[name]).Round(time.Second))
-			return
+		default:
+			if s.busOutAtLastCheck { // the window ended at this event
+				s.strandedSince[name] = s.strandedSince[name].Add(sinceCheck)
+			}
+			if s.w.now.Sub(s.strandedSince[name]) > strandedFor {
+				s.violate("S4", "%s has carried edgedrain's cordon for %s with no live request", name, s.w.now.Sub(s.strandedSince[name]).Round(time.Second))
+				return
+			}
 		}
 	}
+	s.busOutAtLastCheck = busOut
 	// N2: a drain whose Node went frees its slot (operators.go).
 	if s.checkVanishedSlots(); s.violation != nil {
 		return

@@ -155,9 +155,11 @@ type Sim struct {
 	updatesOK map[string]time.Time
 	// strandedSince is when a node started to carry edgedrain's cordon without a live request.
 	strandedSince map[string]time.Time
-	// lastCheck is when check last ran (S4's count pauses between two checks in a window when
-	// no coordinator can learn of a withdrawal).
-	lastCheck time.Time
+	// lastCheck is when check last ran, and busOutAtLastCheck whether the bus was out then (down,
+	// or refusing consumers): S4's count pauses between two checks while no coordinator can
+	// learn of a withdrawal.
+	lastCheck         time.Time
+	busOutAtLastCheck bool
 	// cancelled records, per "node/operation", the sentinel time of an operation an operator withdrew.
 	cancelled map[string]int64
 	// withdrawn lists the requests an operator withdrew (their nodes' slots are released).
