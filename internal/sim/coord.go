@@ -63,6 +63,7 @@ type coord struct {
 	// (CoordPauseMidWrite).
 	pauseMidWrite time.Duration
 	pausedAt      time.Time // when the last such pause began
+	asked         time.Time // when the write landing now was asked for (publishAsked); zero: now
 	// apiCut: this replica's own path to the Kubernetes API is cut while the cluster's is not
 	// (CoordAPICut); cutVols and cutNodes are what its informers held then.
 	apiCut   bool
@@ -477,10 +478,15 @@ func (c *coord) publish(st nodedrain.NodeDrainStatus) {
 	c.publishOne(st)
 }
 
-func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
+func (c *coord) publishOne(st nodedrain.NodeDrainStatus) { c.publishAsked(st, c.s.w.now) }
+
+// publishAsked is publishOne of a write asked for at asked: one held by a pause was decided
+// before it, on checks made before it, and S2 judges it as of then (as a write paused after its
+// checks, publishLate: what changed meanwhile is the residual of any check before an act).
+func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 	s := c.s
 	if c.paused() { // (a write asked for by what ran on after a pause began: it waits too)
-		c.hold("publish", func() { c.publishOne(st) })
+		c.hold("publish", func() { c.publishAsked(st, asked) })
 		return
 	}
 	leading := c.stillLeading()
@@ -500,7 +506,9 @@ func (c *coord) publishOne(st nodedrain.NodeDrainStatus) {
 		c.publishLate(st, d)
 		return
 	}
+	c.asked = asked
 	seq, refused := c.land(st, c.lastSeq, false)
+	c.asked = time.Time{}
 	c.written(st, seq, refused)
 }
 

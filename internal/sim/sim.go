@@ -409,6 +409,9 @@ func (s *Sim) updateDone(node string) {
 // and the maintenance policy's rules.
 func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, late bool) {
 	leads, decided := s.leads(c), s.w.now
+	if !c.asked.IsZero() {
+		decided = c.asked // (a write held by a pause: decided before it)
+	}
 	prev, st = s.trueTimes(prev), s.noteClock(c, st) // (the checks judge in simulated time)
 	if late {
 		decided = c.pausedAt

@@ -555,6 +555,17 @@ func TestRegressions(t *testing.T) {
 				{"coordinator-0's path to the Kubernetes API is cut"}, {"coordinator-0 lost the Lease to the API outage"},
 				{"the operator withdraws request node-1.edge-operator1"}, {"node-1.edge NOTREQUESTED", "back from its operation"},
 				{"coordinator-0 leaves outage mode"}, {"node-1.edge NOTREQUESTED", "idle; node uncordoned"}}},
+		{"a COMPLETE decided before a coordinator's pause and written after it, held behind the paused write, is judged as of " +
+			"its decision: a pod that landed during the pause is the residual of any check before an act (S2 check, seed 1123563)",
+			1123563, ConfigFor(1123563),
+			Plan{{At: 137560538047, Kind: Reboot, Target: 0}, {At: 135813684643, Kind: Reboot, Target: 3},
+				{At: 157964465660, Kind: CoordPauseMidWrite, Target: 0, For: 8 * time.Second},
+				{At: 185907869586, Kind: CoordBusCut, Target: 0, For: 9 * time.Second},
+				{At: 183316467022, Kind: CoordPauseMidWrite, Target: 0, For: 27 * time.Second},
+				{At: 47640614838, Kind: NodeDeleted, Target: 2, For: 128 * time.Second},
+				{At: 161617650420, Kind: PodPinned, Target: 3}},
+			[][]string{{"coordinator-0 cordons node-3.edge"}, {"coordinator-0 pauses for 27s"},
+				{"a pod created with spec.nodeName node-3.edge"}, {"node-3.edge COMPLETE"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},
