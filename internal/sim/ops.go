@@ -127,6 +127,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		var cordoned, foreign, missing bool
 		var uid int
 		var pods []nodedrain.Blocker
+		at := c.now() // (as the executor: before the reads)
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if !ok || !n.exists {
@@ -147,7 +148,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			return nil
 		}, func(err error) {
 			post(nodedrain.EvResult{Err: err, Cordoned: cordoned, Foreign: foreign, Missing: missing, Pods: pods, UID: nodeUID(uid),
-				At: c.now()})
+				At: at})
 		})
 	case nodedrain.OpDeleteNode:
 		c.deleteNode(node, rid, st.UID, inc, post)
@@ -160,6 +161,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		whole := c.core.WholeCluster()
 		opts := coordinator.GateOptions{WholeCluster: whole, Decommission: st.Decommission}
+		at := c.now() // (as the executor: before the reads)
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
 			r := c.gateFor(node, opts)
 			if s.volumePolicy(opts) == volumes.PolicyEvict && !whole && c.apiUp() {
@@ -173,7 +175,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					r = coordinator.GateResult{Blockers: b}
 				}
 			}
-			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: c.now()})
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: at})
 		})
 	case nodedrain.OpReturnGate:
 		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {

@@ -328,9 +328,11 @@ type EvResult struct {
 	// or an operator asked to keep it cordoned); empty when it was uncordoned, or carried no
 	// cordon of edgedrain's.
 	Kept string
-	// At is when the answer was read (OpFinalGate, OpCheckCordon); zero: unknown. An answer
-	// older than MaxAnswerAge when the drain gets it (the coordinator was paused meanwhile) is
-	// asked again before COMPLETE.
+	// At is when the check began, before its reads (OpFinalGate, OpCheckCordon); zero: unknown.
+	// An answer older than MaxAnswerAge when the drain gets it (the coordinator was paused
+	// meanwhile) is asked again before COMPLETE. Stamped before the reads, not after: a pause
+	// between the reads and the stamp made an answer 27 s old look fresh, and a pod that landed
+	// meanwhile went unseen (simulation, S2).
 	At time.Time
 }
 

@@ -155,6 +155,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		return nodedrain.EvResult{Err: err, Kept: left}
 	case nodedrain.OpCheckCordon:
+		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
 		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
 		var pods []nodedrain.Blocker
 		if err == nil && cs.cordoned && !cs.missing {
@@ -162,7 +163,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 			pods, err = x.evictor.left(ctx, node)
 		}
 		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
-			Pods: pods, UID: string(cs.uid), At: x.e.cfg.Now()}
+			Pods: pods, UID: string(cs.uid), At: at}
 	case nodedrain.OpDeleteNode:
 		deleted, missing, replaced, err := x.nodeOps.deleteNode(ctx, node, types.UID(s.UID))
 		if deleted && !missing {
@@ -171,6 +172,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing, UID: string(replaced)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
+		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
 			Decommission: s.Decommission})
 		if err == nil && r.Safe && s.Op == nodedrain.OpFinalGate {
@@ -180,7 +182,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 				r = GateResult{Blockers: b}
 			}
 		}
-		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: x.e.cfg.Now()}
+		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: at}
 	case nodedrain.OpReturnGate:
 		blockers, err := x.returnCheck(ctx, node)
 		return nodedrain.EvResult{Err: err, Safe: err == nil && len(blockers) == 0, Blockers: blockers}
