@@ -331,8 +331,8 @@ type EvResult struct {
 	// At is when the check began, before its reads (OpFinalGate, OpCheckCordon); zero: unknown.
 	// An answer older than MaxAnswerAge when the drain gets it (the coordinator was paused
 	// meanwhile) is asked again before COMPLETE. Stamped before the reads, not after: a pause
-	// between the reads and the stamp made an answer 27 s old look fresh, and a pod that landed
-	// meanwhile went unseen (simulation, S2).
+	// between the reads and the stamp would make an old answer look fresh, and a pod that landed
+	// meanwhile would go unseen.
 	At time.Time
 }
 
