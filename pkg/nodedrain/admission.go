@@ -225,9 +225,14 @@ func AdmitWith(in AdmitInput) Admission {
 			continue
 		case len(nodes) == 1 && !otherKnown(drains, seen, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
+			holders = append(holders, name) // (a NOTSUPPORTED node is in maintenance: it takes a slot)
 			continue
 		case a.WholeCluster:
 			a.NotSupported[name] = "declared whole-cluster shutdown: this is the last node up, nothing left to drain to; proceed"
+			// It takes a slot, as a drain admitted in this pass does: a node down (by power loss)
+			// whose request was still waiting was admitted in the same pass, two nodes in
+			// maintenance with one slot (simulation, S3).
+			holders = append(holders, name)
 			continue
 		default:
 			// Other nodes exist but none can take the workloads now (down, cordoned, in

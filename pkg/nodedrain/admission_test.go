@@ -482,3 +482,23 @@ func TestTwoSlotsDoNotTakeEveryCopyOfAVolume(t *testing.T) {
 	a = AdmitWith(in)
 	assert.Equal(t, []string{"b"}, a.Admit, "a is back: v1 has its copy there, and v2 one there too, though c is in maintenance")
 }
+
+// The last node up told NOTSUPPORTED in a declared whole-cluster shutdown takes a slot in that
+// pass: a node down by power loss, whose declaring request still waited, was admitted with it,
+// two nodes in maintenance with one slot (simulation, S3).
+func TestTheLastNodeUpTakesItsSlotInThePass(t *testing.T) {
+	declared := func(node string, at time.Duration) Drain {
+		d := drainIn(StatusRequested, node, at)
+		d.Request.Context = ClusterShutdownContext
+		return d
+	}
+	// b asked first, a second: a is Ready, b lost power (NotReady); c's Node is gone.
+	drains := map[string]Drain{"a": declared("a", 2*time.Second), "b": declared("b", time.Second)}
+	ns := []NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b"}}
+	ns[0].Priority = 1 // a first in the queue
+	adm := Admit(drains, ns, 1)
+	assert.True(t, adm.WholeCluster)
+	assert.Contains(t, adm.NotSupported["a"], "last node up")
+	assert.Empty(t, adm.Admit, "admitted beside the NOTSUPPORTED node with one slot")
+	assert.Contains(t, adm.Queued["b"], "a in maintenance")
+}
