@@ -579,6 +579,15 @@ func TestRegressions(t *testing.T) {
 				{At: 108443643037, Kind: OperatorReplaysRequest, Target: 1, For: 61 * time.Second}},
 			[][]string{{"node-0.edge loses power"}, {"node-2.edge FAILEDDRAIN", "the Node object has been gone"},
 				{"node-1.edge NOTSUPPORTED", "declared whole-cluster shutdown"}, {"node-0.edge REQUESTED", "node-1.edge in maintenance"}}},
+		{"a drain whose COMPLETE was sent in a NATS outage and which ended as its Node was gone freed its slot then: the node " +
+			"registering again and its request withdrawn take no slot back through the return gate (S3, seed 1205730)", 1205730, ConfigFor(1205730),
+			Plan{{At: 37986945485, Kind: KernelDay}, {At: 137415018626, Kind: Reboot, Target: 0}, {At: 22233793916, Kind: Update, Target: 3},
+				{At: 75263345810, Kind: CoordCrash, Target: 3, For: 7 * time.Second}, {At: 40019783081, Kind: BusLossy, Target: 3, For: 7 * time.Second},
+				{At: 90009437688, Kind: BusOutage, Target: 2, For: 37 * time.Second},
+				{At: 25494889400, Kind: CoordBusCut, Target: 0, For: 18 * time.Second},
+				{At: 122087403340, Kind: NodeDeletedForGood, Target: 3, For: 480 * time.Second}},
+			[][]string{{"node-3.edge FAILEDDRAIN", "the Node object has been gone"}, {"node-0.edge STARTING"},
+				{"node-3.edge's Node object registers again"}, {"node-3.edge NOTREQUESTED", "request withdrawn"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},

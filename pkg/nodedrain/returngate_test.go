@@ -255,3 +255,16 @@ func TestCompleteSentSurvivesAResume(t *testing.T) {
 	d, _ = Resume(st, nil, r.now, r.p)
 	assert.True(t, d.Returning(), "withdrawn while no coordinator ran")
 }
+
+// A drain whose COMPLETE was sent (its publication failed) and that then ended FAILED, its Node
+// gone, freed its slot then; withdrawn later (the node registered again), it does not take a
+// slot back through the return gate: another drain may hold it since (simulation, S3).
+func TestAnEndedDrainWhoseCompleteWasSentHasNoReturnGate(t *testing.T) {
+	r := completed(t)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	require.True(t, r.d.Status.CompleteSent)
+	r.d.Status.Status, r.d.RetryOp, r.d.Waiting = StatusFailedDrain, OpNone, OpNone // ended: its Node gone for NodeGoneAfter
+	r.step(EvRequest{})
+	assert.Equal(t, StatusNotRequested, r.d.Status.Status)
+	assert.False(t, r.d.Returning(), "back through the return gate, taking a slot it had freed")
+}

@@ -190,7 +190,10 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	// a whole-cluster shutdown (every node returns at once; holding a slot each would exceed
 	// the limit). A gate under way carries on, whatever the request does: a new request waits
 	// in REQUESTED, still holding the slot, until the node is healthy.
-	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || s.d.Status.CompleteSent) &&
+	// (A COMPLETE sent whose drain then ended, FAILED because its Node was gone, freed its slot
+	// then, as a COMPLETE released as stale does: no gate either.)
+	sent := s.d.Status.CompleteSent && s.d.Status.Status.InProgress()
+	returning := s.d.Returning() || (s.d.Request != nil && (s.d.Status.Status == StatusComplete || sent) &&
 		!s.d.Status.SlotReleased && s.p.ReturnTimeout > 0 && !DeclaresClusterShutdown(*s.d.Request) && !s.d.Status.Decommission)
 	// A cordon or a Node deletion already sent may still land: the uncordon waits for its result.
 	inFlight := s.d.Waiting
