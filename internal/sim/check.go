@@ -521,11 +521,15 @@ func (s *Sim) copiesStranded(node string) string {
 //
 // What the key holds is judged, if a coordinator wrote it: a copied delete marker empties the
 // key as well as the coordinator's removal (seed 2020252); a forged value left is judged above.
+//
+// A machine whose Node registered again (its decommission withdrawn before the power-off) is a
+// node of the cluster again: its idle status stays, as any node's does.
 func (s *Sim) decommissionStatusLeft(node string) bool {
 	rid, done := s.decommissioned[node]
 	r, _ := s.bus.latest(bucketStatus, node)
 	st, ok := r.val.(nodedrain.NodeDrainStatus)
-	return done && ok && !r.forged && st.RequestID == rid
+	back := s.cluster.nodes[node] != nil && s.cluster.nodes[node].exists && st.Status == nodedrain.StatusNotRequested
+	return done && ok && !r.forged && st.RequestID == rid && !back
 }
 
 // checkAdmittedWithAPI: no drain is admitted while its coordinator knows the API unreachable

@@ -588,6 +588,16 @@ func TestRegressions(t *testing.T) {
 				{At: 122087403340, Kind: NodeDeletedForGood, Target: 3, For: 480 * time.Second}},
 			[][]string{{"node-3.edge FAILEDDRAIN", "the Node object has been gone"}, {"node-0.edge STARTING"},
 				{"node-3.edge's Node object registers again"}, {"node-3.edge NOTREQUESTED", "request withdrawn"}}},
+		{"a decommissioned machine whose decommission was withdrawn before its power-off and whose Node registered again is a " +
+			"node of the cluster: its idle status stays on the bus (L1 check, seed 1220046)", 1220046, ConfigFor(1220046),
+			Plan{{At: 45585035141, Kind: Update, Target: 1}, {At: 21277275951, Kind: Reboot, Target: 2},
+				{At: 32283501499, Kind: AgentCrash, Target: 2, For: 37 * time.Second}, {At: 83672850069, Kind: Override, Target: 0, For: 24 * time.Second},
+				{At: 95519387614, Kind: Withdraw, Target: 0, For: 12 * time.Second}, {At: 36558962578, Kind: AgentCrash, Target: 1, For: 18 * time.Second},
+				{At: 11384488539, Kind: Decommission, Target: 0}, {At: 12193244062, Kind: NodeDeleted, Target: 0, For: 255 * time.Second},
+				{At: 14799366576, Kind: NodeDeletedForGood, Target: 2, For: 240 * time.Second}},
+			[][]string{{"node-0.edge COMPLETE", "node decommissioned"}, {"edgedrainctl withdraw node-0.edge"},
+				{"node-0.edge's Node object registers again"}, {"agent of node-0.edge", "the decommission is cancelled"},
+				{"node-0.edge NOTREQUESTED", "request withdrawn"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},
