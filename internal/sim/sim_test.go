@@ -598,6 +598,12 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-0.edge COMPLETE", "node decommissioned"}, {"edgedrainctl withdraw node-0.edge"},
 				{"node-0.edge's Node object registers again"}, {"agent of node-0.edge", "the decommission is cancelled"},
 				{"node-0.edge NOTREQUESTED", "request withdrawn"}}},
+		{"a decommission's COMPLETE decided but not yet on the bus does not take its node out of a whole-cluster shutdown's " +
+			"declaration: its publication failed and the drain went back to CORDONED (R2, seed 1310013)", 1310013, ConfigFor(1310013),
+			Plan{{At: 42296020288, Kind: ClusterShutdown}, {At: 35265198638, Kind: BusOutage, For: 37 * time.Second},
+				{At: 8014578100, Kind: Decommission, Target: 1}, {At: 109742333238, Kind: StreamElection, Target: 1, For: 4435 * time.Millisecond}},
+			[][]string{{"coordinator-0 deletes the Node object of node-1.edge"}, {"node-1.edge CORDONED", "the COMPLETE could not be published"},
+				{"node-1.edge COMPLETE", "node decommissioned"}}},
 		{"an operator's request put over a decommissioned node's, and withdrawn, leaves no status on the bus: the idle status " +
 			"of a node out of the cluster goes (L1, seed 61)", 61, ConfigFor(61),
 			Plan{{At: 15366359812, Kind: CoordCrash, Target: 0, For: 9 * time.Second}, {At: 33320371806, Kind: Decommission, Target: 1},

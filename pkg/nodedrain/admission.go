@@ -143,8 +143,10 @@ func AdmitWith(in AdmitInput) Admission {
 	// Every request must declare it, including those of nodes whose Node object is missing right
 	// now (deleted and registering again while down for an ordinary reboot).
 	for _, d := range drains {
-		// (A decommissioned node's request, left until withdrawn, is of no node of the cluster.)
-		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) && !d.Decommissioned() {
+		// (A decommissioned node's request, left until withdrawn, is of no node of the cluster;
+		// once its COMPLETE is on the bus: a COMPLETE decided but not published may yet go back
+		// to CORDONED, the node still in the cluster, simulation seed 1310013, R2.)
+		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) && !(d.Decommissioned() && !d.BusHolds) {
 			a.WholeCluster = false
 		}
 	}
