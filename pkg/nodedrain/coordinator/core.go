@@ -221,10 +221,7 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 		out = append(out, NodeAction{Node: node, Release: true})
 	}
 	if prev != nil && d.Request == nil {
-		if c.withdrawn == nil {
-			c.withdrawn = map[string]time.Time{}
-		}
-		c.withdrawn[node] = now
+		c.noteWithdrawn(node, now)
 	}
 	return out
 }
@@ -383,6 +380,11 @@ func (c *Core) resumeWithdrawal(node string, st nodedrain.NodeDrainStatus, req *
 	if idle && now.Sub(st.UpdatedAt) >= backFor {
 		return
 	}
+	c.noteWithdrawn(node, now)
+}
+
+// noteWithdrawn records that node's request was withdrawn at now (agentsBack).
+func (c *Core) noteWithdrawn(node string, now time.Time) {
 	if c.withdrawn == nil {
 		c.withdrawn = map[string]time.Time{}
 	}
