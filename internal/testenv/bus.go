@@ -1,12 +1,14 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sirupsen/logrus"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
@@ -57,6 +59,17 @@ func StartBusWith(t testing.TB, cfg pubsub.EmbeddedConfig, conn pubsub.ConnectOp
 func OpenBus(t testing.TB, conn pubsub.ConnectOptions, replicas int) *Bus {
 	t.Helper()
 	b := &Bus{seen: map[string][]nodedrain.NodeDrainStatus{}}
+	// The recorder's own watch logs to a buffer shown when the test fails: a status missing
+	// from the record is the recorder's watch or the bus, and its log tells which.
+	var logBuf syncBuffer
+	logger := logrus.New()
+	logger.SetOutput(&logBuf)
+	logger.SetLevel(logrus.DebugLevel)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the test's status recorder:\n%s", logBuf.String())
+		}
+	})
 	if conn.Name == "" {
 		conn.Name = t.Name()
 	}
@@ -73,7 +86,7 @@ func OpenBus(t testing.TB, conn pubsub.ConnectOptions, replicas int) *Bus {
 	// History above 1 so the recorder sees every transition, not only the latest value.
 	// Marked as the coordinator's writes: a test that publishes a status plays the coordinator.
 	b.Statuses, err = pubsub.OpenBucket(ctx, b.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: 20, Replicas: replicas,
-		WriterMark: nodedrain.StatusWriterMark}, nodedrain.StatusCodec{})
+		WriterMark: nodedrain.StatusWriterMark, Logger: logger}, nodedrain.StatusCodec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +106,24 @@ func OpenBus(t testing.TB, conn pubsub.ConnectOptions, replicas int) *Bus {
 		}
 	}()
 	return b
+}
+
+// syncBuffer is a bytes.Buffer safe for the watch's goroutine and the test's.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Request publishes a drain request for node, as its agent would.

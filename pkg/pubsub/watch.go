@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,6 +20,12 @@ import (
 const (
 	resumeBackoffMin = 100 * time.Millisecond
 	resumeBackoffMax = 5 * time.Second
+	// freshnessCheck: how often a watch asks how far the bucket is written, to catch a consumer
+	// that is alive (its heartbeats come, and say it delivered nothing more) yet delivers
+	// nothing new: a replica of the stream that stopped applying it (seen with a NATS cluster
+	// regaining its quorum) serves it. A revision written and still not delivered at the next
+	// check makes the watch start another consumer.
+	freshnessCheck = 2 * consumerHeartbeat
 )
 
 // Watcher delivers the events of one watch on a Bucket. It is created by
@@ -150,6 +157,9 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 
 	reconnected := (<-chan nats.Status)(status) // set to nil if ever closed
 	backoff, lostBackoff := resumeBackoffMin, resumeBackoffMin
+	fresh := time.NewTicker(freshnessCheck)
+	defer fresh.Stop()
+	var behind uint64 // a revision on the bus, not yet delivered, as of the last check
 	failing := false
 	started := time.Now() // the current consumer's creation
 	for {
@@ -222,6 +232,21 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			}
 			in = nil
 			continue
+		case <-fresh.C:
+			latest, err := w.latest(ctx)
+			switch {
+			case err != nil || latest <= st.lastRev:
+				behind = 0
+			case behind != 0 && st.lastRev < behind:
+				w.log.WithFields(logrus.Fields{"revision": st.lastRev, "written": behind}).
+					Warn("watch consumer alive but delivering nothing: the bucket was written after the last revision it delivered, " +
+						"a whole check ago; starting another")
+				behind = 0
+				in.stop()
+				in = nil
+			default:
+				behind = latest
+			}
 		case e := <-in.updates:
 			for _, ev := range apply(st, w.b, e) {
 				if ev.Kind == EventDecodeError {
@@ -237,6 +262,28 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			}
 		}
 	}
+}
+
+// latest is the last revision written to what the watch watches: the stream's last sequence
+// for a watch of every key, else the last revision of each of its keys (a direct get, which a
+// client allowed to read only its own key may make). A replica that lags answers behind, never
+// ahead.
+func (w *Watcher[T]) latest(ctx context.Context) (uint64, error) {
+	if len(w.keys) == 0 {
+		ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+		defer cancel()
+		_, last, err := w.b.streamState(ctx)
+		return last, err
+	}
+	var last uint64
+	for _, key := range w.keys {
+		_, rev, _, err := w.b.GetChecked(ctx, key)
+		if err != nil && rev == 0 && !errors.Is(err, ErrNotFound) {
+			return 0, err
+		}
+		last = max(last, rev)
+	}
+	return last, nil
 }
 
 // resume re-creates the underlying watch after the last delivered revision,
