@@ -552,7 +552,9 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 // run; a write no coordinator made (a forger's) is stepped over, the status published again.
 func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	s := c.s
-	if s.bus.noLeader() { // Engine.fenceRefused: LastRevision (the stream's info) failed
+	// Engine.fenceRefused: LastRevision (the stream's info) failed, or answered behind the
+	// revision the refusal names: written again at the next try.
+	if last, ok := s.bus.streamInfo(bucketStatus); !ok || last < s.bus.buckets[bucketStatus].last {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete {
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))

@@ -326,8 +326,8 @@ func (c *coord) forget(node, rid string, post func(nodedrain.EvResult)) {
 // forgetRefused is Engine.fenceRefused for forget's status removal.
 func (c *coord) forgetRefused() {
 	s := c.s
-	if s.bus.noLeader() {
-		return // (LastRevision failed: refused again until it answers)
+	if last, ok := s.bus.streamInfo(bucketStatus); !ok || last < s.bus.buckets[bucketStatus].last {
+		return // (LastRevision failed or answered behind the refusal: refused again until it answers)
 	}
 	over, read := c.termTakenOver()
 	if !read {

@@ -188,6 +188,19 @@ func (b *bus) ackLost() bool { return b.rep.electing > 0 && b.rep.rng.IntN(2) ==
 // noLeader: the stream has no leader (its info and its message API do not answer).
 func (b *bus) noLeader() bool { return b.rep.electing > 0 }
 
+// streamInfo is the stream's info as LastRevision reads it: its leader's last sequence. While the
+// stream has no leader, a replica that takes it for leaderless answers from what it has applied
+// (a lagging follower: behind the writes its leader refused others over), or none answers.
+func (b *bus) streamInfo(bucket string) (last uint64, answered bool) {
+	if !b.noLeader() {
+		return b.buckets[bucket].last, true
+	}
+	if applied := b.rep.lag[bucket]; applied != 0 && b.rep.rng.IntN(2) == 0 {
+		return applied, true
+	}
+	return 0, false
+}
+
 // consumersRefused: the JetStream API refuses to create consumers (a watch's, a history read's).
 func (b *bus) consumersRefused() bool { return b.rep.refusing > 0 }
 

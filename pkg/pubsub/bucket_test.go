@@ -182,9 +182,22 @@ func TestPublishIfLastFailsAfterAnyOtherWrite(t *testing.T) {
 	_, err = b.PublishIfLast(ctx, "node-1", record{N: 3, S: "node-1"}, rev)
 	require.ErrorIs(t, err, pubsub.ErrConflict, "a stale revision of its own key")
 
-	publish(t, b, "other", 1) // somebody writes another key
+	at, ok := pubsub.RefusedAt(err)
+	require.True(t, ok, "the refusal names where the stream ends: %v", err)
+	require.Equal(t, rev2, at)
+
+	rev3 := publish(t, b, "other", 1) // somebody writes another key
 	_, err = b.PublishIfLast(ctx, "node-1", record{N: 3, S: "node-1"}, rev2)
 	require.ErrorIs(t, err, pubsub.ErrConflict, "a write to another key fences it too")
+	at, ok = pubsub.RefusedAt(err)
+	require.True(t, ok)
+	require.Equal(t, rev3, at, "the refusal names the other key's write")
+	_, err = b.UnpublishIfLast(ctx, "node-1", rev2)
+	at, ok = pubsub.RefusedAt(err)
+	require.True(t, ok, "a refused delete names it too: %v", err)
+	require.Equal(t, rev3, at)
+	_, ok = pubsub.RefusedAt(errors.New("wrong last sequence: 7"))
+	require.False(t, ok, "only the server's refusal is read")
 
 	v, _, err := b.Get(ctx, "node-1")
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,4 +44,21 @@ func (b *Bucket[T]) LastRevision(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("read the last revision of %s: no stream information", b.name)
 	}
 	return s.StreamInfo().State.LastSeq, nil
+}
+
+// RefusedAt returns the revision the bucket's stream ended at, as its leader saw it, when it
+// refused a write conditional on the last revision (PublishIfLast, UnpublishIfLast): the
+// sequence its refusal names ("wrong last sequence: N"). ok is false for any other error, or a
+// refusal that names none. The leader counts writes it has proposed to its replicas and not yet
+// stored, so N may be ahead of what any replica answers yet: a bound to wait for, not a
+// revision to read at.
+func RefusedAt(err error) (seq uint64, ok bool) {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, false
+	}
+	if _, err := fmt.Sscanf(apiErr.Description, "wrong last sequence: %d", &seq); err != nil {
+		return 0, false
+	}
+	return seq, true
 }

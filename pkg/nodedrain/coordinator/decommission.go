@@ -100,7 +100,7 @@ func (e *Engine) forgetStatus(ctx context.Context, node string) error {
 	}
 	del, err := e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)
 	if errors.Is(err, pubsub.ErrConflict) {
-		if ferr := e.fenceRefused(ctx, "forget "+node); ferr != nil {
+		if ferr := e.fenceRefused(ctx, "forget "+node, err); ferr != nil {
 			err = fmt.Errorf("%w; and then: %w", err, ferr)
 		} else if stillLeading(ctx) { // stepped over what no coordinator wrote: once more, after it
 			del, err = e.statuses.UnpublishIfLast(ctx, node, e.lastSeq)

@@ -302,7 +302,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	// to the bucket since this run's last write.
 	rev, err := e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
 	if errors.Is(err, pubsub.ErrConflict) {
-		switch ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String()); {
+		switch ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String(), err); {
 		case errors.Is(ferr, errFenced):
 			return
 		case ferr != nil:

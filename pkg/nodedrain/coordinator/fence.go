@@ -17,8 +17,9 @@ import (
 // writes its term record before anything else, so such a write is refused.
 //
 // A refusal is either a takeover (a term record a coordinator wrote after this run's own: the run
-// stops) or a write no coordinator made (a forgery or a server copy, repaired on its own): then
-// the next write is fenced on the bucket's last revision as of now.
+// stops), this run's own write whose reply was lost, or a write no coordinator made (a forgery or
+// a server copy, repaired on its own): then the next write is fenced on the bucket's last
+// revision as of now.
 
 // errFenced says a status write was refused because another coordinator took over.
 var errFenced = errors.New("another coordinator has taken over (its term record is on the bus)")
@@ -27,12 +28,20 @@ var errFenced = errors.New("another coordinator has taken over (its term record 
 // stopping the run when another coordinator took over; nil when the write may be tried again
 // (lastSeq moved past writes no coordinator made); or why it could not tell (lastSeq unchanged:
 // the next try is refused again until it can).
-func (e *Engine) fenceRefused(ctx context.Context, what string) error {
+func (e *Engine) fenceRefused(ctx context.Context, what string, refusal error) error {
 	// The bucket's end first, then the term records: a takeover written after this read is
 	// after last, so a write fenced on last is still refused.
 	last, err := e.statuses.LastRevision(ctx)
 	if err != nil {
 		return err
+	}
+	// A replica that takes its stream for leaderless answers the stream's info from what it has
+	// applied (a NATS cluster regaining its quorum): behind the leader that refused the write.
+	// Stepping to it would be refused again, at once and over and over; the write waits for the
+	// next try instead.
+	if at, ok := pubsub.RefusedAt(refusal); ok && at > last {
+		return fmt.Errorf("the bucket's stream info (revision %d) is behind its leader (revision %d): "+
+			"writing again once it has caught up", last, at)
 	}
 	over, err := e.takenOver(ctx, last)
 	if err != nil {
@@ -46,8 +55,9 @@ func (e *Engine) fenceRefused(ctx context.Context, what string) error {
 		e.stopRun()
 		return errFenced
 	}
-	e.log.WithField("write", what).Warn("write to the status bucket refused: a value no coordinator wrote landed since this " +
-		"coordinator's last write (repaired separately); writing again after it")
+	e.log.WithField("write", what).Warn("write to the status bucket refused: the bucket was written since this coordinator's " +
+		"last acknowledged write, by no other coordinator (a write of its own whose reply was lost, or a value no coordinator " +
+		"wrote, repaired separately); writing again after it")
 	e.lastSeq = max(e.lastSeq, last)
 	return nil
 }
