@@ -164,10 +164,18 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		at := c.now() // (as the executor: before the reads)
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
 			r := c.gateFor(node, opts)
+			// As Gate.Check: no eviction is asked under a cancelled context. The executor cancels
+			// the node's operations before it releases the gate's work (a withdrawal), and Check
+			// and Release hold the node's lock: a check that comes after the release asks nothing,
+			// one that came before is undone by it. (A run that ended, or crashed, asks nothing either.)
 			if s.volumePolicy(opts) == volumes.PolicyEvict && !whole && c.apiUp() {
 				if n := cl.nodes[node]; n != nil && !n.evictionRequested && s.hasReplicas(node) {
-					n.evictionRequested = true
-					s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
+					if c.alive && inc == c.inc && gen == c.opGen[node] {
+						n.evictionRequested = true
+						s.w.logf("%s: the volume gate asks Longhorn to evict the replicas of %s", c.name, node)
+					} else if c.alive {
+						s.w.logf("%s: the volume gate's check of %s runs under a cancelled context: it asks Longhorn for no eviction", c.name, node)
+					}
 				}
 			}
 			if r.Safe && st.Op == nodedrain.OpFinalGate {

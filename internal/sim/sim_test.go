@@ -849,6 +849,26 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"a second agent starts with the name node-0.edge"}, {"publishing drain request node-0.edge-req1"},
 				{"runs the decommission command", "cleared by override COMPLETE"}, {"node-0.edge is powered off for good"},
 				{"node-0.edge COMPLETE for request \"node-0.edge-req1\""}, {"node-2.edge REQUESTED", "node-0.edge in maintenance"}}},
+		{"a request withdrawn while the volume gate checks its node (an operator's replay of an earlier request, withdrawn at " +
+			"once by its agent) leaves no Longhorn eviction: the check runs under the cancelled context, after the release " +
+			"(here after a whole-cluster shutdown; L1 check, simulator, seed 1502902)", 1502902, ConfigFor(1502902),
+			Plan{{At: 52962689095, Kind: ClusterShutdown}, {At: 17538237015, Kind: Update, Target: 2},
+				{At: 65328302385, Kind: OperatorCordon, Target: 0, For: 15 * time.Second}, {At: 51655573704, Kind: CoordCrash, Target: 2, For: 16 * time.Second},
+				{At: 146859758976, Kind: OperatorReplaysRequest, Target: 0, For: 40 * time.Second}},
+			[][]string{{"an operator's bus identity puts request node-0.edge-req5"},
+				{"agent of node-0.edge: the coordinator serves request node-0.edge-req5 (STARTING)", "withdrawing it"},
+				{"node-0.edge CORDONED", "checking volumes"}, {"node-0.edge NOTREQUESTED", "request withdrawn"},
+				{"the volume gate's check of node-0.edge runs under a cancelled context"}, {"coordinator-0 uncordons node-0.edge"}}},
+		{"the same after a reboot withdrawn with edgedrainctl, under a status forger (L1 check, simulator, seed 1209394)", 1209394, ConfigFor(1209394),
+			Plan{{At: 90898387263, Kind: KernelDay}, {At: 25577826593, Kind: Update, Target: 0}, {At: 40207610604, Kind: Reboot, Target: 1},
+				{At: 43107727237, Kind: AgentCrash, Target: 0, For: 15 * time.Second}, {At: 121431295064, Kind: Withdraw, Target: 0, For: 20 * time.Second},
+				{At: 115248551827, Kind: AgentCut, Target: 0, For: 25 * time.Second}, {At: 121092318517, Kind: StatusForger, Target: 0, For: 279 * time.Second},
+				{At: 77298059016, Kind: AgentPause, Target: 1, For: 9 * time.Second},
+				{At: 211832628646, Kind: OperatorReplaysRequest, Target: 0, For: 22 * time.Second}},
+			[][]string{{"an operator's bus identity puts request node-0.edge-req11"},
+				{"agent of node-0.edge: the coordinator serves request node-0.edge-req11 (STARTING)", "withdrawing it"},
+				{"node-0.edge CORDONED", "checking volumes"}, {"node-0.edge NOTREQUESTED", "request withdrawn"},
+				{"the volume gate's check of node-0.edge runs under a cancelled context"}, {"coordinator-0 uncordons node-0.edge"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

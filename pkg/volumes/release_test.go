@@ -163,3 +163,32 @@ func TestReleaseReportsAFailedDrainerStop(t *testing.T) {
 	require.Eventually(t, func() bool { return jobGone(c, ns, drainerJobName(pvc)) }, 10*time.Second, 50*time.Millisecond, "the drainer is stopped")
 	eventuallyHeld(t, g, []string{node}, []string{}, "nothing is held after the retry")
 }
+
+// TestCheckUnderACancelledContextAsksNoEviction: the coordinator cancels a node's operations
+// before it releases the gate's work for a withdrawn request, and Check and Release take the
+// node's lock. A check still under way when the request goes either asks first, and Release
+// undoes it, or comes after Release under the cancelled context and must ask nothing, or the
+// eviction request would stay with no drain to release it.
+func TestCheckUnderACancelledContextAsksNoEviction(t *testing.T) {
+	c := testenv.RequireCluster(t, cluster)
+	nodes := c.AddNodes(t, "cancelled", 2)
+	g := startGate(t, c, func(cfg *Config) { cfg.Policy = PolicyEvict })
+	for _, n := range nodes {
+		applyLonghorn(t, c.Dynamic, lhNode(n, true))
+	}
+	vol := volumeOn{name: "vol-cancelled", nodes: nodes, state: []replicaState{"healthy", "healthy"}}
+	applyLonghorn(t, c.Dynamic, vol.objects()...)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Eventually(t, func() bool {
+		_, cached, err := g.longhorn.nodes.GetByKey(lhNS + "/" + nodes[0])
+		r, errC := g.Check(cancelled, nodes[0], beforeEviction)
+		return err == nil && cached && errC == nil && len(r.Blockers) > 0
+	}, 30*time.Second, 50*time.Millisecond, "the gate sees the volume and the Longhorn Node; events:\n%s", g.events)
+	assert.NotContains(t, getLonghornNode(t, c, nodes[0]).GetAnnotations(), LonghornEvictionAnnotation)
+	assert.Zero(t, g.events.count("Normal VolumeEvictionRequested Node /"+nodes[0]), g.events)
+
+	g.check(t, nodes[0], beforeEviction)
+	assert.Contains(t, getLonghornNode(t, c, nodes[0]).GetAnnotations(), LonghornEvictionAnnotation, "a live check asks")
+	require.NoError(t, g.Release(context.Background(), nodes[0]))
+}
