@@ -24,7 +24,7 @@ type Core struct {
 	seen              map[string]time.Time             // when admission last saw each node
 	declaredConfirmed bool                             // see ConfirmDeclared
 	absent            map[string]time.Time             // since when a COMPLETE node's Node object is missing
-	frozenSince       time.Time                        // since when the stale-holder counts pause (thawed)
+	frozenSince       time.Time                        // since when the node counts pause (viewFresh)
 	idleAbsent        map[string]time.Time             // since when an idle drain's Node object is missing
 	notReady          map[string]notReadySeen          // since when this process has seen each node NotReady (its own clock)
 	vanished          map[string]time.Time             // since when a draining node's Node object is missing
@@ -236,9 +236,12 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time)
 	all, nodes := nodes, managedOnly(nodes)
 	// A node that stopped matching --node-selector is still there: a COMPLETE one keeps its
 	// slot until it is back (not released as a Node gone), a drain under way ends its own way.
-	out := c.releaseStale(all, now)
-	out = append(out, c.endVanished(all, now)...)
-	out = append(out, c.forgetAbsent(all, now)...)
+	var out []NodeAction
+	if c.viewFresh(now) {
+		out = c.releaseStale(all, now)
+		out = append(out, c.endVanished(all, now)...)
+		out = append(out, c.forgetAbsent(all, now)...)
+	}
 	if c.domains == nil {
 		c.domains = map[string]string{}
 	}
@@ -454,9 +457,6 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 	if c.staleAfter <= 0 || c.wholeCluster {
 		return nil
 	}
-	if !c.thawed(now) {
-		return nil
-	}
 	if c.absent == nil {
 		c.absent = map[string]time.Time{}
 	}
@@ -614,13 +614,15 @@ func appendNode(out []NodeAction, node, requestID string, actions []nodedrain.Ac
 // NotReadySince then.
 type notReadySeen struct{ at, cond time.Time }
 
-// thawed reports whether the stale-holder counts may run: not while this coordinator cannot
-// reach the API, whose informers' view is frozen then (a Node gone or NotReady in it may be back,
-// registered again, Ready, unseen). The counts pause rather than start over, so that an API that
-// flaps (a slow /readyz now and then) does not keep a dead node's slot for good; once the API
-// answers they resume after informerRelist more, the time a reflector backing off may take to
-// list again.
-func (c *Core) thawed(now time.Time) bool {
+// viewFresh reports whether the counts that act on a Node's absence or NotReady condition may
+// run (a COMPLETE holder's slot released as stale, a drain ended as its Node gone, an idle
+// node's status forgotten): not while this coordinator cannot reach the API, whose informers'
+// view is frozen then (a Node gone or NotReady in it may be back, registered again, Ready,
+// unseen). The counts pause rather than start over, so that an API that flaps (a slow /readyz
+// now and then) does not keep a dead node's slot for good; once the API answers they resume
+// after informerRelist more, the time a reflector backing off may take to list again. Called
+// once per admission pass, before the counts.
+func (c *Core) viewFresh(now time.Time) bool {
 	if !c.apiDownSince.IsZero() {
 		if c.frozenSince.IsZero() {
 			c.frozenSince = c.apiDownSince
@@ -632,12 +634,14 @@ func (c *Core) thawed(now time.Time) bool {
 	}
 	shift := now.Sub(c.frozenSince) + informerRelist
 	c.frozenSince = time.Time{}
-	for n, at := range c.absent {
-		c.absent[n] = at.Add(shift)
-	}
 	for n, seen := range c.notReady {
 		seen.at = seen.at.Add(shift)
 		c.notReady[n] = seen
+	}
+	for _, since := range []map[string]time.Time{c.absent, c.vanished, c.idleAbsent} {
+		for n, at := range since {
+			since[n] = at.Add(shift)
+		}
 	}
 	return true
 }

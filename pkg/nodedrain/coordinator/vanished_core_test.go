@@ -108,3 +108,32 @@ func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
 	_, known := c.Drain("gone")
 	assert.False(t, known, "the drain is forgotten once its status is gone")
 }
+
+// A drain's Node missing from a view the API no longer refreshes (this coordinator cut off from
+// it) may be back: the count that ends the drain pauses then, like the stale-holder counts, and
+// resumes a relist's time after the API answers again.
+func TestNoDrainEndsAsVanishedOnAFrozenView(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	both := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
+	onlyB := both[1:]
+	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
+		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
+	c.Admit(both, AdmitPolicy{}, now)
+	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
+
+	c.Admit(onlyB, AdmitPolicy{}, now)
+	c.SetAPIUnreachable(now.Add(10 * time.Second)) // 10 s counted before
+	c.Admit(onlyB, AdmitPolicy{}, now.Add(10*nodedrain.NodeGoneAfter))
+	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended as its Node gone on a frozen view")
+	c.SetAPIUnreachable(time.Time{})
+	back := now.Add(10*nodedrain.NodeGoneAfter + time.Second)
+	c.Admit(onlyB, AdmitPolicy{}, back)
+	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended on the first pass after the API answered")
+	rest := nodedrain.NodeGoneAfter - 10*time.Second + informerRelist
+	c.Admit(onlyB, AdmitPolicy{}, back.Add(rest-time.Second))
+	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended on the view the API's return has not refreshed yet")
+	c.Admit(onlyB, AdmitPolicy{}, back.Add(rest))
+	assert.Equal(t, nodedrain.StatusFailedDrain, status(), "gone for NodeGoneAfter on a live view, the 10 s before the outage counted")
+}
