@@ -223,7 +223,11 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 			log.WithFields(logrus.Fields{"volume": f.Volume.Name, "rule": f.Rule, "verdict": f.Decision.Verdict.String()}).Debug(f.Decision.Reason)
 		}
 		if ev, ok := s.(Evictor); ok && g.policyFor(opts) == PolicyEvict && !opts.WholeCluster && sf.volumes > 0 && ctx.Err() == nil {
-			wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+			// Not aborted by the drain's cancellation once sent: client-go returns at once from
+			// an aborted request that the API server may still apply, after the Release that
+			// follows the cancellation has read the node and found nothing to undo. Answered
+			// here, under the node's lock, the write is seen by that Release, which waits for it.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
 			changed, err := ev.RequestEviction(wctx, node)
 			cancel()
 			switch {
