@@ -267,9 +267,10 @@ func (s *Sim) check() {
 		case cleared(st) && st.SlotReleased && live && st.RequestID == req.RequestID:
 			// released as a node that never came back (R2 checks it was so)
 		case (a.cmdDeclared && !n.up) || (live && s.downDeclared[req.RequestID]) ||
-			(live && nodedrain.DeclaresClusterShutdown(req) && s.wholeClusterDeclared()):
+			(live && nodedrain.DeclaresClusterShutdown(req) && s.wholeClusterDeclared() && !n.up):
 			// A declared whole-cluster shutdown lets nodes go down without a slot: while every
-			// request declares it, or for a request whose node went down under it.
+			// request declares it, or for a request whose node went down under it. A node still
+			// up counts as any other: the nodes up drain one slot at a time.
 		case cleared(st) && live && st.RequestID == req.RequestID:
 			// COMPLETE, or NOTSUPPORTED: the node goes down undrained, and in maintenance all the
 			// same (a COMPLETE left from an earlier request, not yet replaced, holds nothing)
