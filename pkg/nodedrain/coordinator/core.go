@@ -620,8 +620,8 @@ type notReadySeen struct{ at, cond time.Time }
 // view is frozen then (a Node gone or NotReady in it may be back, registered again, Ready,
 // unseen). The counts pause rather than start over, so that an API that flaps (a slow /readyz
 // now and then) does not keep a dead node's slot for good; once the API answers they resume
-// after informerRelist more, the time a reflector backing off may take to list again. Called
-// once per admission pass, before the counts.
+// after relistAfter more, the time a reflector backing off may take to list again. Called once
+// per admission pass, before the counts.
 func (c *Core) viewFresh(now time.Time) bool {
 	if !c.apiDownSince.IsZero() {
 		if c.frozenSince.IsZero() {
@@ -632,7 +632,8 @@ func (c *Core) viewFresh(now time.Time) bool {
 	if c.frozenSince.IsZero() {
 		return true
 	}
-	shift := now.Sub(c.frozenSince) + informerRelist
+	frozen := now.Sub(c.frozenSince)
+	shift := frozen + relistAfter(frozen)
 	c.frozenSince = time.Time{}
 	for n, seen := range c.notReady {
 		seen.at = seen.at.Add(shift)
@@ -646,8 +647,17 @@ func (c *Core) viewFresh(now time.Time) bool {
 	return true
 }
 
+// relistAfter is how long after the API answers again, having been unreachable for frozen, an
+// informer's view may still be the old one: client-go's reflector, failing, waits from 0.8 s
+// doubling, each wait jittered up to twice its length, so about as long again as it has been
+// failing, and at most informerRelist. Not informerRelist after every spell: a /readyz that
+// times out once a minute would then hold back the counts for good.
+func relistAfter(frozen time.Duration) time.Duration {
+	return min(informerRelist, 2*frozen)
+}
+
 // informerRelist bounds how long after the API answers again an informer's view may still be
-// the old one: client-go's reflector backs off up to a minute before it lists again.
+// the old one: client-go's reflector backs off up to 30 s, jittered up to twice that.
 const informerRelist = time.Minute
 
 // managedOnly is nodes without those the coordinator does not manage.
