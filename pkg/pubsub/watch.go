@@ -2,9 +2,9 @@ package pubsub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +43,9 @@ const (
 // It survives NATS reconnects and server restarts. The JetStream consumer
 // behind a watch (see consume) lives in the memory of one server; it is
 // taken for lost after two missed heartbeats (10 to 20 s), or at once when a
-// delivery goes missing. A Watcher re-creates it then, and as soon as the
-// connection is back, starting right after the last revision it delivered: the changes
+// delivery goes missing; one alive that delivers nothing while its keys are
+// written (a freshness check every 10 s) is taken for lost after 10 to 20 s.
+// A Watcher re-creates it then, and as soon as the connection is back, starting right after the last revision it delivered: the changes
 // made meanwhile arrive in order (subject to History as above), none twice,
 // and the latest value of every key is never lost. If the bucket itself was
 // replaced (deleted and created again, or the server came back without its
@@ -159,7 +160,9 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 	backoff, lostBackoff := resumeBackoffMin, resumeBackoffMin
 	fresh := time.NewTicker(freshnessCheck)
 	defer fresh.Stop()
-	var behind uint64 // a revision on the bus, not yet delivered, as of the last check
+	// behind is a revision on the bus not yet delivered as of the last check, and checkedRev the
+	// last revision delivered then (freshness check, below).
+	var behind, checkedRev uint64
 	failing := false
 	started := time.Now() // the current consumer's creation
 	for {
@@ -199,6 +202,8 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			backoff, failing = resumeBackoffMin, false
 			w.resumes.Add(1)
 			started = time.Now()
+			behind = 0 // (a new consumer gets a whole period before it is judged)
+			fresh.Reset(freshnessCheck)
 		}
 
 		select {
@@ -233,19 +238,28 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 			in = nil
 			continue
 		case <-fresh.C:
+			// Stuck, not slow: nothing delivered for a whole period (a caller reading slowly
+			// delivers less, not nothing) and nothing handed on waiting, while a revision
+			// written before the period began is still missing. A failed read keeps what the
+			// last one found: the reads fail most while a cluster regains its quorum.
 			latest, err := w.latest(ctx)
-			switch {
-			case err != nil || latest <= st.lastRev:
+			if err != nil {
+				w.warnings.Logger("freshness", w.log).WithError(err).Debug("watch freshness check failed")
+				latest = behind
+			}
+			stuck := behind != 0 && st.lastRev < behind && st.lastRev == checkedRev && len(in.updates) == 0
+			if latest > st.lastRev {
+				behind = latest
+			} else {
 				behind = 0
-			case behind != 0 && st.lastRev < behind:
-				w.log.WithFields(logrus.Fields{"revision": st.lastRev, "written": behind}).
+			}
+			checkedRev = st.lastRev
+			if stuck {
+				w.warnings.Logger("stuck", w.log).WithFields(logrus.Fields{"revision": st.lastRev, "written": behind}).
 					Warn("watch consumer alive but delivering nothing: the bucket was written after the last revision it delivered, " +
-						"a whole check ago; starting another")
-				behind = 0
+						"and nothing came for a whole check; starting another")
 				in.stop()
 				in = nil
-			default:
-				behind = latest
 			}
 		case e := <-in.updates:
 			for _, ev := range apply(st, w.b, e) {
@@ -277,13 +291,35 @@ func (w *Watcher[T]) latest(ctx context.Context) (uint64, error) {
 	}
 	var last uint64
 	for _, key := range w.keys {
-		_, rev, _, err := w.b.GetChecked(ctx, key)
-		if err != nil && rev == 0 && !errors.Is(err, ErrNotFound) {
+		rev, err := w.b.revisionOf(ctx, key)
+		if err != nil {
 			return 0, err
 		}
 		last = max(last, rev)
 	}
 	return last, nil
+}
+
+// revisionOf is the revision of key's last message (a delete marker's too; 0: none), as a direct
+// get answers it, without decoding the value: a forgery under the key would otherwise count as
+// an undecodable value at every check.
+func (b *Bucket[T]) revisionOf(ctx context.Context, key string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+	defer cancel()
+	subj := "$KV." + b.name + "." + key
+	reply, err := b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	if err != nil {
+		return 0, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	}
+	seqs := reply.Header.Values(jetstream.SequenceHeader)
+	if len(seqs) == 0 {
+		if st := reply.Header.Get("Status"); st == "404" {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, reply.Header.Get("Status"), reply.Header.Get("Description"))
+	}
+	// The server's own header comes last (see GetChecked).
+	return strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
 }
 
 // resume re-creates the underlying watch after the last delivered revision,

@@ -227,7 +227,12 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 			// an aborted request that the API server may still apply, after the Release that
 			// follows the cancellation has read the node and found nothing to undo. Answered
 			// here, under the node's lock, the write is seen by that Release, which waits for it.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WriteTimeout)
+			// The caller's deadline still bounds it.
+			budget := g.cfg.WriteTimeout
+			if dl, ok := ctx.Deadline(); ok {
+				budget = min(budget, time.Until(dl))
+			}
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 			changed, err := ev.RequestEviction(wctx, node)
 			cancel()
 			switch {
