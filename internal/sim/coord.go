@@ -39,6 +39,10 @@ type coord struct {
 	snapshot     map[string]*nodedrain.NodeDrainRequest
 	unpublished  map[string]bool
 	apiDownSince time.Time
+	// apiBack is when this run last saw the API answer again after it had not for apiDownFor
+	// (its Node counts wait a relist's time after it: relisting).
+	apiBack    time.Time
+	apiDownFor time.Duration
 	opGen        map[string]int
 	timerGen     int
 	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then; held
@@ -302,6 +306,7 @@ func (c *coord) resume() {
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
+	c.apiBack, c.apiDownFor = time.Time{}, 0
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, c.now()))
 	for _, key := range slices.Sorted(maps.Keys(forged)) { // repaired once resumed
@@ -391,6 +396,9 @@ func (c *coord) tick() {
 	c.retryRepairs()
 	switch {
 	case c.apiUp():
+		if !c.apiDownSince.IsZero() {
+			c.apiBack, c.apiDownFor = s.w.now, s.w.now.Sub(c.apiDownSince)
+		}
 		c.apiDownSince = time.Time{}
 	case c.apiDownSince.IsZero():
 		c.apiDownSince = s.w.now

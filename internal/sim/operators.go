@@ -387,6 +387,13 @@ func (s *Sim) checkSameNode(st nodedrain.NodeDrainStatus) {
 	}
 }
 
+// relisting: the run saw the API answer again so recently that its informers may not have
+// listed again yet (a client-go reflector backs off about as long as it failed, jittered, at
+// most a minute): the design's Node counts do not run on that view.
+func (c *coord) relisting() bool {
+	return !c.apiBack.IsZero() && c.s.w.now.Before(c.apiBack.Add(min(time.Minute, 2*c.apiDownFor)))
+}
+
 // checkVanishedSlots (N2): a drain under way whose Node is gone ends, and frees its slot, within
 // NodeGoneAfter and some slack while one coordinator run leads and can act (reaches the API and
 // NATS, not paused) and some Node is left.
@@ -407,7 +414,8 @@ func (s *Sim) checkVanishedSlots() {
 		// Its engine run has resumed (its request watch made, the snapshot read): a run still
 		// waiting for its watch's consumer (the JetStream API refuses consumers after a quorum
 		// loss) cannot act, and c.core is still the previous run's (seed 54301).
-		if s.leads(c) && c.running && c.core != nil && c.watch != nil && c.snapshot == nil && c.apiUp() && c.conn.connected() && !c.paused() {
+		if s.leads(c) && c.running && c.core != nil && c.watch != nil && c.snapshot == nil && c.apiUp() && !c.relisting() &&
+			c.conn.connected() && !c.paused() {
 			leader = c
 		}
 	}

@@ -869,6 +869,12 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-0.edge: the coordinator serves request node-0.edge-req11 (STARTING)", "withdrawing it"},
 				{"node-0.edge CORDONED", "checking volumes"}, {"node-0.edge NOTREQUESTED", "request withdrawn"},
 				{"the volume gate's check of node-0.edge runs under a cancelled context"}, {"coordinator-0 uncordons node-0.edge"}}},
+		{"a drain whose Node was deleted ends as gone only once the coordinator's view is fresh again after an API outage: " +
+			"its count pauses while the API is unreachable and waits a relist after (N2 check, simulator, seed 2103665)", 2103665, ConfigFor(2103665),
+			Plan{{At: 79947372390, Kind: KernelDay}, {At: 139061227311, Kind: APIOutage, Target: 1, For: 189 * time.Second},
+				{At: 62677283697, Kind: NodeDeleted, Target: 2, For: 166 * time.Second}},
+			[][]string{{"node-2.edge's Node object is deleted"}, {"the Kubernetes API is unreachable"},
+				{"node-2.edge FAILEDDRAIN", "has been gone for 1m0s"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
