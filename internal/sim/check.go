@@ -404,12 +404,13 @@ func (s *Sim) checkEnd() {
 			// Known open: a second agent with the node's name (a misconfiguration) asks again
 			// from the shared sentinel, with a state of its own; once the machine is retired
 			// its request, for a Node that is gone, waits until withdrawn (edgedrainctl withdraw).
-		case n.retired && n.overridden && s.bus.value(bucketRequests, name) != nil && !st.HoldsSlot():
+		case n.retired && n.overridden && s.bus.value(bucketRequests, name) != nil:
 			// An operator forced the decommission with the override file (S1's explicit
 			// override), not through the coordinator: the machine is gone, and a request it
-			// could not withdraw first (seed 871613) is the operator's to withdraw (edgedrainctl
-			// withdraw), as README's override section says; the node stays cordoned for it. A
-			// drain still holding its slot for it is not excused.
+			// could not withdraw first (seed 871613; or its command powered it off before
+			// returning) is the operator's to withdraw (edgedrainctl withdraw), as README's
+			// override section says; the node stays cordoned for it, and a drain under way for it
+			// keeps its slot and waits (seed 2129995: for a volume whose other copy failed).
 		case s.bus.value(bucketRequests, name) != nil && (!st.HoldsSlot() || st.Status == nodedrain.StatusCordoned) &&
 			(s.copiesStranded(name) != "" || s.strandedMachine() != ""):
 			// The same known limit, seen from other nodes: a drain that needs the copies of a
@@ -484,7 +485,8 @@ func (s *Sim) strandedMachine() string {
 
 // retiredHoldsSlot returns a retired machine whose request, left for the operator to withdraw (a
 // second agent's, or one a decommission forced with the override file left), holds an admission
-// slot: COMPLETE or NOTSUPPORTED for it, with no stale-holder timeout to release it.
+// slot: COMPLETE or NOTSUPPORTED for it, with no stale-holder timeout to release it, or (forced
+// with the override) a drain still under way for it.
 func (s *Sim) retiredHoldsSlot() string {
 	if s.cfg.StaleHolderTimeout != 0 {
 		return ""
@@ -496,6 +498,9 @@ func (s *Sim) retiredHoldsSlot() string {
 		if n.retired && (s.agentOf(name).twin != nil || n.overridden) && live && cleared(st) && st.RequestID == req.RequestID &&
 			!st.SlotReleased {
 			return name
+		}
+		if n.retired && n.overridden && live && st.HoldsSlot() && st.RequestID == req.RequestID {
+			return name // (a drain under way for it, which waits for the operator's withdrawal too)
 		}
 	}
 	return ""

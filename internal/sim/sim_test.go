@@ -875,6 +875,15 @@ func TestRegressions(t *testing.T) {
 				{At: 62677283697, Kind: NodeDeleted, Target: 2, For: 166 * time.Second}},
 			[][]string{{"node-2.edge's Node object is deleted"}, {"the Kubernetes API is unreachable"},
 				{"node-2.edge FAILEDDRAIN", "has been gone for 1m0s"}}},
+		{"a decommission forced with the override file while its drain waits for volumes leaves the drain, and its slot, " +
+			"for the operator's withdrawal: the machine powered off before its agent could withdraw (L1 check, simulator, seed 2129995)",
+			2129995, ConfigFor(2129995),
+			Plan{{At: 33120381507, Kind: Reboot, Target: 0}, {At: 27758078793, Kind: Reboot, Target: 2},
+				{At: 18270155405, Kind: BusOutage, Target: 0, For: 32 * time.Second}, {At: 69786765844, Kind: Override, Target: 1, For: 35 * time.Second},
+				{At: 79502103567, Kind: ReplicaFails, Target: 0, For: 37 * time.Second}, {At: 20013422667, Kind: Decommission, Target: 1}},
+			[][]string{{"node-1.edge CORDONED", "waiting for 2 volume(s)"}, {"an operator writes the override file on node-1.edge: COMPLETE"},
+				{"agent of node-1.edge runs the decommission command", "override COMPLETE"}, {"node-1.edge is powered off for good"},
+				{"node-0.edge COMPLETE"}, {"node-1.edge CORDONED", "waiting for 1 volume(s)"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
