@@ -43,8 +43,8 @@ type coord struct {
 	// (its Node counts wait a relist's time after it: relisting).
 	apiBack    time.Time
 	apiDownFor time.Duration
-	opGen        map[string]int
-	timerGen     int
+	opGen      map[string]int
+	timerGen   int
 	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then; held
 	// are the events that came meanwhile, run in their order when it ends (thaw).
 	frozenUntil time.Time

@@ -151,6 +151,12 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				At: at})
 		})
 	case nodedrain.OpDeleteNode:
+		// As the executor: not sent on checks a pause has made old.
+		if age := c.now().Sub(st.CheckedAt); !st.CheckedAt.IsZero() && age > nodedrain.MaxCheckAge {
+			s.w.logf("%s does not delete the Node object of %s: its checks are %s old", c.name, node, age.Round(time.Millisecond))
+			post(nodedrain.EvResult{Err: fmt.Errorf("%w (%s old)", nodedrain.ErrChecksStale, age.Round(time.Second))})
+			return
+		}
 		c.deleteNode(node, rid, st.UID, inc, post)
 	case nodedrain.OpForget:
 		served := rid // (Engine.forgetNow: nothing served, no request of its own to remove)

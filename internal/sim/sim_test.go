@@ -884,6 +884,13 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-1.edge CORDONED", "waiting for 2 volume(s)"}, {"an operator writes the override file on node-1.edge: COMPLETE"},
 				{"agent of node-1.edge runs the decommission command", "override COMPLETE"}, {"node-1.edge is powered off for good"},
 				{"node-0.edge COMPLETE"}, {"node-1.edge CORDONED", "waiting for 1 volume(s)"}}},
+		{"a decommission's Node is not deleted, nor its COMPLETE published, on checks a coordinator's pause has made old: " +
+			"they are made again, and a blocker that appeared meanwhile holds it (P3 check, simulator, seed 2146338)", 2146338, ConfigFor(2146338),
+			Plan{{At: 12383838140, Kind: Decommission, Target: 1}, {At: 118581477783, Kind: CoordPauseMidWrite, Target: 0, For: 29 * time.Second},
+				{At: 11590373982, Kind: WritesLate, Target: 0, For: 48 * time.Second}},
+			[][]string{{"coordinator-0 pauses for 29s"}, {"a blocker appears on node-1.edge"},
+				{"does not delete the Node object of node-1.edge"}, {"node-1.edge CORDONED", "waiting for 1 blocker(s) to clear before COMPLETE"},
+				{"the blocker on node-1.edge is gone"}, {"node-1.edge COMPLETE", "node decommissioned"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

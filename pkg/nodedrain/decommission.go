@@ -1,6 +1,7 @@
 package nodedrain
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -23,6 +24,13 @@ func (s *stepper) nodeDeleted(e EvResult) {
 	// SlotReleased: the Node it deleted, or found gone for NodeGoneAfter, is still missing, and
 	// its COMPLETE goes out at once. Waiting for NodeGoneAfter again would let the agent's pod,
 	// which outlives its Node by about 40 s, go before it: a machine stranded.)
+	if errors.Is(e.Err, ErrChecksStale) {
+		// Nothing was sent: everything before the deletion again, at once (the Node's time
+		// missing, if it is, still counts).
+		s.note(fmt.Sprintf("not deleting the Node object: %v; checking volumes and the cordon again", e.Err), nil)
+		s.start(OpFinalGate, 0)
+		return
+	}
 	if e.Err == nil && e.Missing && !s.d.Status.SlotReleased {
 		if s.d.MissingSince.IsZero() {
 			s.d.MissingSince = s.now

@@ -268,3 +268,31 @@ func TestDecommissionCompleteNotPublishedIsCheckedAgain(t *testing.T) {
 	r.fire().ok(OpFinalGate).ok(OpCheckCordon, uid("uid-2")).expect(StatusStarting, OpCordon)
 	assert.False(t, r.d.Decommissioned())
 }
+
+// The deletion carries when the checks that decided it began: the executor does not send it
+// on checks a pause has made old (the status write before it held up), and its refusal sends
+// the drain back through every check at once, the Node's time missing still counted
+// (simulation, seed 2146338: COMPLETE after a 29 s pause while a blocker had appeared).
+func TestDecommissionIsNotDeletedOnStaleChecks(t *testing.T) {
+	r := drainedForDecommission(t)
+	checked := r.now
+	r.step(EvResult{Op: OpCheckCordon, RequestID: "d1", Cordoned: true, At: checked}).expect(StatusCordoned, OpDeleteNode)
+	var del Start
+	for _, a := range r.actions {
+		if s, ok := a.(Start); ok && s.Op == OpDeleteNode {
+			del = s
+		}
+	}
+	assert.Equal(t, checked, del.CheckedAt, "the deletion names when its checks began")
+
+	missing := func(e *EvResult) { e.Missing = true }
+	r.ok(OpDeleteNode, missing).expect(StatusCordoned)
+	since := r.d.MissingSince
+	require.False(t, since.IsZero())
+	r.fire().ok(OpFinalGate).ok(OpCheckCordon).expect(StatusCordoned, OpDeleteNode)
+	r.now = r.now.Add(MaxCheckAge + time.Second)
+	r.step(EvResult{Op: OpDeleteNode, RequestID: "d1", Err: ErrChecksStale}).expect(StatusCordoned, OpFinalGate)
+	assert.Contains(t, r.d.Status.Message, "not deleting the Node object")
+	assert.Equal(t, since, r.d.MissingSince, "the Node's time missing still counts")
+	assert.NotEqual(t, StatusComplete, r.d.Status.Status)
+}

@@ -1,6 +1,7 @@
 package nodedrain
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -185,6 +186,9 @@ type Drain struct {
 	// ChangedDuring says EvChanged came while a gate check was in flight: that check may have
 	// read the world before the change, so a blocked answer is asked again after GateReact.
 	ChangedDuring bool
+	// CheckedAt is when the checks that decided a decommission's Node deletion began (the
+	// cordon check's At): the deletion is not sent on checks older than MaxCheckAge.
+	CheckedAt time.Time
 }
 
 // Decommissioned reports whether the drain decommissioned its node: its Node object was
@@ -340,6 +344,15 @@ type EvResult struct {
 // may be when the drain acts on them.
 const MaxAnswerAge = time.Second
 
+// MaxCheckAge is how old the checks before a decommission's Node deletion may be when the
+// deletion is sent: the status write between them ("deleting its Node object") takes up to 2 s;
+// a coordinator paused there (a stalled VM) would otherwise delete the Node, and then publish
+// COMPLETE, on checks made before a pod landed or a blocker appeared.
+const MaxCheckAge = 5 * time.Second
+
+// ErrChecksStale answers an operation not sent because the checks that decided it are too old.
+var ErrChecksStale = errors.New("the checks before it are too old (the coordinator was paused): not sent")
+
 // EvProgress reports eviction progress within an attempt.
 type EvProgress struct {
 	RequestID       string
@@ -410,6 +423,10 @@ type Start struct {
 	// UID, for OpDeleteNode, is the UID of the Node object the drain emptied (empty: not known,
 	// as after a resume): another object under the name is not deleted (it answers with its UID).
 	UID string
+	// CheckedAt, for OpDeleteNode, is when the checks that decided it began (zero: unknown). A
+	// deletion whose checks are older than MaxCheckAge when it is about to be sent is not sent:
+	// it answers ErrChecksStale, and everything before it is checked again.
+	CheckedAt time.Time
 }
 
 // Cancel asks for every operation under way for the node to stop at once.

@@ -92,7 +92,7 @@ func (s *stepper) start(op Op, attempt int) {
 	}
 	st := Start{Op: op, Attempt: s.d.Status.Attempt, Decommission: s.d.Status.Decommission}
 	if op == OpDeleteNode {
-		st.UID = s.d.NodeUID
+		st.UID, st.CheckedAt = s.d.NodeUID, s.d.CheckedAt
 	}
 	s.actions = append(s.actions, st)
 }
@@ -382,6 +382,7 @@ func (s *stepper) result(e EvResult) {
 			s.cordonAgain("the node was uncordoned and cordoned again by someone else during the drain: " +
 				"draining it again (that cordon is theirs; edgedrain will leave it)")
 		case e.Cordoned && s.d.Status.Decommission:
+			s.d.CheckedAt = e.At
 			s.note("node drained and its volumes are safe elsewhere: deleting its Node object (decommission)", nil)
 			s.start(OpDeleteNode, 0)
 		case e.Cordoned:

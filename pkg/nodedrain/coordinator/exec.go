@@ -165,6 +165,11 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
 			Pods: pods, UID: string(cs.uid), At: at}
 	case nodedrain.OpDeleteNode:
+		// Not on checks a pause has made old (the status write before it was held up): the
+		// deletion cannot be undone, and the COMPLETE after it would rest on them too.
+		if age := x.e.cfg.Now().Sub(s.CheckedAt); !s.CheckedAt.IsZero() && age > nodedrain.MaxCheckAge {
+			return nodedrain.EvResult{Err: fmt.Errorf("%w (%s old)", nodedrain.ErrChecksStale, age.Round(time.Second))}
+		}
 		deleted, missing, replaced, err := x.nodeOps.deleteNode(ctx, node, types.UID(s.UID))
 		if deleted && !missing {
 			x.e.log.WithField("node", node).Info("decommission: Node object deleted")
