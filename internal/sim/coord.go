@@ -38,6 +38,8 @@ type coord struct {
 	// pending holds request events that arrived during the watch's snapshot.
 	snapshot     map[string]*nodedrain.NodeDrainRequest
 	unpublished  map[string]bool
+	unlanded     map[string]unlandedComplete // Engine.unlanded
+	fence        uint64                      // the revision the last status write was fenced on
 	apiDownSince time.Time
 	// apiBack is when this run last saw the API answer again after it had not for apiDownFor
 	// (its Node counts wait a relist's time after it: relisting).
@@ -306,6 +308,7 @@ func (c *coord) resume() {
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
+	c.unlanded = map[string]unlandedComplete{}
 	c.apiBack, c.apiDownFor = time.Time{}, 0
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, c.now()))
@@ -504,6 +507,7 @@ func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) || s.bus.writeFails() {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
+			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.lastSeq}
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
@@ -525,6 +529,7 @@ func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 // after its checks (S1 then asks only that no other coordinator took over meanwhile).
 func (c *coord) land(st nodedrain.NodeDrainStatus, last uint64, late bool) (seq uint64, refused bool) {
 	s := c.s
+	c.fence = last
 	if s.bus.buckets[bucketStatus].last != last {
 		return 0, true
 	}
@@ -544,6 +549,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	if s.bus.lossy && s.w.chance(0.1) || s.bus.ackLost() {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
+			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
@@ -551,6 +557,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
 	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
+	c.completesNotLanded(st, c.fence)
 	if (c.stillLeading() || c.outage) && c.core.Announce(st) { // Engine.announce
 		s.onEvent(c, st)
 	}
@@ -565,6 +572,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	if last, ok := s.bus.streamInfo(bucketStatus); !ok || last < s.bus.buckets[bucketStatus].last {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete {
+			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
@@ -573,6 +581,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	if !read { // Engine.fenceRefused: the term record could not be read
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete {
+			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
@@ -593,6 +602,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	c.unpublished[st.Node] = true
 	if st.Status == nodedrain.StatusComplete {
+		c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
 		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 	}
 }
@@ -653,4 +663,25 @@ func (c *coord) confirmDeclared() {
 		c.core.ConfirmDeclared()
 		c.afterEvents()
 	})
+}
+
+// unlandedComplete is a COMPLETE whose publication failed (Engine's).
+type unlandedComplete struct {
+	requestID string
+	fence     uint64
+}
+
+// completesNotLanded is Engine.completesNotLanded: after a status write that landed fenced on
+// fence, a failed COMPLETE fenced on the same revision never landed.
+func (c *coord) completesNotLanded(written nodedrain.NodeDrainStatus, fence uint64) {
+	if written.Status == nodedrain.StatusComplete {
+		delete(c.unlanded, written.Node)
+	}
+	for _, node := range slices.Sorted(maps.Keys(c.unlanded)) {
+		u := c.unlanded[node]
+		delete(c.unlanded, node)
+		if u.fence == fence {
+			c.act(c.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
+		}
+	}
 }

@@ -891,6 +891,18 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-0 pauses for 29s"}, {"a blocker appears on node-1.edge"},
 				{"does not delete the Node object of node-1.edge"}, {"node-1.edge CORDONED", "waiting for 1 blocker(s) to clear before COMPLETE"},
 				{"the blocker on node-1.edge is gone"}, {"node-1.edge COMPLETE", "node decommissioned"}}},
+		{"two drains whose COMPLETEs of the API-unreachable rule could not be published, and whose volume's third copy failed " +
+			"meanwhile, give way once a later write fenced on the same revision shows the COMPLETEs never landed: the one " +
+			"admitted last gives way, and both finish (L1 check, simulator, seed 2042524)", 2042524, ConfigFor(2042524),
+			Plan{{At: 5792513352, Kind: KernelDay}, {At: 56189520548, Kind: APIOutage, Target: 2, For: 82 * time.Second},
+				{At: 80150940919, Kind: ReplicaFails, Target: 2, For: 30 * time.Second},
+				{At: 24417950057, Kind: ReplicaFails, Target: 0, For: 23 * time.Second},
+				{At: 95896131048, Kind: BusOutage, Target: 2, For: 32 * time.Second},
+				{At: 26565062024, Kind: CoordFreeze, Target: 3, For: 25 * time.Second},
+				{At: 7527246430, Kind: OperatorRecordon, Target: 1, For: 35 * time.Second}},
+			[][]string{{"replica vol0-r2 of vol0 on node-1.edge fails"},
+				{"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"node-2.edge CORDONED", "the COMPLETE could not be published"},
+				{"node-0.edge REQUESTED", "giving way", "volume vol0"}, {"node-2.edge COMPLETE"}, {"node-0.edge COMPLETE"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -395,6 +395,14 @@ func (EvPublished) event() {}
 // (an operator uncordoned the node), so the drain checks again before COMPLETE.
 type EvPublishFailed struct{}
 
+// EvCompleteNotLanded says a COMPLETE of request RequestID whose publication failed is known
+// never to have landed: a later status write fenced on the same bucket revision as it landed,
+// so the bucket had not moved (the COMPLETE, fenced on that revision too, can no longer land).
+// The agent never had it; the drain is no longer one whose COMPLETE was sent.
+type EvCompleteNotLanded struct{ RequestID string }
+
+func (EvCompleteNotLanded) event() {}
+
 func (EvPublishFailed) event()  {}
 func (EvRequest) event()        {}
 func (EvAdmit) event()          {}

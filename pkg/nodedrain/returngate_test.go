@@ -156,6 +156,27 @@ func TestLostCompleteReplyStillStartsTheReturnGate(t *testing.T) {
 	assert.True(t, r.d.Returning(), "the COMPLETE may have landed and the node gone down on it (review F2)")
 }
 
+func TestACompleteKnownNotToHaveLandedIsNoLongerSent(t *testing.T) {
+	r := completed(t)
+	r.step(EvPublishFailed{}).expect(StatusCordoned)
+	require.True(t, r.d.Status.CompleteSent)
+	require.False(t, r.d.mayGiveWay(), "the COMPLETE may have landed: the drain cannot give way")
+	r.step(EvCompleteNotLanded{RequestID: "other"})
+	assert.True(t, r.d.Status.CompleteSent, "another request's COMPLETE says nothing of this one's")
+	r.step(EvCompleteNotLanded{RequestID: "a"}).expect(StatusCordoned)
+	assert.False(t, r.d.Status.CompleteSent, "a later write fenced on the same revision landed: the COMPLETE never did")
+	assert.True(t, r.d.mayGiveWay(), "a drain whose COMPLETE never landed may give way again")
+	r.step(EvRequest{})
+	assert.False(t, r.d.Returning(), "the node never had its COMPLETE: no return gate")
+}
+
+func TestACompleteThatLandedStaysComplete(t *testing.T) {
+	r := completed(t)
+	r.step(EvCompleteNotLanded{RequestID: "a"}).expect(StatusComplete)
+	r.step(EvRequest{})
+	assert.True(t, r.d.Returning())
+}
+
 func TestStaleCordonAnswerChecksEverythingAgain(t *testing.T) {
 	for name, mod := range map[string]func(*EvResult){
 		"error": failWith(errors.New("timeout")),

@@ -57,6 +57,8 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 		}
 	case EvPublishFailed:
 		s.publishFailed()
+	case EvCompleteNotLanded:
+		s.completeNotLanded(e)
 	}
 	return s.d, s.actions
 }

@@ -34,3 +34,16 @@ func (s *stepper) publishFailed() {
 	s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes and the cordon again", nil)
 	s.retry(OpFinalGate, 0, s.p.GateRecheck)
 }
+
+// completeNotLanded handles EvCompleteNotLanded: the drain, checking again after its COMPLETE
+// could not be published, forgets that it was sent. Such a drain never gives way to another
+// (its node may be going down on the COMPLETE); two of them whose volume has its other copies
+// on each other's nodes would wait for each other for good, as would their return gates.
+func (s *stepper) completeNotLanded(e EvCompleteNotLanded) {
+	st := &s.d.Status
+	if s.d.Request == nil || s.d.Request.RequestID != e.RequestID || st.RequestID != e.RequestID ||
+		!st.CompleteSent || st.Status == StatusComplete {
+		return
+	}
+	st.CompleteSent = false
+}

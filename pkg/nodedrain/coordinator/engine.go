@@ -62,6 +62,10 @@ type Engine struct {
 
 	held map[string]heldSince // drains held by the maintenance policy (metrics)
 
+	// unlanded holds the COMPLETEs whose publication failed, each with the bucket revision its
+	// write was fenced on (see completesNotLanded).
+	unlanded map[string]unlandedComplete
+
 	// warnings samples the warnings about single bus payloads; metrics count them all.
 	warnings ratelog.Limiter
 
@@ -155,7 +159,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, recheck: map[string]bool{}, repairs: map[string]bool{},
+		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, recheck: map[string]bool{}, repairs: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -200,6 +204,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
+	e.unlanded = map[string]unlandedComplete{}
 	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)

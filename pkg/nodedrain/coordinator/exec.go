@@ -305,7 +305,8 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	defer cancel()
 	// Fenced (fence.go): in API-outage mode as while leading, a write lands only if nobody wrote
 	// to the bucket since this run's last write.
-	rev, err := e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
+	fence := e.lastSeq
+	rev, err := e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), fence)
 	if errors.Is(err, pubsub.ErrConflict) {
 		switch ferr := e.fenceRefused(pctx, st.Node+" "+st.Status.String(), err); {
 		case errors.Is(ferr, errFenced):
@@ -317,13 +318,15 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		default:
 			// Stepped over what no coordinator wrote: once more at once, or a forger writing
 			// between every two of our writes would keep a COMPLETE off the bus.
-			rev, err = e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), e.lastSeq)
+			fence = e.lastSeq
+			rev, err = e.statuses.PublishIfLast(pctx, st.Node, e.sign(st), fence)
 		}
 	}
 	if err != nil {
 		e.unpublished[st.Node] = true
 		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
 		if st.Status == nodedrain.StatusComplete {
+			e.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: fence}
 			// Not published later as it was: the drain checks again first.
 			e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublishFailed{}, e.cfg.Now()))
 		}
@@ -333,6 +336,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	e.ownRevs[st.Node] = rev
 	delete(e.unpublished, st.Node)
 	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
+	e.completesNotLanded(ctx, st, fence)
 	e.metrics.observeStatus(st)
 	if e.conds != nil {
 		e.conds.set(st)
@@ -389,4 +393,30 @@ func (e *Engine) republish(ctx context.Context) {
 
 func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
 	return logrus.Fields{"node": st.Node, "status": st.Status.String(), "attempt": st.Attempt, "request": st.RequestID}
+}
+
+// unlandedComplete is a COMPLETE whose publication failed: its request and the bucket revision
+// its write was fenced on.
+type unlandedComplete struct {
+	requestID string
+	fence     uint64
+}
+
+// completesNotLanded follows a status write that landed fenced on revision fence: a COMPLETE
+// whose failed write was fenced on the same revision never landed (the bucket still ended there)
+// and never will (it now ends after), so its drain learns that its COMPLETE was not sent
+// (nodedrain.EvCompleteNotLanded): otherwise it could never give way, and two such drains
+// waiting for each other's copy of a volume would wait for good. A COMPLETE fenced on an earlier
+// revision cannot be told apart any more (the bucket moved: maybe with it) and stays sent.
+func (e *Engine) completesNotLanded(ctx context.Context, written nodedrain.NodeDrainStatus, fence uint64) {
+	if written.Status == nodedrain.StatusComplete {
+		delete(e.unlanded, written.Node)
+	}
+	for _, node := range slices.Sorted(maps.Keys(e.unlanded)) {
+		u := e.unlanded[node]
+		delete(e.unlanded, node)
+		if u.fence == fence {
+			e.act(ctx, e.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, e.cfg.Now()))
+		}
+	}
 }
