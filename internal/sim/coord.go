@@ -507,7 +507,7 @@ func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) || s.bus.writeFails() {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
-			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.lastSeq}
+			c.noteUnlanded(st, c.lastSeq)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
@@ -549,7 +549,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	if s.bus.lossy && s.w.chance(0.1) || s.bus.ackLost() {
 		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
-			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
+			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
@@ -572,7 +572,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	if last, ok := s.bus.streamInfo(bucketStatus); !ok || last < s.bus.buckets[bucketStatus].last {
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete {
-			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
+			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
@@ -581,7 +581,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	if !read { // Engine.fenceRefused: the term record could not be read
 		c.unpublished[st.Node] = true
 		if st.Status == nodedrain.StatusComplete {
-			c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
+			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
@@ -602,7 +602,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	c.unpublished[st.Node] = true
 	if st.Status == nodedrain.StatusComplete {
-		c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: c.fence}
+		c.noteUnlanded(st, c.fence)
 		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 	}
 }
@@ -669,6 +669,20 @@ func (c *coord) confirmDeclared() {
 type unlandedComplete struct {
 	requestID string
 	fence     uint64
+}
+
+// noteUnlanded is the engine's noteUnlanded: a failed COMPLETE is recorded only while it is the
+// only one of its request that may have landed.
+func (c *coord) noteUnlanded(st nodedrain.NodeDrainStatus, fence uint64) {
+	d, _ := c.core.Drain(st.Node)
+	u, tracked := c.unlanded[st.Node]
+	switch {
+	case !d.Status.CompleteSent:
+		c.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: fence}
+	case tracked && u.requestID == st.RequestID && u.fence == fence:
+	default:
+		delete(c.unlanded, st.Node)
+	}
 }
 
 // completesNotLanded is Engine.completesNotLanded: after a status write that landed fenced on

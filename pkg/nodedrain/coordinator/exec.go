@@ -326,7 +326,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		e.unpublished[st.Node] = true
 		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
 		if st.Status == nodedrain.StatusComplete {
-			e.unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: fence}
+			e.unlanded = noteUnlanded(e.unlanded, e.core, st, fence)
 			// Not published later as it was: the drain checks again first.
 			e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublishFailed{}, e.cfg.Now()))
 		}
@@ -400,6 +400,25 @@ func statusFields(st nodedrain.NodeDrainStatus) logrus.Fields {
 type unlandedComplete struct {
 	requestID string
 	fence     uint64
+}
+
+// noteUnlanded records in unlanded a COMPLETE whose publication failed, fenced on fence, as
+// one a later write may prove never landed: only while it is the only COMPLETE of the drain's
+// request that may have landed. Once an earlier one may be on the bus (the drain already
+// CompleteSent, with no record of it, or one fenced on another revision), no later write proves
+// anything about it, and the drain stays CompleteSent: its agent may be running its operation.
+func noteUnlanded(unlanded map[string]unlandedComplete, core *Core, st nodedrain.NodeDrainStatus, fence uint64) map[string]unlandedComplete {
+	d, _ := core.Drain(st.Node)
+	u, tracked := unlanded[st.Node]
+	switch {
+	case !d.Status.CompleteSent:
+		unlanded[st.Node] = unlandedComplete{requestID: st.RequestID, fence: fence}
+	case tracked && u.requestID == st.RequestID && u.fence == fence:
+		// (The same COMPLETE failing again, fenced on the same revision: still the only one.)
+	default:
+		delete(unlanded, st.Node)
+	}
+	return unlanded
 }
 
 // completesNotLanded follows a status write that landed fenced on revision fence: a COMPLETE
