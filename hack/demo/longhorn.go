@@ -89,11 +89,13 @@ func (d *demo) resyncAfterReboot(ctx context.Context) error {
 			if progress == 100 {
 				objs = append(objs, testenv.LonghornReplica("db-r1", "db", target, "healthy", "127.0.1.2"))
 			}
+			// Said before it is written: the coordinator reacts to the write, and its next status
+			// could otherwise be printed before the line that explains it.
+			d.say("  (Longhorn) volume db: replica on %s %d%% caught up", target, progress)
 			if _, err := testenv.ApplyLonghorn(ctx, d.c.Dynamic, objs...); err != nil {
 				d.say("simulated resync: %v", err)
 				return
 			}
-			d.say("  (Longhorn) volume db: replica on %s %d%% caught up", target, progress)
 		}
 	}()
 	return nil
@@ -112,14 +114,15 @@ func (d *demo) simulateRebuild(ctx context.Context) {
 		if progress == 100 {
 			objs = append(objs, testenv.LonghornReplica("logs-r2", "logs", "node-2", "healthy", "127.0.1.12"))
 		}
-		if _, err := testenv.ApplyLonghorn(ctx, d.c.Dynamic, objs...); err != nil {
-			d.say("simulated rebuild: %v", err)
-			return
-		}
+		// (Said before it is written, as in resyncAfterReboot.)
 		if progress == 100 {
 			d.say("  (Longhorn) volume logs: replica on node-2 rebuilt and healthy")
 		} else {
 			d.say("  (Longhorn) volume logs: rebuilding on node-2 %d%%", progress)
+		}
+		if _, err := testenv.ApplyLonghorn(ctx, d.c.Dynamic, objs...); err != nil {
+			d.say("simulated rebuild: %v", err)
+			return
 		}
 	}
 }
