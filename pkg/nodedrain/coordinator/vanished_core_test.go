@@ -14,14 +14,7 @@ import (
 // from the first pass that saw it missing; a Node seen again starts the count afresh, and an
 // empty view (a failed list) ends nothing.
 func TestCoreEndsTheDrainOfAVanishedNode(t *testing.T) {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
-	both := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
-	onlyB := both[1:]
-	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
-		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
-	c.Admit(both, AdmitPolicy{}, now)
-	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	now, c, both, onlyB := cordonedDrainOfA()
 	d, _ := c.Drain("a")
 	require.Equal(t, nodedrain.StatusCordoned, d.Status.Status)
 
@@ -113,14 +106,7 @@ func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
 // it) may be back: the count that ends the drain pauses then, like the stale-holder counts, and
 // resumes a relist's time after the API answers again.
 func TestNoDrainEndsAsVanishedOnAFrozenView(t *testing.T) {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
-	both := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
-	onlyB := both[1:]
-	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
-		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
-	c.Admit(both, AdmitPolicy{}, now)
-	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	now, c, _, onlyB := cordonedDrainOfA()
 	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
 
 	c.Admit(onlyB, AdmitPolicy{}, now)
@@ -142,14 +128,7 @@ func TestNoDrainEndsAsVanishedOnAFrozenView(t *testing.T) {
 // small machine does) holds the count back by about twice each blip, not a relist's minute after
 // each: the drain of a Node gone for good still ends, within a few minutes.
 func TestADrainStillEndsAsVanishedUnderAFlappingAPI(t *testing.T) {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
-	both := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
-	onlyB := both[1:]
-	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
-		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
-	c.Admit(both, AdmitPolicy{}, now)
-	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	now, c, _, onlyB := cordonedDrainOfA()
 	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
 
 	var ended time.Duration
@@ -169,4 +148,17 @@ func TestADrainStillEndsAsVanishedUnderAFlappingAPI(t *testing.T) {
 	require.NotZero(t, ended, "the drain of a Node gone for good never ended under an API that flaps")
 	assert.Less(t, ended, 3*time.Minute, "ended %s after its Node went", ended)
 	t.Logf("ended %s after its Node went", ended)
+}
+
+// cordonedDrainOfA is a Core (one slot) whose drain of node a, admitted at now, is CORDONED, in a
+// cluster of a and b; onlyB is the view without a's Node.
+func cordonedDrainOfA() (now time.Time, c *Core, both, onlyB []nodedrain.NodeInfo) {
+	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	both = []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
+	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
+		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
+	c.Admit(both, AdmitPolicy{}, now)
+	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	return now, c, both, both[1:]
 }
