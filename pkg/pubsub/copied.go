@@ -254,12 +254,9 @@ func (b *Bucket[T]) GetChecked(ctx context.Context, key string) (T, uint64, Orig
 	if err := ValidKey(key); err != nil {
 		return zero, 0, Written, fmt.Errorf("get %s: %w", b.name, err)
 	}
-	subj := "$KV." + b.name + "." + key
-	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
-	defer cancel()
-	reply, err := b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	subj, reply, err := b.directGet(ctx, key)
 	if err != nil {
-		return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+		return zero, 0, Written, err
 	}
 	return b.checked(key, subj, reply)
 }
@@ -320,20 +317,9 @@ const upToSeqHeader = "Nats-UpTo-Sequence"
 func (b *Bucket[T]) checked(key, subj string, reply *nats.Msg) (T, uint64, Origin, error) {
 	var zero T
 	hdr := reply.Header
-	seqs := hdr.Values(jetstream.SequenceHeader)
-	if len(seqs) == 0 {
-		switch st := hdr.Get("Status"); {
-		case st == "404":
-			return zero, 0, Written, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
-		case st != "":
-			return zero, 0, Written, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
-		}
-		return zero, 0, Written, fmt.Errorf("get %s/%s: the reply has no %s header", b.name, key, jetstream.SequenceHeader)
-	}
-	// The server's own headers come last: the stored message's revision is the last value.
-	rev, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
+	rev, err := b.storedRevision(key, hdr)
 	if err != nil {
-		return zero, 0, Written, fmt.Errorf("get %s/%s: revision %q: %w", b.name, key, seqs[len(seqs)-1], err)
+		return zero, 0, Written, err
 	}
 	origin := Written
 	for _, h := range copyHeaders {
@@ -361,6 +347,40 @@ func (b *Bucket[T]) checked(key, subj string, reply *nats.Msg) (T, uint64, Origi
 		return zero, rev, origin, err
 	}
 	return v, rev, origin, nil
+}
+
+// directGet asks for key's last message with a direct get (any replica answers), within
+// directGetTimeout; subj is the key's subject.
+func (b *Bucket[T]) directGet(ctx context.Context, key string) (subj string, reply *nats.Msg, err error) {
+	subj = "$KV." + b.name + "." + key
+	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
+	defer cancel()
+	reply, err = b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	if err != nil {
+		return subj, nil, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+	}
+	return subj, reply, nil
+}
+
+// storedRevision is the revision of the stored message a direct get's reply for key carries:
+// ErrNotFound for the server's 404, an error for any other reply without one.
+func (b *Bucket[T]) storedRevision(key string, hdr nats.Header) (uint64, error) {
+	seqs := hdr.Values(jetstream.SequenceHeader)
+	if len(seqs) == 0 {
+		switch st := hdr.Get("Status"); {
+		case st == "404":
+			return 0, fmt.Errorf("get %s/%s: %w", b.name, key, ErrNotFound)
+		case st != "":
+			return 0, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, st, hdr.Get("Description"))
+		}
+		return 0, fmt.Errorf("get %s/%s: the reply has no %s header", b.name, key, jetstream.SequenceHeader)
+	}
+	// The server's own headers come last: the stored message's revision is the last value.
+	rev, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("get %s/%s: revision %q: %w", b.name, key, seqs[len(seqs)-1], err)
+	}
+	return rev, nil
 }
 
 // isDelete reports whether a stored message's headers make it a delete or purge marker.

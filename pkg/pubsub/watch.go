@@ -2,9 +2,9 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,22 +304,15 @@ func (w *Watcher[T]) latest(ctx context.Context) (uint64, error) {
 // get answers it, without decoding the value: a forgery under the key would otherwise count as
 // an undecodable value at every check.
 func (b *Bucket[T]) revisionOf(ctx context.Context, key string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, directGetTimeout)
-	defer cancel()
-	subj := "$KV." + b.name + "." + key
-	reply, err := b.replies.request(ctx, "$JS.API.DIRECT.GET.KV_"+b.name+"."+subj, nil)
+	_, reply, err := b.directGet(ctx, key)
 	if err != nil {
-		return 0, fmt.Errorf("get %s/%s: %w", b.name, key, err)
+		return 0, err
 	}
-	seqs := reply.Header.Values(jetstream.SequenceHeader)
-	if len(seqs) == 0 {
-		if st := reply.Header.Get("Status"); st == "404" {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("get %s/%s: direct get answered %s %s", b.name, key, reply.Header.Get("Status"), reply.Header.Get("Description"))
+	rev, err := b.storedRevision(key, reply.Header)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
 	}
-	// The server's own header comes last (see GetChecked).
-	return strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
+	return rev, err
 }
 
 // resume re-creates the underlying watch after the last delivered revision,
