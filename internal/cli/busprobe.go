@@ -78,9 +78,9 @@ func (p *BusProbe) Check(ctx context.Context, timeout time.Duration) error {
 	}
 	p.mu.Lock()
 	was, first := p.err, !p.checked
-	p.err, p.checked = err, true
 	p.mu.Unlock()
-	// The log line first: whoever sees the gauge change finds the line written.
+	// The log line first, then the gauge and the state readiness answers from: whoever sees
+	// either change finds the line written. (One loop calls Check.)
 	switch {
 	case err != nil:
 		if first || was == nil {
@@ -95,6 +95,9 @@ func (p *BusProbe) Check(ctx context.Context, timeout time.Duration) error {
 		}
 		p.gauge.Set(1)
 	}
+	p.mu.Lock()
+	p.err, p.checked = err, true
+	p.mu.Unlock()
 	return err
 }
 
