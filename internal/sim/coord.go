@@ -365,8 +365,8 @@ func (c *coord) afterEvents() {
 	pol := c.holds()
 	if c.s.cfg.VolumePolicy == volumes.PolicyWait { // the volume gate's Peers
 		pol.Peers = func(node string) []nodedrain.VolumePeers {
-			vols, _ := c.s.cluster.facts()
-			return volumes.Peers(vols, node)
+			vols, nodes := c.s.cluster.facts()
+			return volumes.Peers(vols, node, func(n string) bool { return nodes[n].Exists })
 		}
 	}
 	actions, ev := c.core.Admit(c.nodeInfos(), pol, c.now())

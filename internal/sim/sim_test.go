@@ -903,6 +903,15 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"replica vol0-r2 of vol0 on node-1.edge fails"},
 				{"node-0.edge CORDONED", "the COMPLETE could not be published"}, {"node-2.edge CORDONED", "the COMPLETE could not be published"},
 				{"node-0.edge REQUESTED", "giving way", "volume vol0"}, {"node-2.edge COMPLETE"}, {"node-0.edge COMPLETE"}}},
+		{"a copy left on a decommissioned node, whose Node object is gone, is no peer: the drain of a node whose volume's " +
+			"other live copy is on a node in maintenance waits in REQUESTED instead of both drains waiting for each other's " +
+			"copy for good (L1 check, simulator, seed 2629492)", 2629492, ConfigFor(2629492),
+			Plan{{At: 44586872035, Kind: Reboot, Target: 0}, {At: 171895414674, Kind: Reboot, Target: 1},
+				{At: 166767081420, Kind: Reboot, Target: 2}, {At: 34591009825, Kind: CoordCrash, Target: 3, For: 31 * time.Second},
+				{At: 86125125923, Kind: Decommission, Target: 0}, {At: 139720919076, Kind: OperatorPutsRequest, Target: 3, For: 24 * time.Second}},
+			[][]string{{"coordinator-0 deletes the Node object of node-0.edge"}, {"node-0.edge is powered off for good"},
+				{"coordinator-0 cordons node-2.edge"}, {"node-1.edge REQUESTED", "the other copies of volume vol0 are on node-2.edge, in maintenance"},
+				{"node-2.edge COMPLETE"}, {"node-1.edge COMPLETE"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

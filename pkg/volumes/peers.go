@@ -10,12 +10,16 @@ import (
 var _ coordinator.GatePeers = (*Gate)(nil)
 
 // Peers lists, for each volume of vols with a copy on node, the other nodes holding a copy of
-// it: an intact replica, or one being rebuilt (a copy soon), that is not being deleted. Whether
+// it: an intact replica, or one being rebuilt (a copy soon), that is not being deleted, on a
+// node that exists (exists says which do). A copy on a node whose Node object is gone (deleted,
+// decommissioned) is no peer: no drain there will ever end and free it, and the gate never
+// counts it, so naming it would hide from admission and from GiveWay two drains each waiting for
+// the other's copy, a wait that lasts until the node registers again. Whether
 // that copy counts now (its node cordoned, down, its replica stopped) is the gate's question at
 // the drain; admission asks which nodes must not be in maintenance together. (A rebuild that
 // completes on a node in maintenance leaves two drains each waiting for the other's copy just
 // as two intact copies do: the simulation, seed 8006130.)
-func Peers(vols []Volume, node string) []nodedrain.VolumePeers {
+func Peers(vols []Volume, node string, exists func(node string) bool) []nodedrain.VolumePeers {
 	var out []nodedrain.VolumePeers
 	for _, v := range vols {
 		var others []string
@@ -25,6 +29,7 @@ func Peers(vols []Volume, node string) []nodedrain.VolumePeers {
 			case !(r.Intact || r.Rebuilding) || r.Deleting || r.Inactive:
 			case r.Node == node:
 				mine = true
+			case !exists(r.Node):
 			default:
 				others = append(others, r.Node)
 			}
@@ -54,7 +59,13 @@ func (g *Gate) Peers(node string) []nodedrain.VolumePeers {
 			g.log.WithFields(logrus.Fields{"node": node, "source": s.Name()}).WithError(err).Debug("cannot list the volumes' copies for admission")
 			continue
 		}
-		out = append(out, Peers(vols, node)...)
+		out = append(out, Peers(vols, node, g.nodeExists)...)
 	}
 	return out
+}
+
+// nodeExists reports whether the gate's cache holds a Node object named node.
+func (g *Gate) nodeExists(node string) bool {
+	_, err := g.nodes.Get(node)
+	return err == nil
 }

@@ -10,7 +10,8 @@ import (
 
 // Peers names, for each volume with a copy on the node, the other nodes holding an intact copy,
 // or one being rebuilt, that is not going away; a failed, deleted or inactive replica is no
-// copy, and a volume whose replica on the node failed is not the node's.
+// copy, nor is a copy on a node whose Node object is gone, and a volume whose replica on the node
+// failed is not the node's.
 func TestPeersNameTheOtherCopies(t *testing.T) {
 	vols := []Volume{
 		{Name: "two", Replicas: []Replica{{Node: "a", Intact: true}, {Node: "b", Intact: true}}},
@@ -21,6 +22,7 @@ func TestPeersNameTheOtherCopies(t *testing.T) {
 		{Name: "elsewhere", Replicas: []Replica{{Node: "b", Intact: true}, {Node: "c", Intact: true}}},
 		{Name: "rebuilt-there", Replicas: []Replica{{Node: "a", Intact: true}, {Node: "f", Rebuilding: true}}},
 		{Name: "rebuilt-here", Replicas: []Replica{{Node: "a", Rebuilding: true}, {Node: "b", Intact: true}}},
+		{Name: "on-a-deleted-node", Replicas: []Replica{{Node: "a", Intact: true}, {Node: "gone", Intact: true}, {Node: "b", Intact: true}}},
 	}
 	assert.Equal(t, []nodedrain.VolumePeers{
 		{Volume: "two", Nodes: []string{"b"}},
@@ -28,5 +30,6 @@ func TestPeersNameTheOtherCopies(t *testing.T) {
 		{Volume: "alone"},
 		{Volume: "rebuilt-there", Nodes: []string{"f"}},
 		{Volume: "rebuilt-here", Nodes: []string{"b"}},
-	}, Peers(vols, "a"))
+		{Volume: "on-a-deleted-node", Nodes: []string{"b"}},
+	}, Peers(vols, "a", func(n string) bool { return n != "gone" }))
 }
