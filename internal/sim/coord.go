@@ -50,8 +50,10 @@ type coord struct {
 	// frozenUntil: the process is paused (a long GC pause or a stalled VM) until then; held
 	// are the events that came meanwhile, run in their order when it ends (thaw).
 	frozenUntil time.Time
-	held        []heldEvent
-	thawing     bool
+	// views is what the process's node informer shows of each Node's cordon record (nodeview.go).
+	views   map[string][]recordView
+	held    []heldEvent
+	thawing bool
 	// outage: the Lease was lost to an API outage and the run goes on in outage mode;
 	// lastSeq is the status bucket's revision of this run's last write (its term record first).
 	outage  bool
@@ -186,6 +188,7 @@ func (c *coord) crash() {
 	c.s.w.logf("%s crashes", c.name)
 	c.stopEngine()
 	c.alive, c.leader, c.outage, c.conn.alive = false, false, false, false
+	c.views = nil // (its informer with it)
 }
 
 func (c *coord) restart() {
@@ -350,8 +353,10 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 	for _, name := range c.s.cluster.order {
 		if st, ok := states[name]; ok && st.Exists {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
-				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name], Unmanaged: c.s.unmanaged[name],
-				CordonRecord: c.apiUp() && c.s.cluster.nodes[name].annotation != ""}
+				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name], Unmanaged: c.s.unmanaged[name]}
+			if c.apiUp() {
+				info.CordonRecord, info.ResourceVersion = c.recordSeen(c.s.cluster.nodes[name])
+			}
 			if !st.Ready {
 				info.NotReadySince = c.s.notReadySinceOf(name)
 			}

@@ -84,17 +84,17 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 		// operator asked to keep it (it is theirs from then on); edgedrain's record, and the
 		// keep mark, go in the same write.
 		var rv int
-		var recorded, ours, cordoned bool
+		var found, recorded, ours, cordoned bool
 		var keep string
 		c.apiOp("get node", false, func() error {
 			n, ok := cl.nodes[node]
 			if ok && n.exists {
-				rv, recorded, ours, cordoned, keep = n.rv, n.annotation != "", n.ours(), n.unschedulable, n.keep
+				found, rv, recorded, ours, cordoned, keep = true, n.rv, n.annotation != "", n.ours(), n.unschedulable, n.keep
 			}
 			return nil
 		}, c.onReply(inc, func(err error) {
 			if err != nil || !recorded {
-				post(nodedrain.EvResult{Err: err})
+				post(nodedrain.EvResult{Err: err, ResourceVersion: rvString(rv, err == nil && found)})
 				return
 			}
 			kept := ""
@@ -105,8 +105,10 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 				kept = "its cordon is someone else's"
 			}
 			uncordon := ours && keep == ""
+			written := 0
 			c.writeNode(node, "uncordon", rv, nil, func() {
 				n := cl.nodes[node]
+				written = n.rv + 1 // (writeNode counts the write after this)
 				if uncordon && n.unschedulable {
 					s.checkUncordon(c, n)
 					n.unschedulable, n.cordonBy = false, ""
@@ -119,7 +121,9 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					s.handedOver(n)
 				}
 				n.annotation, n.keep = "", ""
-			}, func(err error) { post(nodedrain.EvResult{Err: err, Kept: kept}) })
+			}, func(err error) {
+				post(nodedrain.EvResult{Err: err, Kept: kept, ResourceVersion: rvString(written, err == nil)})
+			})
 		}))
 	case nodedrain.OpCheckCordon:
 		// As nodeOps.cordonedOrGone and the executor: Foreign is a cordon not edgedrain's own,

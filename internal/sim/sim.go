@@ -193,6 +193,9 @@ type Sim struct {
 	ops *operators
 	// urng draws what evictor.go's and apiwrites.go's faults do (cluster.urng).
 	urng *rand.Rand
+	// vrng draws the delays of the coordinators' node views (nodeview.go): a stream of its own,
+	// so that the other schedules stay as they were.
+	vrng *rand.Rand
 	// clocks are the nodes' wall clocks, cpOffset the node lifecycle controller's error, truth
 	// the true times of the times coordinators wrote (clocks.go).
 	clocks   map[string]*nodeClock
@@ -228,6 +231,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
 	s.cluster.urng = rand.New(rand.NewPCG(seed, 0x0b1d))
 	s.urng = s.cluster.urng
+	s.vrng = rand.New(rand.NewPCG(seed, 0x71e3))
 	s.bus.onWrite = s.forger.observe
 	s.bus.rep.rng = rand.New(rand.NewPCG(seed, 0x4e91cb))
 	cl := s.cluster

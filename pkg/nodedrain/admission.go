@@ -26,6 +26,9 @@ type NodeInfo struct {
 	Unmanaged bool
 	// CordonRecord: the node carries edgedrain's cordon record (coordinator.CordonAnnotation).
 	CordonRecord bool
+	// ResourceVersion is the resourceVersion of the Node object these facts were read from
+	// (empty: not known).
+	ResourceVersion string
 }
 
 // Hold keeps a waiting drain in REQUESTED for a reason of the maintenance policy (a closed

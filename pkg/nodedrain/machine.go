@@ -170,6 +170,10 @@ type Drain struct {
 	// else had cordoned the node). Unknown (a lost reply, COMPLETE without a cordon answer), a
 	// withdrawal uncordons: the uncordon only ever undoes edgedrain's own annotation.
 	CordonKnown bool
+	// UncordonedRV is the Node's resourceVersion as this drain's last uncordon left it (written,
+	// or read with no record of edgedrain's on it); empty: not known. A node view older than it
+	// may still show the record that uncordon removed: it is no cordon that landed late.
+	UncordonedRV string
 	// BusHolds says the bus may still show this drain in maintenance: a slot-holding status of
 	// it was published (or its publication may have landed), and no status that frees the slot
 	// is known to have replaced it there yet. The slot stays taken meanwhile (S3 is about what
@@ -332,6 +336,9 @@ type EvResult struct {
 	// or an operator asked to keep it cordoned); empty when it was uncordoned, or carried no
 	// cordon of edgedrain's.
 	Kept string
+	// ResourceVersion answers OpUncordon: the Node's resourceVersion after it (empty: unknown,
+	// or no such Node).
+	ResourceVersion string
 	// At is when the check began, before its reads (OpFinalGate, OpCheckCordon); zero: unknown.
 	// An answer older than MaxAnswerAge when the drain gets it (the coordinator was paused
 	// meanwhile) is asked again before COMPLETE. Stamped before the reads, not after: a pause

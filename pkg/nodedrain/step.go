@@ -401,7 +401,7 @@ func (s *stepper) result(e EvResult) {
 			s.retry(OpUncordon, 0, s.p.UncordonRetry)
 			return
 		}
-		s.d.Status.CordonedByUs = false
+		s.d.Status.CordonedByUs, s.d.UncordonedRV = false, e.ResourceVersion
 		done := "node uncordoned"
 		if e.Kept != "" {
 			done = "node left cordoned: " + e.Kept

@@ -89,7 +89,7 @@ func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
 	for _, n := range nodes {
 		_, record := n.Annotations[CordonAnnotation]
 		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable,
-			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record}
+			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record, ResourceVersion: n.ResourceVersion}
 		if !info.Ready {
 			info.NotReadySince = notReadySince(n, now)
 		}

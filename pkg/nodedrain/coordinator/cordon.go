@@ -90,7 +90,7 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 			// edgedrain's record outlived its cordon (the node was uncordoned and cordoned
 			// again by someone else): it goes, so that nothing later takes that cordon for
 			// edgedrain's.
-			if err := o.dropRecord(ctx, node, false); err != nil {
+			if _, err := o.dropRecord(ctx, node, false); err != nil {
 				return false, "", err
 			}
 		}
@@ -125,26 +125,27 @@ func (o nodeOps) cordonOnce(ctx context.Context, name, requestID string) (byUs b
 // (cordonIsOurs) is made schedulable again, unless it carries KeepCordonedAnnotation; a node
 // someone else cordoned stays cordoned. Either way edgedrain's record, and the request to keep
 // the node cordoned (answered now), are removed. A node that no longer exists, or carries no
-// record, needs nothing. left says why a cordoned node was left so ("" otherwise).
-func (o nodeOps) uncordon(ctx context.Context, name string) (left string, err error) {
+// record, needs nothing. left says why a cordoned node was left so ("" otherwise); rv is the
+// Node's resourceVersion as the uncordon left it ("" for no such Node).
+func (o nodeOps) uncordon(ctx context.Context, name string) (left, rv string, err error) {
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var e error
-		left, e = o.uncordonOnce(ctx, name)
+		left, rv, e = o.uncordonOnce(ctx, name)
 		return e
 	})
-	return left, err
+	return left, rv, err
 }
 
-func (o nodeOps) uncordonOnce(ctx context.Context, name string) (left string, err error) {
+func (o nodeOps) uncordonOnce(ctx context.Context, name string) (left, rv string, err error) {
 	node, err := o.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("get node %s: %w", name, err)
+		return "", "", fmt.Errorf("get node %s: %w", name, err)
 	}
 	if _, recorded := node.Annotations[CordonAnnotation]; !recorded {
-		return "", nil
+		return "", node.ResourceVersion, nil
 	}
 	ours := cordonIsOurs(node)
 	reason, keep := node.Annotations[KeepCordonedAnnotation]
@@ -155,13 +156,14 @@ func (o nodeOps) uncordonOnce(ctx context.Context, name string) (left string, er
 	case !ours && node.Spec.Unschedulable:
 		left = "its cordon is someone else's (the node was uncordoned and cordoned again since edgedrain cordoned it)"
 	}
-	return left, o.dropRecord(ctx, node, ours && !keep)
+	rv, err = o.dropRecord(ctx, node, ours && !keep)
+	return left, rv, err
 }
 
 // dropRecord removes edgedrain's CordonAnnotation from node (and KeepCordonedAnnotation, which
 // asks something of that cordon), as of the resourceVersion read; uncordon also makes the node
-// schedulable again, in the same write.
-func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon bool) error {
+// schedulable again, in the same write. It returns the Node's resourceVersion after the write.
+func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon bool) (string, error) {
 	annotations := map[string]any{CordonAnnotation: nil}
 	if _, keep := node.Annotations[KeepCordonedAnnotation]; keep {
 		annotations[KeepCordonedAnnotation] = nil
@@ -174,19 +176,20 @@ func (o nodeOps) dropRecord(ctx context.Context, node *corev1.Node, uncordon boo
 	}
 	patch, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return "", err
 	}
 	what := "remove edgedrain's cordon record from node"
 	if uncordon {
 		what = "uncordon node"
 	}
 	if !stillLeading(ctx) {
-		return fmt.Errorf("%s %s: %w", what, node.Name, ErrLeaseLapsed)
+		return "", fmt.Errorf("%s %s: %w", what, node.Name, ErrLeaseLapsed)
 	}
-	if _, err := o.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, writeOptions); err != nil {
-		return fmt.Errorf("%s %s: %w", what, node.Name, err)
+	written, err := o.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, writeOptions)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, node.Name, err)
 	}
-	return nil
+	return written.ResourceVersion, nil
 }
 
 // cordonState is what the check before COMPLETE reads of a node.

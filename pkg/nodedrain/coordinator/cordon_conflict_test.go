@@ -40,7 +40,7 @@ func TestCordonRetriesAConflictAtOnce(t *testing.T) {
 	assert.Contains(t, n.Annotations, CordonAnnotation)
 
 	conflicts = 1
-	_, err = ops.uncordon(context.Background(), "n1")
+	_, _, err = ops.uncordon(context.Background(), "n1")
 	require.NoError(t, err)
 	n, err = client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	require.NoError(t, err)

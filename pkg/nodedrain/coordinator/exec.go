@@ -148,12 +148,12 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		m.CordonAttempts.WithLabelValues(result(err)).Inc()
 		return nodedrain.EvResult{Err: err, ByUs: byUs, UID: string(uid)}
 	case nodedrain.OpUncordon:
-		left, err := x.nodeOps.uncordon(ctx, node)
+		left, rv, err := x.nodeOps.uncordon(ctx, node)
 		if left != "" {
 			x.e.log.WithField("node", node).Info("left cordoned: " + left)
 			x.e.nodeEvent(node, corev1.EventTypeNormal, "LeftCordoned", "edgedrain left the node cordoned: "+left)
 		}
-		return nodedrain.EvResult{Err: err, Kept: left}
+		return nodedrain.EvResult{Err: err, Kept: left, ResourceVersion: rv}
 	case nodedrain.OpCheckCordon:
 		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
 		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)

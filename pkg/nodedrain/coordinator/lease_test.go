@@ -59,8 +59,8 @@ func TestNodeWritesNeedTheLease(t *testing.T) {
 	byUs, _, err := ops.cordon(valid, "edge-1", "r1")
 	require.NoError(t, err)
 	require.True(t, byUs)
-	_, err = ops.uncordon(lapsed, "edge-1")
+	_, _, err = ops.uncordon(lapsed, "edge-1")
 	require.ErrorIs(t, err, ErrLeaseLapsed)
-	_, err = ops.uncordon(valid, "edge-1")
+	_, _, err = ops.uncordon(valid, "edge-1")
 	require.NoError(t, err)
 }
