@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
@@ -86,7 +87,7 @@ func TestSentinelRebootAndBack(t *testing.T) {
 		require.Eventually(t, func() bool { return a.status().Status == nodedrain.StatusNotRequested }, 10*time.Second, 20*time.Millisecond)
 		assert.Equal(t, agent.PhaseIdle, a.status().State.Phase)
 		// The sentinel file is still there (a real reboot clears /run): it does not ask again.
-		assert.Never(t, func() bool {
+		testenv.Never(t, func() bool {
 			_, _, err := s.Requests.Get(context.Background(), target)
 			return err == nil
 		}, time.Second, 50*time.Millisecond, "the handled sentinel asked again")

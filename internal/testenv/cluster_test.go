@@ -172,7 +172,7 @@ func TestPodTerminationTakesItsTime(t *testing.T) {
 	require.Eventually(t, func() bool { return gone("quick") }, 10*time.Second, 20*time.Millisecond,
 		"the annotation's 300ms did not override a 600 s grace period")
 	// deletionTimestamp has a resolution of one second, so a 2 s grace period ends 1 to 2 s later.
-	assert.Never(t, func() bool { return gone("graceful") && time.Since(deleted) < 900*time.Millisecond },
+	Never(t, func() bool { return gone("graceful") && time.Since(deleted) < 900*time.Millisecond },
 		time.Until(deleted.Add(900*time.Millisecond)), 20*time.Millisecond, "pod went before its grace period")
 	require.Eventually(t, func() bool { return gone("graceful") }, 15*time.Second, 20*time.Millisecond)
 	t.Logf("graceful pod gone %s after its deletion", time.Since(deleted).Round(10*time.Millisecond))

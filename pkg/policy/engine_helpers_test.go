@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -197,7 +196,7 @@ func (w *world) stays(node string, status nodedrain.DrainStatus, also func() boo
 		st, _ := w.Last(node)
 		return st.Status != status || (also != nil && also())
 	}
-	if !assert.Never(w.t, moved, holdFor, tick, "%s did not stay %s", node, status) {
+	if !testenv.Never(w.t, moved, holdFor, tick, "%s did not stay %s", node, status) {
 		w.t.Fatalf("history of %s: %v", node, w.History(node))
 	}
 }

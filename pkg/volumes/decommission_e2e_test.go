@@ -74,7 +74,7 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 	})
 	// Nothing is evicted or deleted while one PVC's fate is undecided.
 	assert.Contains(t, blockerNamed(st, "kept"), "would be lost")
-	assert.Never(t, func() bool {
+	testenv.Never(t, func() bool {
 		return w.last(nodes[0]).Status == nodedrain.StatusComplete || pvcGone(c, ns, "kept", kept.UID) ||
 			pvcGone(c, ns, "force", force.UID) || pvcGone(c, ns, "graceful", graceful.UID)
 	}, time.Second, 50*time.Millisecond, "COMPLETE, or a PVC deleted, while one's data would be lost")

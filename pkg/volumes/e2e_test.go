@@ -96,7 +96,7 @@ func TestCoordinatorHoldsCompleteBackForTheLastReplica(t *testing.T) {
 	assert.Equal(t, "shop", st.Blockers[0].Namespace)
 	assert.Equal(t, 45, st.Blockers[0].Progress)
 	assert.Contains(t, st.Blockers[0].Reason, "last healthy replica; rebuilding on e2e-last-1 45%")
-	assert.Never(t, func() bool { return w.last(nodes[0]).Status == nodedrain.StatusComplete },
+	testenv.Never(t, func() bool { return w.last(nodes[0]).Status == nodedrain.StatusComplete },
 		time.Second, 50*time.Millisecond, "COMPLETE while the node holds the last healthy replica")
 
 	vol.state[1], vol.rebs = "healthy", nil

@@ -89,7 +89,7 @@ func TestOrphanedPVCDrainedOnceAndUnlabelledWhenUsedAgain(t *testing.T) {
 	// The label lands before the metrics are updated (clean-clone make test saw them at 0).
 	succeeded := func() float64 { return testutil.ToFloat64(g.metrics.DrainerJobs.WithLabelValues(ResultSucceeded)) }
 	require.Eventually(t, func() bool { return succeeded() == 1 }, 10*time.Second, 20*time.Millisecond, "the drainer's success is counted")
-	assert.Never(t, func() bool { return succeeded() != 1 }, 1500*time.Millisecond, 100*time.Millisecond, "drained once")
+	testenv.Never(t, func() bool { return succeeded() != 1 }, 1500*time.Millisecond, 100*time.Millisecond, "drained once")
 	assert.Len(t, pods(), 1)
 	require.Eventually(t, func() bool { return testutil.ToFloat64(g.metrics.OrphanedPVCs.WithLabelValues("drained")) == 1 },
 		10*time.Second, 20*time.Millisecond, "the orphan counted as drained")
@@ -136,7 +136,7 @@ func TestOrphanWithBadTemplateIsReportedOnTheStatefulSet(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return g.events.count("Warning InvalidDrainerTemplate StatefulSet "+ns+"/q", "template.spec.containers is empty") == 1
 	}, 30*time.Second, 50*time.Millisecond, "events:\n%s", g.events)
-	assert.Never(t, func() bool { return g.events.count("InvalidDrainerTemplate") > 1 }, time.Second, 100*time.Millisecond, "reported once")
+	testenv.Never(t, func() bool { return g.events.count("InvalidDrainerTemplate") > 1 }, time.Second, 100*time.Millisecond, "reported once")
 	assert.Equal(t, 1.0, testutil.ToFloat64(g.metrics.OrphanedPVCs.WithLabelValues("pending")))
 	assert.Empty(t, drainerPods(t, c, ns))
 }

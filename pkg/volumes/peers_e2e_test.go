@@ -36,7 +36,7 @@ func TestTwoSlotsNeverPutBothCopiesOfAVolumeInMaintenance(t *testing.T) {
 	assert.Contains(t, st.Message, "the other copies of volume vol-peers are on "+nodes[0]+", in maintenance")
 	w.waitFor(nodes[2], "COMPLETE: the second slot goes to a node without the volume",
 		func(s nodedrain.NodeDrainStatus) bool { return s.Status == nodedrain.StatusComplete })
-	assert.Never(t, func() bool { return w.last(nodes[1]).Status != nodedrain.StatusRequested },
+	testenv.Never(t, func() bool { return w.last(nodes[1]).Status != nodedrain.StatusRequested },
 		time.Second, 50*time.Millisecond, "the node with the volume's other copy is admitted while the first is in maintenance")
 
 	w.withdraw(nodes[0]) // back from its maintenance

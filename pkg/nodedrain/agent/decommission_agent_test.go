@@ -43,7 +43,7 @@ func TestAgentDecommissionThroughTheSocket(t *testing.T) {
 	// A plain COMPLETE (an older coordinator's) does not run it; one saying the Node was deleted does.
 	w.publish(nodedrain.StatusComplete, r.RequestID)
 	require.Eventually(t, func() bool { return w.status().State.Phase == agent.PhaseCleared }, 10*time.Second, 10*time.Millisecond)
-	assert.Never(t, func() bool { return len(w.ranLines()) > 0 }, 300*time.Millisecond, 10*time.Millisecond,
+	testenv.Never(t, func() bool { return len(w.ranLines()) > 0 }, 300*time.Millisecond, 10*time.Millisecond,
 		"the decommission ran on a COMPLETE that does not say the node was decommissioned")
 	_, err = w.statuses.Publish(context.Background(), node, testenv.SignStatus(nodedrain.NodeDrainStatus{Node: node, Status: nodedrain.StatusComplete,
 		RequestID: r.RequestID, Decommission: true}))

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -51,7 +52,7 @@ func TestDecommissionLingerRemovesOnlyItsOwnKeys(t *testing.T) {
 		return s.RequestID == "new"
 	})
 	assert.False(t, st.Decommission)
-	assert.Never(t, func() bool {
+	testenv.Never(t, func() bool {
 		r, _, err := h.Requests.Get(ctx, h.nodes[1])
 		s, _, serr := h.Statuses.Get(ctx, h.nodes[1])
 		return err != nil || r.RequestID != "new" || serr != nil || s.RequestID != "new"

@@ -21,6 +21,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -183,7 +184,7 @@ func TestWithdrawnMidEvictionStopsAndUncordons(t *testing.T) {
 	assert.Less(t, time.Since(withdrawnAt), 5*time.Second)
 	assert.False(t, h.node(target).Spec.Unschedulable)
 	// Nothing resumes the cancelled drain.
-	assert.Never(t, func() bool {
+	testenv.Never(t, func() bool {
 		st, _ := h.last(target)
 		return st.Status != nodedrain.StatusNotRequested
 	}, time.Second, 50*time.Millisecond)
@@ -201,7 +202,7 @@ func TestOperatorCordonedNodeStaysCordoned(t *testing.T) {
 	assert.False(t, st.CordonedByUs)
 	h.withdraw(h.nodes[0])
 	h.waitStatus(h.nodes[0], nodedrain.StatusNotRequested, 10*time.Second)
-	assert.Never(t, func() bool { return !h.node(h.nodes[0]).Spec.Unschedulable }, time.Second, 100*time.Millisecond,
+	testenv.Never(t, func() bool { return !h.node(h.nodes[0]).Spec.Unschedulable }, time.Second, 100*time.Millisecond,
 		"edgedrain uncordoned a node an operator cordoned")
 	assert.NotContains(t, h.node(h.nodes[0]).Annotations, CordonAnnotation)
 }

@@ -124,7 +124,7 @@ func TestCopiedRequestDrainsNothing(t *testing.T) {
 			return err != nil
 		}, 10*time.Second, 20*time.Millisecond, "the copied request under %s was not cleared", victim)
 	}
-	require.Never(t, func() bool {
+	testenv.RequireNever(t, func() bool {
 		for _, victim := range h.nodes[1:] {
 			if st, ok := h.last(victim); (ok && st.RequestID != "") || h.node(victim).Spec.Unschedulable {
 				return true
@@ -175,7 +175,7 @@ func TestCopiedWithdrawalWhileNoCoordinatorRuns(t *testing.T) {
 		r, _, err := h.Requests.Get(context.Background(), victim)
 		return err == nil && r.RequestID == "r-victim"
 	}, 10*time.Second, 20*time.Millisecond, "the victim's request was not put back")
-	require.Never(t, func() bool {
+	testenv.RequireNever(t, func() bool {
 		st, _ := h.last(victim)
 		return st.Status != nodedrain.StatusComplete || !h.node(victim).Spec.Unschedulable
 	}, 2*time.Second, 50*time.Millisecond, "the victim's drain was released by a copied withdrawal")

@@ -83,7 +83,7 @@ func TestVolumeGateHoldsCompleteBack(t *testing.T) {
 	assert.Equal(t, "pvc-x", st.Blockers[0].Name)
 	assert.Equal(t, 45, st.Blockers[0].Progress)
 	assert.Equal(t, float64(1), testutil.ToFloat64(cfg.Metrics.BlockedVolumes.WithLabelValues(h.nodes[0])))
-	assert.Never(t, func() bool { st, _ := h.last(h.nodes[0]); return st.Status == nodedrain.StatusComplete },
+	testenv.Never(t, func() bool { st, _ := h.last(h.nodes[0]); return st.Status == nodedrain.StatusComplete },
 		time.Second, 50*time.Millisecond, "COMPLETE while the gate blocks")
 	// (Resume may already have released leftovers once for the new request: count from here.)
 	before, _ := gate.count(h.nodes[0])
