@@ -199,6 +199,11 @@ type Machine struct {
 	// UnrecordedRuns counts the starts of the command held back in a row because the state file
 	// could not record them (EvRunNotRecorded): the backoff before the next try.
 	UnrecordedRuns int
+	// Withdrew is the request this agent's last operation withdrew as it ended (in memory: the
+	// process that ended it sees the coordinator catch up). A status still serving it is the
+	// coordinator not having seen the withdrawal yet, as after every reboot, not a request left
+	// from before.
+	Withdrew string
 	// RepublishAt is when a published request that nothing has answered yet is published
 	// again (zero: not due); only while deferred.
 	RepublishAt time.Time

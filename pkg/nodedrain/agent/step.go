@@ -288,9 +288,11 @@ func (s *stepper) idle(edge bool) {
 		b.Status == nodedrain.StatusNotRequested || b.Status == nodedrain.StatusUnknown {
 		return // nothing of ours is served (another agent's request is not ours to withdraw)
 	}
-	s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, for which this agent has no operation: withdrawing it",
-		b.RequestID, b.Status)
-	s.sync()
+	if b.RequestID != s.m.Withdrew {
+		s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, for which this agent has no operation: withdrawing it",
+			b.RequestID, b.Status)
+	}
+	s.sync() // (again for one this agent withdrew: the withdrawal may not have landed)
 }
 
 // pending waits for a known status before the request is published (UNKNOWN waits).
@@ -524,6 +526,7 @@ func (s *stepper) finish(msg string) {
 // end returns to idle and withdraws the request.
 func (s *stepper) end(handled map[Operation]int64) {
 	id, own := s.m.State.RequestID, s.own()
+	s.m.Withdrew = id
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}
 	s.m.BusSynced, s.m.BusRetryAt, s.synced = false, time.Time{}, true
 	s.m.Confirmed, s.m.Confirming, s.m.ConfirmRetryAt, s.m.RepublishAt = "", false, time.Time{}, time.Time{}
