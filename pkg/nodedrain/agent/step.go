@@ -20,7 +20,9 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		switch {
 		case e.Fresh && !e.BootTime.IsZero():
 			s.m.State.CleanupBefore = e.BootTime
-			s.report(LevelWarn, "no usable state file: a request on the bus for this node made before the node booted is withdrawn (it may be this agent's own from before)")
+			// (Info: a first start has no state file; one that was unreadable is logged as an
+			// error where it is moved aside.)
+			s.report(LevelInfo, "no usable state file (a first start, or it was unreadable): a request on the bus for this node made before the node booted is withdrawn (it may be this agent's own from before)")
 		case e.Fresh:
 			s.report(LevelWarn, "no usable state file and no boot time: a request left on the bus for this node by an earlier agent stays; withdraw it with edgedrainctl if the node is held")
 		}
