@@ -33,7 +33,10 @@ const (
 // info, which says whether a server leads the stream (or gets no answer), and writes nothing.
 //
 // The probe keeps a gauge (1: every bucket answered at the last check), logs each change
-// once (not each failed check), and is a readiness check (Ready).
+// once (not each failed check), and is a readiness check (Ready). A bucket whose stream is
+// electing a new leader (its leader's server went away; the others keep the quorum) does not
+// answer for a few seconds: the first failure is a warning that says so, and only a bus still
+// silent after BusSilentFor is an error that names the lost quorum.
 type BusProbe struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -44,7 +47,18 @@ type BusProbe struct {
 	mu      sync.Mutex
 	err     error // the last check's; nil: answered
 	checked bool
+	// silentSince is when the checks began to fail (zero: the last one answered); escalated
+	// says the error after BusSilentFor was logged.
+	silentSince time.Time
+	escalated   bool
+	// silentFor is BusSilentFor, and now the clock (both set otherwise in tests).
+	silentFor time.Duration
+	now       func() time.Time
 }
+
+// BusSilentFor is how long the bus may not answer before the probe logs it as an error: longer
+// than a stream's leader election after one server of a cluster went away.
+const BusSilentFor = 30 * time.Second
 
 // NewBusProbe returns a probe of the drain buckets over nc and js, registering gauge name (help
 // says what it is for) with reg.
@@ -52,7 +66,8 @@ func NewBusProbe(nc *nats.Conn, js jetstream.JetStream, reg prometheus.Registere
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name,
 		Help: "1 when the bus's buckets answered at the last check; 0 when they do not (e.g. a NATS cluster without a quorum of its servers: writes are refused)"})
 	reg.MustRegister(g)
-	return &BusProbe{nc: nc, js: js, buckets: []string{nodedrain.RequestsBucket, nodedrain.StatusBucket}, gauge: g, log: log}
+	return &BusProbe{nc: nc, js: js, buckets: []string{nodedrain.RequestsBucket, nodedrain.StatusBucket}, gauge: g, log: log,
+		silentFor: BusSilentFor, now: time.Now}
 }
 
 // Run checks every interval, less a random tenth (a fleet of agents started together does not
@@ -77,26 +92,34 @@ func (p *BusProbe) Check(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	p.mu.Lock()
-	was, first := p.err, !p.checked
+	was, first, since, escalated := p.err, !p.checked, p.silentSince, p.escalated
 	p.mu.Unlock()
+	now := p.now()
 	// The log line first, then the gauge and the state readiness answers from: whoever sees
 	// either change finds the line written. (One loop calls Check.)
 	switch {
+	case err != nil && (first || was == nil):
+		since, escalated = now, false
+		p.log.WithError(err).Warn("the bus does not answer: its buckets refuse writes until it does (for a few seconds while a " +
+			"bucket elects a new leader after a NATS server went away; until its quorum is back on a cluster that lost it); " +
+			"statuses and requests wait, and no drain starts or ends meanwhile")
+	case err != nil && !escalated && now.Sub(since) >= p.silentFor:
+		escalated = true
+		p.log.WithError(err).WithField("since", since.UTC().Format(time.RFC3339)).Errorf("the bus has not answered for %s: "+
+			"a NATS cluster without a quorum of its servers? Statuses and requests wait, and no drain starts or ends", now.Sub(since).Round(time.Second))
 	case err != nil:
-		if first || was == nil {
-			p.log.WithError(err).Error("the bus does not answer: its buckets refuse writes until it does (a NATS cluster without a quorum of its servers?); statuses and requests wait, and no drain starts or ends")
-		} else {
-			p.log.WithError(err).Debug("the bus still does not answer")
-		}
+		p.log.WithError(err).Debug("the bus still does not answer")
+	case was != nil:
+		p.log.WithField("silentFor", now.Sub(since).Round(time.Second).String()).Info("the bus answers again: its buckets take writes")
+	}
+	if err != nil {
 		p.gauge.Set(0)
-	default:
-		if was != nil {
-			p.log.Info("the bus answers again: its buckets take writes")
-		}
+	} else {
 		p.gauge.Set(1)
+		since = time.Time{}
 	}
 	p.mu.Lock()
-	p.err, p.checked = err, true
+	p.err, p.checked, p.silentSince, p.escalated = err, true, since, escalated
 	p.mu.Unlock()
 	return err
 }
