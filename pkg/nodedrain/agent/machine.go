@@ -200,7 +200,7 @@ type Machine struct {
 	// could not record them (EvRunNotRecorded): the backoff before the next try.
 	UnrecordedRuns int
 	// Withdrew is the request this agent's last operation withdrew as it ended (in memory: the
-	// process that ended it sees the coordinator catch up). A status still serving it is the
+	// process that ended it sees the coordinator catch up). Its COMPLETE still on the bus is the
 	// coordinator not having seen the withdrawal yet, as after every reboot, not a request left
 	// from before.
 	Withdrew string

@@ -290,7 +290,9 @@ func (s *stepper) idle(edge bool) {
 		b.Status == nodedrain.StatusNotRequested || b.Status == nodedrain.StatusUnknown {
 		return // nothing of ours is served (another agent's request is not ours to withdraw)
 	}
-	if b.RequestID != s.m.Withdrew {
+	// The COMPLETE of the request this agent just withdrew is the coordinator not having seen the
+	// withdrawal yet; any other status of it (REQUESTED, STARTING: a replay of the request) is not.
+	if b.RequestID != s.m.Withdrew || b.Status != nodedrain.StatusComplete {
 		s.report(LevelWarn, "the coordinator serves request %s (%s) for this node, for which this agent has no operation: withdrawing it",
 			b.RequestID, b.Status)
 	}

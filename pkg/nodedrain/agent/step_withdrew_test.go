@@ -12,7 +12,8 @@ import (
 // After every reboot the agent withdraws its request, and the coordinator's COMPLETE for it stays
 // on the bus until the coordinator sees that: the agent withdraws it again, quietly. A status
 // serving a request of this agent's that it did not withdraw itself (one left from before, its
-// state lost) is still reported as a warning.
+// state lost), or serving the withdrawn one anew (a replay of it: STARTING), is still reported as
+// a warning.
 func TestACompleteForTheRequestJustWithdrawnIsNoWarning(t *testing.T) {
 	m, _, _ := play(t, fresh(), seq(up, []step{now(sentinel(OpReboot, "r1", 1)), now(pubOK("r1")),
 		now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
@@ -26,6 +27,10 @@ func TestACompleteForTheRequestJustWithdrawnIsNoWarning(t *testing.T) {
 	ws := withdrawals(acts)
 	require.Len(t, ws, 2, "withdrawn as the operation ended, and again for the COMPLETE still shown")
 	assert.Equal(t, "r1", ws[0].RequestID)
+
+	_, _, acts = playFrom(t, back, t0, testPolicy(), []step{now(EvStart{BootID: "b2"}), now(wdOK), now(EvBusSnapshot{}),
+		now(status(nodedrain.StatusStarting, "r1"))})
+	assert.Len(t, warnings(acts), 1, "the withdrawn request served anew: %v", warnings(acts))
 
 	left := Machine{Node: "edge-1", State: State{Phase: PhaseIdle, Mine: []string{"r0"}}}
 	_, _, acts = playFrom(t, left, t0, testPolicy(), seq(up, []step{now(status(nodedrain.StatusComplete, "r0"))}))
