@@ -39,6 +39,7 @@ type coord struct {
 	snapshot     map[string]*nodedrain.NodeDrainRequest
 	unpublished  map[string]bool
 	unlanded     map[string]unlandedComplete // Engine.unlanded
+	landed       map[string]string           // Engine.landed
 	fence        uint64                      // the revision the last status write was fenced on
 	apiDownSince time.Time
 	// apiBack is when this run last saw the API answer again after it had not for apiDownFor
@@ -311,7 +312,10 @@ func (c *coord) resume() {
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
-	c.unlanded = map[string]unlandedComplete{}
+	c.unlanded, c.landed = map[string]unlandedComplete{}, map[string]string{}
+	for _, st := range in.Statuses {
+		c.noteWritten(st)
+	}
 	c.apiBack, c.apiDownFor = time.Time{}, 0
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
 	c.act(c.core.Resume(in, c.now()))
@@ -561,6 +565,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
+	c.noteWritten(st)
 	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
 	c.completesNotLanded(st, c.fence)
 	if (c.stillLeading() || c.outage) && c.core.Announce(st) { // Engine.announce
@@ -595,15 +600,23 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 		c.fenced(st)
 		return
 	}
-	s.w.logf("%s: %s %s refused, a value no coordinator wrote landed since its last write; writing again after it", c.name, st.Node, st.Status)
+	stale := st.Status == nodedrain.StatusComplete && c.now().Sub(st.UpdatedAt) > nodedrain.MaxAnswerAge && c.landed[st.Node] != st.RequestID
+	then := "writing again after it"
+	if stale {
+		then = "not written again: the COMPLETE rests on checks a pause made old"
+	}
+	s.w.logf("%s: %s %s refused, a value no coordinator wrote landed since its last write; %s", c.name, st.Node, st.Status, then)
 	c.lastSeq = s.bus.buckets[bucketStatus].last
 	if !c.stillLeading() && !c.outage { // Engine.mayAct: the refusal came late, the Lease lapsed
 		return
 	}
-	// Once more at once (Engine.publishOne), signed anew; a second refusal waits for the tick.
-	if seq, again := c.land(c.sign(st), c.lastSeq, false); !again {
-		c.written(st, seq, false)
-		return
+	// Once more at once (Engine.publishOne), signed anew, unless it is a COMPLETE on checks a
+	// pause made old (the drain checks again first); a second refusal waits for the tick.
+	if !stale {
+		if seq, again := c.land(c.sign(st), c.lastSeq, false); !again {
+			c.written(st, seq, false)
+			return
+		}
 	}
 	c.unpublished[st.Node] = true
 	if st.Status == nodedrain.StatusComplete {
@@ -703,4 +716,13 @@ func (c *coord) completesNotLanded(written nodedrain.NodeDrainStatus, fence uint
 			c.act(c.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
 		}
 	}
+}
+
+// noteWritten is Engine.noteWritten: the COMPLETE a coordinator is known to have written.
+func (c *coord) noteWritten(st nodedrain.NodeDrainStatus) {
+	if st.Status == nodedrain.StatusComplete {
+		c.landed[st.Node] = st.RequestID
+		return
+	}
+	delete(c.landed, st.Node)
 }

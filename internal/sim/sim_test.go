@@ -912,6 +912,21 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-0 deletes the Node object of node-0.edge"}, {"node-0.edge is powered off for good"},
 				{"coordinator-0 cordons node-2.edge"}, {"node-1.edge REQUESTED", "the other copies of volume vol0 are on node-2.edge, in maintenance"},
 				{"node-2.edge COMPLETE"}, {"node-1.edge COMPLETE"}}},
+		{"a COMPLETE refused after a pause between its checks and its write is not written again at once on those old " +
+			"checks: the drain checks again, and evicts the pod that landed meanwhile (S2 check, simulator, seed 3125144)",
+			3125144, ConfigFor(3125144),
+			Plan{{At: 72918247355, Kind: KernelDay}, {At: 164477751864, Kind: APIOutage, Target: 0, For: 14 * time.Second},
+				{At: 11044627786, Kind: ForgedStatus, Target: 1, For: 37 * time.Second}, {At: 791035121, Kind: Decommission},
+				{At: 19564061971, Kind: StatusForger, Target: 0, For: 221 * time.Second},
+				{At: 90537364576, Kind: StatusForger, Target: 0, For: 14 * time.Second},
+				{At: 155326341887, Kind: CoordPauseMidWrite, Target: 0, For: 20 * time.Second},
+				{At: 92136339828, Kind: CoordPauseMidWrite, Target: 0, For: 22 * time.Second},
+				{At: 16270717298, Kind: AgentPauseAtRead, Target: 0, For: 7 * time.Second},
+				{At: 43258591520, Kind: PodPinned, Target: 1},
+				{At: 101263313100, Kind: WritesLate, Target: 0, For: 34 * time.Second}},
+			[][]string{{"coordinator-0 pauses for 20s between its checks and its write of node-1.edge COMPLETE"},
+				{"lands on it: job-7"}, {"node-1.edge COMPLETE refused", "not written again"},
+				{"node-1.edge CORDONED", "the COMPLETE could not be published"}, {"node-1.edge COMPLETE"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
