@@ -486,17 +486,15 @@ func (s *Sim) strandedMachine() string {
 // retiredHoldsSlot returns a retired machine whose request, left for the operator to withdraw (a
 // second agent's, or one a decommission forced with the override file left), holds an admission
 // slot: COMPLETE or NOTSUPPORTED for it, with no stale-holder timeout to release it, or (forced
-// with the override) a drain still under way for it.
+// with the override) a drain still under way for it, which the stale-holder timeout does not
+// release either (it releases only a COMPLETE holder).
 func (s *Sim) retiredHoldsSlot() string {
-	if s.cfg.StaleHolderTimeout != 0 {
-		return ""
-	}
 	for _, name := range s.cluster.order {
 		n := s.cluster.nodes[name]
 		st, _ := s.statusOf(name).(nodedrain.NodeDrainStatus)
 		req, live := s.bus.value(bucketRequests, name).(nodedrain.NodeDrainRequest)
-		if n.retired && (s.agentOf(name).twin != nil || n.overridden) && live && cleared(st) && st.RequestID == req.RequestID &&
-			!st.SlotReleased {
+		if s.cfg.StaleHolderTimeout == 0 && n.retired && (s.agentOf(name).twin != nil || n.overridden) && live && cleared(st) &&
+			st.RequestID == req.RequestID && !st.SlotReleased {
 			return name
 		}
 		if n.retired && n.overridden && live && st.HoldsSlot() && st.RequestID == req.RequestID {

@@ -927,6 +927,25 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"coordinator-0 pauses for 20s between its checks and its write of node-1.edge COMPLETE"},
 				{"lands on it: job-7"}, {"node-1.edge COMPLETE refused", "not written again"},
 				{"node-1.edge CORDONED", "the COMPLETE could not be published"}, {"node-1.edge COMPLETE"}}},
+		{"a second API outage that begins while a vanished Node's count still waits for the first one's relist pauses " +
+			"nothing twice: the drain ends within N2's bound (N2 check, simulator, seed 3017043)", 3017043, ConfigFor(3017043),
+			Plan{{At: 113129913704, Kind: Reboot, Target: 1}, {At: 176651097824, Kind: APIOutage, Target: 2, For: 29 * time.Second},
+				{At: 98109118866, Kind: NodeReregister, Target: 2, For: 6 * time.Second},
+				{At: 219045939185, Kind: APIOutage, Target: 1, For: 230 * time.Second},
+				{At: 71538145941, Kind: CoordCrash, Target: 2, For: 37 * time.Second},
+				{At: 24728079350, Kind: PDBBlocks, Target: 2, For: 210 * time.Second},
+				{At: 176362190077, Kind: NodeDeleted, Target: 1, For: 264 * time.Second}},
+			[][]string{{"node-1.edge's Node object is deleted"}, {"the Kubernetes API is unreachable for 29s"},
+				{"the Kubernetes API is unreachable"}, {"node-1.edge FAILEDDRAIN", "has been gone for 1m0s"}}},
+		{"a decommission forced with the override file while its request waits leaves its drain, and its slot, for the " +
+			"operator's withdrawal even with a stale-holder timeout, which releases only a COMPLETE holder (L1 check, " +
+			"simulator, seed 3128313)", 3128313, ConfigFor(3128313),
+			Plan{{At: 139329929673, Kind: Reboot, Target: 0}, {At: 78144404466, Kind: APIOutage, Target: 0, For: 264 * time.Second},
+				{At: 138258426402, Kind: ReplicaFails, Target: 0, For: 21 * time.Second}, {At: 100112237694, Kind: Decommission, Target: 1},
+				{At: 143233480668, Kind: StatusForger, Target: 2, For: 42 * time.Second},
+				{At: 145595129309, Kind: OverrideUnsupported, Target: 1, For: 13 * time.Second}},
+			[][]string{{"an operator writes the override file on node-1.edge: NOTSUPPORTED"}, {"node-1.edge is powered off for good"},
+				{"node-0.edge REQUESTED", "node-1.edge in maintenance"}, {"node-1.edge CORDONED", "waiting for 1 volume(s)"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -632,19 +632,35 @@ func (c *Core) viewFresh(now time.Time) bool {
 	if c.frozenSince.IsZero() {
 		return true
 	}
-	frozen := now.Sub(c.frozenSince)
-	shift := frozen + relistAfter(frozen)
+	went, resume := c.frozenSince, now.Add(relistAfter(now.Sub(c.frozenSince)))
+	// A count that began at at counts again from resume as far along as it was when the API went.
+	// One that had not begun yet (still in the relist wait of an earlier outage) had nothing to
+	// pause: it begins at resume, or later.
+	resumed := func(at time.Time) time.Time {
+		if at.After(went) {
+			return latest(at, resume)
+		}
+		return at.Add(resume.Sub(went))
+	}
 	c.frozenSince = time.Time{}
 	for n, seen := range c.notReady {
-		seen.at = seen.at.Add(shift)
+		seen.at = resumed(seen.at)
 		c.notReady[n] = seen
 	}
 	for _, since := range []map[string]time.Time{c.absent, c.vanished, c.idleAbsent} {
 		for n, at := range since {
-			since[n] = at.Add(shift)
+			since[n] = resumed(at)
 		}
 	}
 	return true
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // relistAfter is how long after the API answers again, having been unreachable for frozen, an

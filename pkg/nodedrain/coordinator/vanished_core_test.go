@@ -124,6 +124,30 @@ func TestNoDrainEndsAsVanishedOnAFrozenView(t *testing.T) {
 	assert.Equal(t, nodedrain.StatusFailedDrain, status(), "gone for NodeGoneAfter on a live view, the 10 s before the outage counted")
 }
 
+// A second outage that begins while the count still waits for the first one's relist pauses
+// nothing the count had counted: the count begins a relist's time after the second one ends,
+// not that late plus the whole second outage again.
+func TestASecondOutageInTheRelistWaitPausesNoCountTwice(t *testing.T) {
+	now, c, _, onlyB := cordonedDrainOfA()
+	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+
+	c.Admit(onlyB, AdmitPolicy{}, now) // a's Node gone from now
+	c.SetAPIUnreachable(now)
+	c.Admit(onlyB, AdmitPolicy{}, at(10*time.Second))
+	c.SetAPIUnreachable(time.Time{})
+	c.Admit(onlyB, AdmitPolicy{}, at(30*time.Second)) // back after 30 s: the count begins 60 s later, at 90 s
+	c.SetAPIUnreachable(at(50 * time.Second))         // gone again in that wait
+	c.Admit(onlyB, AdmitPolicy{}, at(60*time.Second))
+	c.SetAPIUnreachable(time.Time{})
+	c.Admit(onlyB, AdmitPolicy{}, at(70*time.Second)) // back after 20 s: the count begins 40 s later, at 110 s
+	begins := at(110 * time.Second)
+	c.Admit(onlyB, AdmitPolicy{}, begins.Add(nodedrain.NodeGoneAfter-time.Second))
+	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended before NodeGoneAfter on a live view")
+	c.Admit(onlyB, AdmitPolicy{}, begins.Add(nodedrain.NodeGoneAfter))
+	assert.Equal(t, nodedrain.StatusFailedDrain, status(), "gone for NodeGoneAfter after the second relist wait")
+}
+
 // An API that flaps (a /readyz that times out for 3 s once a minute, as a slow API server on a
 // small machine does) holds the count back by about twice each blip, not a relist's minute after
 // each: the drain of a Node gone for good still ends, within a few minutes.
