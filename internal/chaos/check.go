@@ -1,0 +1,529 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// The checker: the invariants of docs/design.md ("## Invariants") decided from a history alone.
+// It implements a subset, each said where it is judged:
+//
+//   - S1 (agent side): every command run for a request r had, stored before it, COMPLETE or
+//     NOTSUPPORTED for r under its node's key, a value the key still held (not slot-released) at
+//     most ConfirmMaxAge before the command started; and the node was cordoned when it started
+//     (unless an operator uncordoned it since that COMPLETE).
+//   - S2 (in part): a COMPLETE (not a re-publication) is stored only while its node is cordoned
+//     and no evictable pod is left on it; a change made behind edgedrain's back within Slack of
+//     the decision excuses it.
+//   - S3: at most MaxConcurrent nodes in maintenance for longer than Slack at once, a node in
+//     maintenance when its status holds a slot (STARTING, CORDONED, DRAINRETRYING, the return
+//     gate), when the bus shows COMPLETE or NOTSUPPORTED for its live request (not released), or
+//     from the moment its command ran until it is back and Ready.
+//   - S5 (in part): an operation runs once per request.
+//   - L1: at the end of the quiet period no request is left, every status is NOTREQUESTED out of
+//     its return gate, no node carries edgedrain's cordon record or a cordon, every agent is
+//     idle, and every operation asked for (a sentinel) ran.
+//
+// Not judged yet: the leadership parts of S1 (a status written by a coordinator that led), S4's
+// 90 s bound, the attempt limits of S5, the volume part of S2, N1, N2, E1, O1, R1-R3.
+
+// Config says what the checker holds the history to.
+type Config struct {
+	// Seed is the fault schedule's seed, printed with every violation.
+	Seed uint64
+	// MaxConcurrent is the coordinators' --max-concurrent-drains.
+	MaxConcurrent int
+	// ConfirmMaxAge is how old the agent's confirmation read may be when its command starts
+	// (agent.ConfirmMaxAge).
+	ConfirmMaxAge time.Duration
+	// Slack is how long a condition must have held to count against a decision: an API round
+	// trip (design: 1 s), also the lag of the harness's own informers.
+	Slack time.Duration
+}
+
+// Violation is one broken invariant with the story that shows it.
+type Violation struct {
+	Invariant string
+	At        time.Time
+	Node      string
+	What      string
+	Story     string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("%s on %s: %s", v.Invariant, v.Node, v.What) }
+
+// history is a history indexed for the checks.
+type history struct {
+	cfg      Config
+	all      []Event
+	start    time.Time
+	end      time.Time // the quiet period's end; zero if the run did not get there
+	status   map[string][]Event
+	request  map[string][]Event
+	node     map[string][]Event
+	pods     map[string][]Event // by pod
+	runs     []Event
+	faults   []Event
+	reboots  map[string][]Event
+	sentinel map[string][]Event
+	agents   map[string]Event // the final reports
+	nodes    []string
+}
+
+func index(events []Event, cfg Config) *history {
+	h := &history{cfg: cfg, all: events, status: map[string][]Event{}, request: map[string][]Event{}, node: map[string][]Event{},
+		pods: map[string][]Event{}, reboots: map[string][]Event{}, sentinel: map[string][]Event{}, agents: map[string]Event{}}
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.Node != "" && !seen[e.Node] {
+			seen[e.Node] = true
+			h.nodes = append(h.nodes, e.Node)
+		}
+		switch e.Kind {
+		case KindStatus:
+			h.status[e.Node] = append(h.status[e.Node], e)
+		case KindRequest:
+			h.request[e.Node] = append(h.request[e.Node], e)
+		case KindNode:
+			h.node[e.Node] = append(h.node[e.Node], e)
+		case KindPod:
+			h.pods[e.Pod] = append(h.pods[e.Pod], e)
+		case KindRun:
+			h.runs = append(h.runs, e)
+		case KindFault:
+			h.faults = append(h.faults, e)
+		case KindReboot:
+			h.reboots[e.Node] = append(h.reboots[e.Node], e)
+		case KindSentinel:
+			h.sentinel[e.Node] = append(h.sentinel[e.Node], e)
+		case KindAgent:
+			h.agents[e.Node] = e
+		case KindPhase:
+			switch e.What {
+			case "start":
+				h.start = e.At
+			case "end":
+				h.end = e.At
+			}
+		}
+	}
+	sort.Strings(h.nodes)
+	if h.start.IsZero() && len(events) > 0 {
+		h.start = events[0].At
+	}
+	return h
+}
+
+// at returns the last event of list at or before t (list in time order).
+func at(list []Event, t time.Time) (Event, bool) {
+	i := sort.Search(len(list), func(i int) bool { return list[i].At.After(t) })
+	if i == 0 {
+		return Event{}, false
+	}
+	return list[i-1], true
+}
+
+func cleared(st *nodedrain.NodeDrainStatus) bool {
+	return st != nil && (st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported)
+}
+
+// Check judges a history and returns every violation found, each with its story.
+func Check(events []Event, cfg Config) []Violation {
+	if cfg.ConfirmMaxAge == 0 {
+		cfg.ConfirmMaxAge = 10 * time.Second
+	}
+	if cfg.Slack == 0 {
+		cfg.Slack = time.Second
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = 1
+	}
+	h := index(events, cfg)
+	var out []Violation
+	out = append(out, h.checkS1()...)
+	out = append(out, h.checkS2()...)
+	out = append(out, h.checkS3()...)
+	out = append(out, h.checkOnce()...)
+	out = append(out, h.checkL1()...)
+	return out
+}
+
+// operatorUncordoned reports whether an operator's uncordon of node was injected in [from, to].
+func (h *history) operatorUncordoned(node string, from, to time.Time) bool {
+	for _, f := range h.faults {
+		if f.Target == node && !f.At.Before(from) && !f.At.After(to) &&
+			((f.What == "op-uncordon" && f.Detail == "start") || (f.What == "op-cordon" && f.Detail == "end")) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *history) violation(inv, node string, t time.Time, from, to time.Time, format string, args ...any) Violation {
+	return Violation{Invariant: inv, At: t, Node: node, What: fmt.Sprintf(format, args...), Story: h.story(node, from, to, t)}
+}
+
+// checkS1: the agent's side of S1, and that the node was cordoned when the command started.
+func (h *history) checkS1() []Violation {
+	var out []Violation
+	for _, r := range h.runs {
+		sts := h.status[r.Node]
+		var found, fresh *Event
+		for i := range sts {
+			c := sts[i]
+			if c.At.After(r.At) {
+				break
+			}
+			if !cleared(c.Status) || c.Status.RequestID != r.RequestID {
+				continue
+			}
+			if found == nil {
+				found = &sts[i]
+			}
+			if c.Status.SlotReleased {
+				continue
+			}
+			// The value held from c.At until the next write of the key.
+			until := time.Time{}
+			if i+1 < len(sts) {
+				until = sts[i+1].At
+			}
+			if until.IsZero() || !until.Before(r.At.Add(-h.cfg.ConfirmMaxAge)) {
+				fresh = &sts[i]
+			}
+		}
+		from := r.At.Add(-time.Minute)
+		switch {
+		case found == nil:
+			out = append(out, h.violation("S1", r.Node, r.At, from, r.At.Add(5*time.Second),
+				"the %s command ran for request %s at %s with no COMPLETE or NOTSUPPORTED for that request stored before it",
+				r.Op, r.RequestID, h.rel(r.At)))
+			continue
+		case fresh == nil:
+			out = append(out, h.violation("S1", r.Node, r.At, from, r.At.Add(5*time.Second),
+				"the %s command ran for request %s at %s, but no COMPLETE for it that was not slot-released was under the key within %s before",
+				r.Op, r.RequestID, h.rel(r.At), h.cfg.ConfirmMaxAge))
+			continue
+		}
+		n, ok := at(h.node[r.Node], r.At)
+		if ok && !n.Deleted && !n.Unschedulable && !fresh.Status.APIUnreachable && !h.operatorUncordoned(r.Node, fresh.At.Add(-h.cfg.Slack), r.At) {
+			out = append(out, h.violation("S1", r.Node, r.At, from, r.At.Add(5*time.Second),
+				"the %s command ran for request %s at %s on a node not cordoned (last Node change seen at %s), no operator's uncordon since its COMPLETE at %s",
+				r.Op, r.RequestID, h.rel(r.At), h.rel(n.At), h.rel(fresh.At)))
+		}
+	}
+	return out
+}
+
+// checkS2: a COMPLETE is stored only with the node cordoned and no evictable pod left on it.
+func (h *history) checkS2() []Violation {
+	var out []Violation
+	for _, node := range h.nodes {
+		sts := h.status[node]
+		for i, c := range sts {
+			if c.Status == nil || c.Status.Status != nodedrain.StatusComplete || c.Status.APIUnreachable || c.Status.Decommission {
+				continue
+			}
+			if i > 0 && sts[i-1].Status != nil && sts[i-1].Status.Status == nodedrain.StatusComplete && sts[i-1].Status.RequestID == c.Status.RequestID {
+				continue // a re-publication decides nothing new
+			}
+			from := c.At.Add(-time.Minute)
+			// Cordoned for Slack before the decision (the informer sees the cordon late, never
+			// before the API did).
+			if n, ok := at(h.node[node], c.At); ok && !n.Deleted && !n.Unschedulable &&
+				!h.operatorUncordoned(node, c.At.Add(-2*h.cfg.Slack), c.At) {
+				out = append(out, h.violation("S2", node, c.At, from, c.At.Add(5*time.Second),
+					"COMPLETE for request %s stored at %s while the node was not cordoned", c.Status.RequestID, h.rel(c.At)))
+			}
+			var left []string
+			for pod, evs := range h.pods {
+				if evs[0].Node != node || !evs[0].Evictable {
+					continue
+				}
+				// Present: bound before the decision by more than Slack, deleted (as the informer
+				// saw it) more than Slack after it.
+				if evs[0].At.After(c.At.Add(-h.cfg.Slack)) {
+					continue
+				}
+				last, ok := at(evs, c.At.Add(h.cfg.Slack))
+				if ok && !last.Deleted {
+					left = append(left, pod)
+				}
+			}
+			if len(left) > 0 {
+				sort.Strings(left)
+				out = append(out, h.violation("S2", node, c.At, from, c.At.Add(5*time.Second),
+					"COMPLETE for request %s stored at %s with evictable pods still on the node: %s",
+					c.Status.RequestID, h.rel(c.At), strings.Join(left, ", ")))
+			}
+		}
+	}
+	return out
+}
+
+// holders lists the nodes in maintenance at t (S3's definition, see the file's comment).
+func (h *history) holders(t time.Time) []string {
+	var out []string
+	for _, node := range h.nodes {
+		var st *nodedrain.NodeDrainStatus
+		if e, ok := at(h.status[node], t); ok {
+			st = e.Status
+		}
+		req, live := "", false
+		if e, ok := at(h.request[node], t); ok && !e.Deleted {
+			req, live = e.RequestID, true
+		}
+		switch {
+		case st != nil && st.HoldsSlot():
+			out = append(out, node+" ("+st.Status.String()+")")
+		case cleared(st) && !st.SlotReleased && live && req == st.RequestID:
+			out = append(out, node+" ("+st.Status.String()+" for its live request)")
+		case h.downOrBack(node, t):
+			out = append(out, node+" (its operation ran, not back and Ready yet)")
+		}
+	}
+	return out
+}
+
+// downOrBack reports whether node's command ran for a request whose slot was not released and
+// the node has not been seen back and Ready since.
+func (h *history) downOrBack(node string, t time.Time) bool {
+	var run *Event
+	for i := range h.runs {
+		r := h.runs[i]
+		if r.Node == node && !r.At.After(t) {
+			run = &h.runs[i]
+		}
+	}
+	if run == nil {
+		return false
+	}
+	if e, ok := at(h.status[node], t); ok && e.Status != nil && e.Status.SlotReleased && e.Status.RequestID == run.RequestID {
+		return false
+	}
+	var up time.Time
+	for _, b := range h.reboots[node] {
+		if b.What == "up" && b.At.After(run.At) && !b.At.After(t) {
+			up = b.At
+			break
+		}
+	}
+	if up.IsZero() {
+		return true
+	}
+	for _, n := range h.node[node] {
+		if !n.At.Before(up) && !n.At.After(t) && n.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// checkS3 sweeps the history's change points and reports every stretch longer than Slack with
+// more than MaxConcurrent nodes in maintenance.
+func (h *history) checkS3() []Violation {
+	var out []Violation
+	var overSince time.Time
+	var overHolders []string
+	reported := false
+	for _, e := range h.all {
+		switch e.Kind {
+		case KindStatus, KindRequest, KindRun, KindReboot, KindNode:
+		default:
+			continue
+		}
+		hs := h.holders(e.At)
+		if len(hs) <= h.cfg.MaxConcurrent {
+			overSince, reported = time.Time{}, false
+			continue
+		}
+		if overSince.IsZero() {
+			overSince, overHolders = e.At, hs
+		}
+		if !reported && e.At.Sub(overSince) >= h.cfg.Slack {
+			reported = true
+			node := strings.Fields(overHolders[len(overHolders)-1])[0]
+			out = append(out, h.violation("S3", node, overSince, overSince.Add(-time.Minute), e.At.Add(5*time.Second),
+				"%d nodes in maintenance at once from %s (still at %s), max-concurrent-drains %d: %s",
+				len(hs), h.rel(overSince), h.rel(e.At), h.cfg.MaxConcurrent, strings.Join(hs, ", ")))
+		}
+	}
+	return out
+}
+
+// checkOnce: the machine goes down at most once for a given request.
+func (h *history) checkOnce() []Violation {
+	var out []Violation
+	first := map[string]Event{}
+	for _, r := range h.runs {
+		key := r.Node + "/" + r.RequestID
+		if f, ok := first[key]; ok {
+			out = append(out, h.violation("S5", r.Node, r.At, f.At.Add(-30*time.Second), r.At.Add(5*time.Second),
+				"the %s command ran again for request %s at %s (first at %s)", r.Op, r.RequestID, h.rel(r.At), h.rel(f.At)))
+			continue
+		}
+		first[key] = r
+	}
+	return out
+}
+
+// checkL1 judges the state at the quiet period's end.
+func (h *history) checkL1() []Violation {
+	if h.end.IsZero() {
+		return []Violation{{Invariant: "L1", What: "the run never reached the end of its quiet period", Story: h.story("", h.start, time.Now(), h.start)}}
+	}
+	var out []Violation
+	add := func(node, format string, args ...any) {
+		out = append(out, h.violation("L1", node, h.end, h.end.Add(-3*time.Minute), h.end, format, args...))
+	}
+	for _, node := range h.nodes {
+		if e, ok := at(h.request[node], h.end); ok && !e.Deleted {
+			add(node, "request %s stored at %s still on the bus at the end of the quiet period", e.RequestID, h.rel(e.At))
+		}
+		if e, ok := at(h.status[node], h.end); ok && e.Status != nil &&
+			(e.Status.Status != nodedrain.StatusNotRequested || !e.Status.ReturningSince.IsZero()) {
+			add(node, "its status at the end is %s (stored at %s, returning since %v)", e.Status.Status, h.rel(e.At), !e.Status.ReturningSince.IsZero())
+		}
+		if e, ok := at(h.node[node], h.end); ok && !e.Deleted && (e.Annotated || e.Unschedulable) {
+			add(node, "the node is left cordoned=%v with edgedrain's record=%v (since %s)", e.Unschedulable, e.Annotated, h.rel(e.At))
+		}
+		if a, ok := h.agents[node]; ok && a.What != "idle" {
+			add(node, "its agent is not idle at the end: %s %s %s", a.What, a.RequestID, a.Detail)
+		}
+		for _, s := range h.sentinel[node] {
+			ran := false
+			for _, r := range h.runs {
+				if r.Node == node && r.At.After(s.At) {
+					ran = true
+					break
+				}
+			}
+			if !ran {
+				add(node, "the reboot asked for at %s never ran", h.rel(s.At))
+			}
+		}
+	}
+	return out
+}
+
+// rel is t as an offset from the run's start.
+func (h *history) rel(t time.Time) string {
+	return fmt.Sprintf("+%.3fs", t.Sub(h.start).Seconds())
+}
+
+// story tells what happened to node (every node when empty) between from and to, with the
+// faults and leadership changes of the time, the violation's moment marked.
+func (h *history) story(node string, from, to, mark time.Time) string {
+	var b strings.Builder
+	marked := false
+	lines := 0
+	for _, e := range h.all {
+		if e.At.Before(from) || e.At.After(to) {
+			continue
+		}
+		switch e.Kind {
+		case KindFault, KindLease, KindPhase:
+		default:
+			if node != "" && e.Node != node {
+				continue
+			}
+		}
+		if e.Kind == KindFault && strings.HasPrefix(e.Detail, "skipped") {
+			continue
+		}
+		if !marked && e.At.After(mark) {
+			fmt.Fprintf(&b, "  %12s  ──── here ────\n", h.rel(mark))
+			marked = true
+		}
+		fmt.Fprintf(&b, "  %12s  %s\n", h.rel(e.At), describe(e))
+		lines++
+	}
+	if !marked {
+		fmt.Fprintf(&b, "  %12s  ──── here ────\n", h.rel(mark))
+	}
+	if lines == 0 {
+		b.WriteString("  (nothing recorded in that window)\n")
+	}
+	return b.String()
+}
+
+// describe is one line of a story.
+func describe(e Event) string {
+	switch e.Kind {
+	case KindStatus:
+		if e.Status == nil {
+			return fmt.Sprintf("%-8s %s deleted (rev %d)", e.Kind, e.Node, e.Rev)
+		}
+		s := e.Status
+		var flags []string
+		if s.CordonedByUs {
+			flags = append(flags, "cordonedByUs")
+		}
+		if !s.ReturningSince.IsZero() {
+			flags = append(flags, "returning")
+		}
+		if s.SlotReleased {
+			flags = append(flags, "slotReleased")
+		}
+		if s.APIUnreachable {
+			flags = append(flags, "apiUnreachable")
+		}
+		if !e.Marked {
+			flags = append(flags, "UNMARKED")
+		}
+		msg := s.Message
+		if len(msg) > 70 {
+			msg = msg[:70] + "…"
+		}
+		return fmt.Sprintf("%-8s %s %s req=%s attempt=%d term=%d seq=%d rev=%d %s %q", e.Kind, e.Node, s.Status, s.RequestID,
+			s.Attempt, s.Term, s.Seq, e.Rev, strings.Join(flags, ","), msg)
+	case KindRequest:
+		if e.Deleted {
+			return fmt.Sprintf("%-8s %s withdrawn (rev %d)", e.Kind, e.Node, e.Rev)
+		}
+		return fmt.Sprintf("%-8s %s req=%s (rev %d) %s", e.Kind, e.Node, e.RequestID, e.Rev, e.Detail)
+	case KindNode:
+		if e.Deleted {
+			return fmt.Sprintf("%-8s %s deleted", e.Kind, e.Node)
+		}
+		return fmt.Sprintf("%-8s %s unschedulable=%v annotated=%v ready=%v", e.Kind, e.Node, e.Unschedulable, e.Annotated, e.Ready)
+	case KindPod:
+		state := "placed"
+		switch {
+		case e.Deleted:
+			state = "deleted"
+		case e.Terminating:
+			state = "terminating"
+		}
+		return fmt.Sprintf("%-8s %s %s on %s (evictable=%v)", e.Kind, e.Pod, state, e.Node, e.Evictable)
+	case KindLease:
+		return fmt.Sprintf("%-8s held by %q", e.Kind, e.Holder)
+	case KindRun:
+		return fmt.Sprintf("%-8s %s %s command ran for req=%s", e.Kind, e.Node, e.Op, e.RequestID)
+	case KindFault:
+		return fmt.Sprintf("%-8s %s %s %s", e.Kind, e.What, e.Target, e.Detail)
+	case KindSentinel:
+		return fmt.Sprintf("%-8s %s reboot required", e.Kind, e.Node)
+	case KindReboot:
+		return fmt.Sprintf("%-8s %s %s %s", e.Kind, e.Node, e.What, e.Detail)
+	case KindAgent:
+		return fmt.Sprintf("%-8s %s %s req=%s %s", e.Kind, e.Node, e.What, e.RequestID, e.Detail)
+	case KindPhase:
+		return fmt.Sprintf("%-8s %s %s", e.Kind, e.What, e.Detail)
+	}
+	return string(e.Kind)
+}
+
+// Report is the verdict as text: every violation as a story, with the seed to replay the
+// schedule.
+func Report(vs []Violation, seed uint64) string {
+	var b strings.Builder
+	for i, v := range vs {
+		fmt.Fprintf(&b, "\n=== violation %d of %d: %s (seed %d) ===\n%s\n%s", i+1, len(vs), v.Invariant, seed, v.String(), v.Story)
+	}
+	return b.String()
+}
