@@ -68,6 +68,7 @@ type history struct {
 	pods     map[string][]Event // by pod
 	runs     []Event
 	faults   []Event
+	terms    []Event
 	reboots  map[string][]Event
 	sentinel map[string][]Event
 	agents   map[string]Event // the final reports
@@ -79,7 +80,7 @@ func index(events []Event, cfg Config) *history {
 		pods: map[string][]Event{}, reboots: map[string][]Event{}, sentinel: map[string][]Event{}, agents: map[string]Event{}}
 	seen := map[string]bool{}
 	for _, e := range events {
-		if e.Node != "" && !seen[e.Node] {
+		if e.Node != "" && !seen[e.Node] && e.Kind != KindFault {
 			seen[e.Node] = true
 			h.nodes = append(h.nodes, e.Node)
 		}
@@ -91,7 +92,13 @@ func index(events []Event, cfg Config) *history {
 		case KindNode:
 			h.node[e.Node] = append(h.node[e.Node], e)
 		case KindPod:
-			h.pods[e.Pod] = append(h.pods[e.Pod], e)
+			key := e.UID
+			if key == "" {
+				key = e.Pod
+			}
+			h.pods[key] = append(h.pods[key], e)
+		case KindTerm:
+			h.terms = append(h.terms, e)
 		case KindRun:
 			h.runs = append(h.runs, e)
 		case KindFault:
@@ -99,7 +106,9 @@ func index(events []Event, cfg Config) *history {
 		case KindReboot:
 			h.reboots[e.Node] = append(h.reboots[e.Node], e)
 		case KindSentinel:
-			h.sentinel[e.Node] = append(h.sentinel[e.Node], e)
+			if e.Detail == "" { // not a skipped one
+				h.sentinel[e.Node] = append(h.sentinel[e.Node], e)
+			}
 		case KindAgent:
 			h.agents[e.Node] = e
 		case KindPhase:
@@ -145,6 +154,7 @@ func Check(events []Event, cfg Config) []Violation {
 	h := index(events, cfg)
 	var out []Violation
 	out = append(out, h.checkS1()...)
+	out = append(out, h.checkFenced()...)
 	out = append(out, h.checkS2()...)
 	out = append(out, h.checkS3()...)
 	out = append(out, h.checkOnce()...)
@@ -219,6 +229,41 @@ func (h *history) checkS1() []Violation {
 	return out
 }
 
+// checkFenced: the coordinator's side of S1, as the bus alone shows it: a status write lands
+// only while its writer's term record is the last one written (a coordinator that took over
+// writes its own first, fencing the one before, paused or not).
+func (h *history) checkFenced() []Violation {
+	var out []Violation
+	reported := map[int]bool{}
+	for _, node := range h.nodes {
+		for _, e := range h.status[node] {
+			if e.Status == nil || e.Rev == 0 {
+				continue
+			}
+			var last *Event
+			for i := range h.terms {
+				if h.terms[i].Rev < e.Rev {
+					last = &h.terms[i]
+				}
+			}
+			if last == nil || e.Status.Term == int(last.Rev) || reported[e.Status.Term] {
+				continue
+			}
+			reported[e.Status.Term] = true // one story per fenced run
+			writer := "an unknown coordinator run"
+			for _, t := range h.terms {
+				if int(t.Rev) == e.Status.Term {
+					writer = fmt.Sprintf("%q's run of term %d (recorded at %s)", t.Holder, t.Rev, h.rel(t.At))
+				}
+			}
+			out = append(out, h.violation("S1", node, e.At, e.At.Add(-time.Minute), e.At.Add(5*time.Second),
+				"%s stored at %s (rev %d) was written by %s, after %q wrote term record %d at %s",
+				e.Status.Status, h.rel(e.At), e.Rev, writer, last.Holder, last.Rev, h.rel(last.At)))
+		}
+	}
+	return out
+}
+
 // checkS2: a COMPLETE is stored only with the node cordoned and no evictable pod left on it.
 func (h *history) checkS2() []Violation {
 	var out []Violation
@@ -250,7 +295,7 @@ func (h *history) checkS2() []Violation {
 					continue
 				}
 				last, ok := at(evs, c.At.Add(h.cfg.Slack))
-				if ok && !last.Deleted {
+				if ok && !last.Deleted && last.Node == node {
 					left = append(left, pod)
 				}
 			}
@@ -426,13 +471,13 @@ func (h *history) story(node string, from, to, mark time.Time) string {
 			continue
 		}
 		switch e.Kind {
-		case KindFault, KindLease, KindPhase:
+		case KindFault, KindLease, KindPhase, KindTerm:
 		default:
 			if node != "" && e.Node != node {
 				continue
 			}
 		}
-		if e.Kind == KindFault && strings.HasPrefix(e.Detail, "skipped") {
+		if (e.Kind == KindFault || e.Kind == KindSentinel) && strings.HasPrefix(e.Detail, "skipped") {
 			continue
 		}
 		if !marked && e.At.After(mark) {
@@ -502,6 +547,8 @@ func describe(e Event) string {
 		return fmt.Sprintf("%-8s %s %s on %s (evictable=%v)", e.Kind, e.Pod, state, e.Node, e.Evictable)
 	case KindLease:
 		return fmt.Sprintf("%-8s held by %q", e.Kind, e.Holder)
+	case KindTerm:
+		return fmt.Sprintf("%-8s %q took term %d", e.Kind, e.Holder, e.Rev)
 	case KindRun:
 		return fmt.Sprintf("%-8s %s %s command ran for req=%s", e.Kind, e.Node, e.Op, e.RequestID)
 	case KindFault:

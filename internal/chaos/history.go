@@ -46,6 +46,9 @@ const (
 	// KindReboot is the harness playing a node's machine: What "down" (the agent killed, the
 	// Node NotReady) or "up" (a new boot ID, the Node Ready, the agent started again).
 	KindReboot Kind = "reboot"
+	// KindTerm is a coordinator run's term record (Holder: the coordinator; Rev: the revision its
+	// statuses carry as their Term).
+	KindTerm Kind = "term"
 	// KindAgent is an agent's own report of its state (What: its phase), taken at the end.
 	KindAgent Kind = "agent"
 	// KindPhase marks the run's phases: What "start", "faults-stop" (every fault healed, the
@@ -75,10 +78,11 @@ type Event struct {
 
 	// KindPod: namespace/name, whether kubectl drain would evict it, whether it is terminating.
 	Pod         string `json:"pod,omitempty"`
+	UID         string `json:"uid,omitempty"`
 	Evictable   bool   `json:"evictable,omitempty"`
 	Terminating bool   `json:"terminating,omitempty"`
 
-	// KindLease.
+	// KindLease, KindTerm: the coordinator.
 	Holder string `json:"holder,omitempty"`
 
 	// KindRun: the operation; KindFault, KindReboot, KindAgent, KindPhase: what.

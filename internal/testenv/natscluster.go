@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,6 +129,11 @@ func (c *NATSCluster) URLs() []string {
 // Kill ends server i with SIGKILL: no goodbye to its routes or clients, files as they were.
 func (c *NATSCluster) Kill(i int) {
 	c.Servers[i].proc.Kill()
+}
+
+// Signal sends sig to server i (SIGSTOP and SIGCONT: a server that hangs, then goes on).
+func (c *NATSCluster) Signal(i int, sig syscall.Signal) {
+	c.Servers[i].proc.Signal(sig)
 }
 
 // Restart starts server i again on its ports and store, after Kill.

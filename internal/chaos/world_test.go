@@ -1,0 +1,556 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+	"github.com/edgedrain/edgedrain/pkg/pubsub"
+)
+
+// The world of a chaos run: the real programs on the local control plane, as the external-nats
+// overlay deploys them (cmd/agent's natscluster_test.go builds the same thing for scripted
+// tests), played with by the schedule, watched by the recorders.
+
+const (
+	group   = "chaos"
+	agentSA = "edgedrain-agent"
+)
+
+type world struct {
+	t     *testing.T
+	c     *testenv.Cluster
+	rec   *Recorder
+	dir   string // the run's directory: every process's log, the history
+	seed  uint64
+	start time.Time
+	max   int
+
+	nodes []string
+	ns    string
+
+	nats                   *testenv.NATSCluster
+	natsBusy               sync.Mutex // one NATS server faulted at a time
+	urls                   []string
+	passwordFile, seedFile string
+	bus                    *testenv.Bus
+
+	coords []*coordProc
+	agents []*agentProc
+
+	rebootRNG   *rand.Rand
+	rebootRNGMu sync.Mutex
+
+	inflight sync.WaitGroup // faults and reboots under way
+	stopping atomic.Bool    // the run is ending: the supervisor restarts nothing
+}
+
+type coordProc struct {
+	w    *world
+	id   string
+	args []string
+	mu   sync.Mutex // held while a fault or the supervisor acts on it
+	proc *testenv.Proc
+	down bool // killed by the harness, not yet restarted
+}
+
+type agentProc struct {
+	w                                         *world
+	node                                      string
+	dir, sentinel, bootFile, ran, socket, tok string
+	args                                      []string
+	mu                                        sync.Mutex // held while a fault, a reboot or the supervisor acts on it
+	proc                                      *testenv.Proc
+	boots                                     int
+	down                                      atomic.Bool // the machine is down (a reboot) or the process killed
+	pod                                       *corev1.Pod
+}
+
+func (w *world) add(e Event) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	w.rec.Add(e)
+}
+
+func (w *world) fault(what, target, detail string) {
+	w.add(Event{Kind: KindFault, What: what, Target: target, Detail: detail})
+}
+
+// newWorld starts everything: nodes, workloads, the NATS cluster, the recorders, two
+// coordinators, one agent per node.
+func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *world {
+	w := &world{t: t, c: testenv.RequireCluster(t, cluster), rec: &Recorder{}, dir: dir, seed: seed, max: maxConcurrent,
+		rebootRNG: rand.New(rand.NewPCG(seed, 3))}
+	w.nodes = w.c.AddNodes(t, group, nodes)
+	w.ns = w.c.Namespace(t)
+	ctx := context.Background()
+
+	// The bus: three servers, every client but the coordinators admitted by their auth callout.
+	issuer, err := nkeys.CreateAccount()
+	must(t, err)
+	issuerPub, err := issuer.PublicKey()
+	must(t, err)
+	issuerSeed, err := issuer.Seed()
+	must(t, err)
+	password, err := busauth.NewPassword()
+	must(t, err)
+	w.passwordFile, w.seedFile = filepath.Join(dir, "nats-password"), filepath.Join(dir, "issuer.seed")
+	must(t, os.WriteFile(w.passwordFile, []byte(password), 0o600))
+	must(t, os.WriteFile(w.seedFile, issuerSeed, 0o600))
+	t.Cleanup(func() { _ = os.Remove(w.passwordFile); _ = os.Remove(w.seedFile) }) // secrets do not outlive the run
+	w.nats = testenv.StartNATSCluster(t, bins.nats, 3, fmt.Sprintf(`authorization {
+  timeout: 5s
+  users: [ { user: %q, password: %q } ]
+  auth_callout { issuer: %q, auth_users: [ %q ] }
+}`, busauth.CoordinatorUser, password, issuerPub, busauth.CoordinatorUser))
+	w.urls = w.nats.URLs()
+	t.Cleanup(func() {
+		for i := range w.nats.Servers {
+			_ = os.WriteFile(filepath.Join(dir, w.nats.Servers[i].Name+".log"), []byte(w.nats.Log(i)), 0o600)
+		}
+	})
+	// The buckets, created with three replicas as the coordinators would (they reconcile them),
+	// and the recorders of what the bus stored.
+	conn := pubsub.ConnectOptions{URLs: w.urls, User: busauth.CoordinatorUser, Password: password, Name: "chaos-recorder"}
+	w.bus = testenv.OpenBus(t, conn, 3)
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	w.recordStream(rctx, w.bus.JS, nodedrain.StatusBucket, KindStatus)
+	w.recordStream(rctx, w.bus.JS, nodedrain.RequestsBucket, KindRequest)
+	w.watchCluster(rctx)
+
+	// The workload: a Deployment and a StatefulSet, each with a budget that lets one pod go at a
+	// time, and the agents' DaemonSet (whose pods' tokens admit the agents to the bus).
+	must(t, testenv.CreateAgentDaemonSet(ctx, w.c.Client, w.ns, agentSA, group))
+	w.c.CreateDeployment(t, testenv.DeploymentSpec{Namespace: w.ns, Name: "web", Group: group, Replicas: 6})
+	w.createStatefulSet("db", 3)
+	for _, app := range []string{"web", "db"} {
+		one := intstr.FromInt32(1)
+		_, err := w.c.Client.PolicyV1().PodDisruptionBudgets(w.ns).Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: app},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		}, metav1.CreateOptions{})
+		must(t, err)
+	}
+
+	w.coords = []*coordProc{w.newCoordinator("a"), w.newCoordinator("b")}
+	for _, c := range w.coords {
+		c.start()
+	}
+	for _, node := range w.nodes {
+		a := w.newAgent(node)
+		w.agents = append(w.agents, a)
+	}
+	for _, a := range w.agents {
+		a.start()
+	}
+	go w.refreshTokens(rctx)
+	go w.supervise(rctx)
+	return w
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) createStatefulSet(name string, replicas int32) {
+	grace := int64(1)
+	labels := map[string]string{"app": name}
+	_, err := w.c.Client.AppsV1().StatefulSets(w.ns).Create(context.Background(), &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{testenv.GroupLabel: group}, TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{Name: "db", Image: "registry.invalid/db:1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	must(w.t, err)
+}
+
+// --- coordinators ---
+
+func (w *world) newCoordinator(id string) *coordProc {
+	args := []string{"--kubeconfig", w.c.Kubeconfig, "--nats-url", strings.Join(w.urls, ","),
+		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", w.passwordFile,
+		"--auth-callout-issuer-seed-file", w.seedFile, "--agent-service-account", w.ns + "/" + agentSA,
+		"--bucket-replicas", "3", "--leader-election-namespace", w.ns, "--identity", id,
+		"--node-selector", testenv.GroupLabel + "=" + group, "--cluster-node-selector", testenv.GroupLabel + "=" + group,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(w.t)),
+		"--log-format", "json", "--bus-check-interval", "1s", "--max-concurrent-drains", strconv.Itoa(w.max),
+		"--drain-attempt-timeout", "30s", "--cordon-backoff", "50ms", "--drain-backoff", "100ms",
+		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms"}
+	return &coordProc{w: w, id: id, args: args}
+}
+
+func (c *coordProc) start() {
+	c.proc = testenv.StartProc(c.w.t, c.w.dir, "coordinator-"+c.id, bins.coord, nil, c.args...)
+	c.down = false
+}
+
+// --- agents ---
+
+func (w *world) newAgent(node string) *agentProc {
+	dir := filepath.Join(w.dir, "agent-"+node)
+	must(w.t, os.MkdirAll(dir, 0o700))
+	a := &agentProc{w: w, node: node, dir: dir, sentinel: filepath.Join(dir, "reboot-required"), bootFile: filepath.Join(dir, "boot_id"),
+		ran: filepath.Join(dir, "ran"), socket: filepath.Join(dir, "agent.sock"), tok: filepath.Join(dir, "token")}
+	pod, err := testenv.AgentPodOn(context.Background(), w.c.Client, w.ns, node, time.Minute)
+	must(w.t, err)
+	a.pod = pod
+	a.writeToken()
+	a.boots = 1
+	must(w.t, os.WriteFile(a.bootFile, []byte("boot-1\n"), 0o644))
+	// The command records itself; the harness then plays the machine going down (reboot).
+	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID" >> ` + a.ran
+	a.args = []string{"--node-name", node, "--nats-url", strings.Join(w.urls, ","), "--nats-token-file", a.tok,
+		"--state-dir", filepath.Join(dir, "state"), "--boot-id-file", a.bootFile, "--force-status-file", filepath.Join(dir, "force.json"),
+		"--socket", a.socket, "--outcome-file", filepath.Join(dir, "command-succeeded"),
+		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
+		"--sentinel-interval", "500ms", "--sentinel-jitter", "200ms", "--reboot-timeout", "1h",
+		"--bus-check-interval", "1s", "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}
+	return a
+}
+
+func (a *agentProc) writeToken() {
+	tok, err := testenv.RequestPodToken(context.Background(), a.w.c.Client, a.pod, testenv.AgentAudience, 600)
+	if err != nil {
+		a.w.t.Logf("token for %s: %v", a.node, err)
+		return
+	}
+	_ = os.WriteFile(a.tok+".new", []byte(tok), 0o600)
+	_ = os.Rename(a.tok+".new", a.tok) // as the kubelet's atomic writer
+}
+
+func (a *agentProc) start() {
+	a.proc = testenv.StartProc(a.w.t, a.w.dir, "agent-"+a.node, bins.agent, nil, a.args...)
+	a.down.Store(false)
+}
+
+// status is the agent's own report (`agent status --json`).
+func (a *agentProc) status() (agent.StatusReport, error) {
+	out, err := exec.Command(bins.agent, "status", "--json", "--socket", a.socket).CombinedOutput()
+	if err != nil {
+		return agent.StatusReport{}, fmt.Errorf("%w: %s", err, out)
+	}
+	var st agent.StatusReport
+	return st, json.Unmarshal(out, &st)
+}
+
+// refreshTokens writes new tokens every few minutes, as the kubelet rotates projected tokens.
+func (w *world) refreshTokens(ctx context.Context) {
+	tick := time.NewTicker(4 * time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			for _, a := range w.agents {
+				a.writeToken()
+			}
+		}
+	}
+}
+
+// supervise restarts a coordinator or agent that exited on its own, as the kubelet would a
+// crashed container, and says so in the history (a crash the harness did not cause is a
+// finding). It also follows each agent's command record.
+func (w *world) supervise(ctx context.Context) {
+	offsets := map[string]int64{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, a := range w.agents {
+			w.followRuns(a, offsets)
+		}
+		if time.Since(last) < time.Second || w.stopping.Load() {
+			continue
+		}
+		last = time.Now()
+		for _, c := range w.coords {
+			if c.mu.TryLock() {
+				if !c.down && c.proc.Exited() {
+					w.fault("crash", "coordinator-"+c.id, fmt.Sprintf("exited on its own (code %d); restarted", c.proc.Wait(0)))
+					c.start()
+				}
+				c.mu.Unlock()
+			}
+		}
+		for _, a := range w.agents {
+			if a.mu.TryLock() {
+				if !a.down.Load() && a.proc.Exited() {
+					w.fault("crash", "agent-"+a.node, fmt.Sprintf("exited on its own (code %d); restarted", a.proc.Wait(0)))
+					a.start()
+				}
+				a.mu.Unlock()
+			}
+		}
+	}
+}
+
+// followRuns reads the new lines of a's command record: each is a run, and a reboot's run is
+// followed by the machine going down.
+func (w *world) followRuns(a *agentProc, offsets map[string]int64) {
+	f, err := os.Open(a.ran)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(offsets[a.node], 0); err != nil {
+		return
+	}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return // an incomplete line is read again next time
+		}
+		offsets[a.node] += int64(len(line))
+		parts := strings.Fields(line)
+		if len(parts) < 3 {
+			w.add(Event{Kind: KindRun, Node: a.node, Op: "?", Detail: "unreadable record " + strconv.Quote(line)})
+			continue
+		}
+		sec, _ := strconv.ParseFloat(parts[0], 64)
+		e := Event{At: time.Unix(0, int64(sec*1e9)), Kind: KindRun, Node: a.node, Op: parts[1], RequestID: parts[2]}
+		w.add(e)
+		if e.Op == string(agent.OpReboot) || e.Op == "shutdown" {
+			w.inflight.Add(1)
+			go w.reboot(a, e.RequestID)
+		}
+	}
+}
+
+// reboot plays a's machine rebooting: down (the agent killed, the Node NotReady), a while, up
+// (a new boot ID, /run cleared, the Node Ready, the agent started).
+func (w *world) reboot(a *agentProc, request string) {
+	defer w.inflight.Done()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w.rebootRNGMu.Lock()
+	downFor := between(w.rebootRNG, 3*time.Second, 15*time.Second)
+	w.rebootRNGMu.Unlock()
+	time.Sleep(300 * time.Millisecond) // the command returned; systemd takes the machine down
+	a.down.Store(true)
+	a.proc.Kill()
+	ctx := context.Background()
+	if err := testenv.PowerOff(ctx, w.c.Client, a.node); err != nil {
+		w.t.Logf("power off %s: %v", a.node, err)
+	}
+	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
+	time.Sleep(downFor)
+	_ = os.Remove(a.sentinel) // /run does not survive a reboot
+	a.boots++
+	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
+	if err := testenv.PowerOn(ctx, w.c.Client, a.node); err != nil {
+		w.t.Logf("power on %s: %v", a.node, err)
+	}
+	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
+	a.start()
+}
+
+// --- recorders ---
+
+// recordStream records every message the bucket's stream stores, with the server's timestamp,
+// through an ordered consumer (re-created after a server's death, from where it was).
+func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket string, kind Kind) {
+	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	must(w.t, err)
+	prefix := "$KV." + bucket + "."
+	var errs atomic.Int64
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		md, err := msg.Metadata()
+		if err != nil {
+			return
+		}
+		e := Event{At: md.Timestamp, Kind: kind, Node: strings.TrimPrefix(msg.Subject(), prefix), Rev: md.Sequence.Stream}
+		if op := msg.Headers().Get("KV-Operation"); op != "" {
+			e.Deleted = true
+		} else if kind == KindStatus && e.Node == nodedrain.TermKey {
+			e.Kind, e.Node = KindTerm, ""
+			if term, err := (nodedrain.TermCodec{}).Decode(msg.Data()); err == nil {
+				e.Holder = term.Coordinator
+			} else {
+				e.Detail = "undecodable: " + err.Error()
+			}
+		} else if kind == KindStatus {
+			st, err := nodedrain.DecodeStatus(msg.Data())
+			if err != nil {
+				e.Detail = "undecodable: " + err.Error()
+			} else {
+				e.Status = &st
+				e.RequestID = st.RequestID
+			}
+			e.Marked = msg.Headers().Get(nodedrain.StatusWriterMark) != ""
+		} else {
+			r, err := nodedrain.DecodeRequest(msg.Data())
+			if err != nil {
+				e.Detail = "undecodable: " + err.Error()
+			} else {
+				e.RequestID, e.Detail = r.RequestID, r.Context
+			}
+		}
+		w.add(e)
+	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errs.Add(1) <= 20 {
+			w.t.Logf("recorder of %s: %v", bucket, err)
+		}
+	}))
+	must(w.t, err)
+	go func() { <-ctx.Done(); cc.Stop() }()
+}
+
+// watchCluster records Node, pod and Lease changes as informers see them.
+func (w *world) watchCluster(ctx context.Context) {
+	nodes := informers.NewSharedInformerFactoryWithOptions(w.c.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = testenv.GroupLabel + "=" + group }))
+	type nodeView struct{ unsched, annotated, ready bool }
+	var mu sync.Mutex
+	lastNode := map[string]nodeView{}
+	onNode := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return
+		}
+		v := nodeView{unsched: n.Spec.Unschedulable}
+		_, v.annotated = n.Annotations[coordinator.CordonAnnotation]
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				v.ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		mu.Lock()
+		old, seen := lastNode[n.Name]
+		lastNode[n.Name] = v
+		mu.Unlock()
+		if !seen || old != v {
+			w.add(Event{Kind: KindNode, Node: n.Name, Unschedulable: v.unsched, Annotated: v.annotated, Ready: v.ready})
+		}
+	}
+	_, err := nodes.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onNode, UpdateFunc: func(_, obj any) { onNode(obj) },
+		DeleteFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				w.add(Event{Kind: KindNode, Node: n.Name, Deleted: true})
+			}
+		},
+	})
+	must(w.t, err)
+
+	inNS := informers.NewSharedInformerFactoryWithOptions(w.c.Client, 0, informers.WithNamespace(w.ns))
+	type podView struct {
+		node        string
+		terminating bool
+	}
+	lastPod := map[string]podView{}
+	onPod := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		v := podView{node: p.Spec.NodeName, terminating: p.DeletionTimestamp != nil}
+		mu.Lock()
+		old, seen := lastPod[string(p.UID)]
+		lastPod[string(p.UID)] = v
+		mu.Unlock()
+		if !seen || old != v {
+			w.add(Event{Kind: KindPod, Node: v.node, Pod: p.Namespace + "/" + p.Name, UID: string(p.UID), Evictable: evictable(p), Terminating: v.terminating})
+		}
+	}
+	_, err = inNS.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+				w.add(Event{Kind: KindPod, Node: p.Spec.NodeName, Pod: p.Namespace + "/" + p.Name, UID: string(p.UID), Evictable: evictable(p), Deleted: true})
+			}
+		},
+	})
+	must(w.t, err)
+	holder := ""
+	_, err = inNS.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onLease(obj, &holder, &mu) },
+		UpdateFunc: func(_, obj any) { w.onLease(obj, &holder, &mu) },
+	})
+	must(w.t, err)
+	nodes.Start(ctx.Done())
+	inNS.Start(ctx.Done())
+	nodes.WaitForCacheSync(ctx.Done())
+	inNS.WaitForCacheSync(ctx.Done())
+}
+
+// onLease records the coordinators' Lease changing hands.
+func (w *world) onLease(obj any, holder *string, mu *sync.Mutex) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Name != "edgedrain-coordinator" {
+		return
+	}
+	h := ""
+	if l.Spec.HolderIdentity != nil {
+		h = *l.Spec.HolderIdentity
+	}
+	mu.Lock()
+	changed := h != *holder
+	*holder = h
+	mu.Unlock()
+	if changed {
+		w.add(Event{Kind: KindLease, Holder: h})
+	}
+}
+
+// evictable: kubectl drain would evict it (not a DaemonSet's pod, not a mirror pod).
+func evictable(p *corev1.Pod) bool {
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
