@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -221,26 +222,78 @@ func (w *world) act(a Action) {
 		w.kubectl("uncordon", node)
 		w.fault(a.Kind, node, "end")
 	case OpUncordon:
-		node := w.nodes[a.Target]
-		n, err := w.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err != nil || !n.Spec.Unschedulable {
-			w.fault(a.Kind, node, "skipped: not cordoned")
+		// The first cordoned node from the target on: an uncordon behind edgedrain's back,
+		// most often mid-drain.
+		for i := range w.nodes {
+			node := w.nodes[(a.Target+i)%len(w.nodes)]
+			n, err := w.c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+			if err == nil && n.Spec.Unschedulable {
+				w.fault(a.Kind, node, "start")
+				w.kubectl("uncordon", node)
+				return
+			}
+		}
+		w.fault(a.Kind, "", "skipped: no node cordoned")
+	case APICut:
+		c := w.coords[a.Target]
+		name := "coordinator-" + c.id
+		w.fault(a.Kind, name, "start")
+		c.api.Cut()
+		time.Sleep(a.For)
+		if err := c.api.Restore(); err != nil {
+			w.t.Logf("restore the API proxy of %s: %v", name, err)
+		}
+		w.fault(a.Kind, name, "end")
+	case PDBBlock:
+		app := []string{"web", "db"}[a.Target]
+		w.fault(a.Kind, "pdb/"+app, "start")
+		w.patchPDB(app, 0)
+		time.Sleep(a.For)
+		w.patchPDB(app, 1)
+		w.fault(a.Kind, "pdb/"+app, "end")
+	case AskUpdate:
+		ag := w.agents[a.Target]
+		skip := func(why string) { w.add(Event{Kind: KindAsk, Node: ag.node, Op: "update", Detail: "skipped: " + why}) }
+		if ag.down.Load() || !ag.mu.TryLock() {
+			skip("agent busy")
 			return
 		}
-		w.fault(a.Kind, node, "start")
-		w.kubectl("uncordon", node)
+		defer ag.mu.Unlock()
+		if _, err := os.Stat(ag.sentinel); err == nil {
+			skip("a reboot is asked for")
+			return
+		}
+		if st, err := ag.status(); err != nil || st.State.Phase != agent.PhaseIdle {
+			skip(fmt.Sprintf("agent not idle (%v %v)", st.State.Phase, err))
+			return
+		}
+		at := time.Now()
+		if err := ag.ask("update"); err != nil {
+			skip(err.Error())
+			return
+		}
+		w.add(Event{At: at, Kind: KindAsk, Node: ag.node, Op: "update"})
 	case Sentinel:
 		ag := w.agents[a.Target]
 		if ag.down.Load() {
-			w.add(Event{Kind: KindSentinel, Node: ag.node, Detail: "skipped: machine down"})
+			w.add(Event{Kind: KindAsk, Node: ag.node, Op: "reboot", Detail: "skipped: machine down"})
 			return
 		}
 		if _, err := os.Stat(ag.sentinel); err == nil {
-			w.add(Event{Kind: KindSentinel, Node: ag.node, Detail: "skipped: one is there"})
+			w.add(Event{Kind: KindAsk, Node: ag.node, Op: "reboot", Detail: "skipped: one is there"})
 			return
 		}
-		w.add(Event{Kind: KindSentinel, Node: ag.node})
+		w.add(Event{Kind: KindAsk, Node: ag.node, Op: "reboot"})
 		_ = os.WriteFile(ag.sentinel, []byte("*** System restart required ***\n"), 0o644)
+	}
+}
+
+// patchPDB sets app's budget to let maxUnavailable pods go.
+func (w *world) patchPDB(app string, maxUnavailable int) {
+	_, err := w.c.Client.PolicyV1().PodDisruptionBudgets(w.ns).Patch(context.Background(), app, types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"spec":{"maxUnavailable":%d}}`, maxUnavailable)), metav1.PatchOptions{})
+	if err != nil {
+		w.t.Logf("patch the budget of %s: %v", app, err)
 	}
 }
 
@@ -316,7 +369,7 @@ func summary(events []Event, plan []Action) string {
 	completes := map[string]bool{}
 	faults := map[string]int{}
 	skipped := map[string]int{}
-	runs, sentinels := 0, 0
+	runs, asked := map[string]int{}, map[string]int{}
 	for _, e := range events {
 		switch e.Kind {
 		case KindStatus:
@@ -324,12 +377,12 @@ func summary(events []Event, plan []Action) string {
 				completes[e.Node+"/"+e.Status.RequestID] = true
 			}
 		case KindRun:
-			runs++
-		case KindSentinel:
+			runs[e.Op]++
+		case KindAsk:
 			if e.Detail == "" {
-				sentinels++
+				asked[e.Op]++
 			} else {
-				skipped["sentinel"]++
+				skipped["ask-"+e.Op]++
 			}
 		case KindFault:
 			switch {
@@ -345,6 +398,6 @@ func summary(events []Event, plan []Action) string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("history: %d events; schedule: %d actions; sentinels %d; drains completed %d; operations run %d; faults injected: %s; skipped: %v",
-		len(events), len(plan), sentinels, len(completes), runs, strings.Join(kinds, ", "), skipped)
+	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; faults injected (%d kinds): %s; skipped: %v",
+		len(events), len(plan), asked, len(completes), runs, len(faults), strings.Join(kinds, ", "), skipped)
 }

@@ -23,13 +23,17 @@ import (
 //     maintenance when its status holds a slot (STARTING, CORDONED, DRAINRETRYING, the return
 //     gate), when the bus shows COMPLETE or NOTSUPPORTED for its live request (not released), or
 //     from the moment its command ran until it is back and Ready.
+//   - S4: a node carrying edgedrain's cordon and record, with no live request and out of its
+//     return gate, is uncordoned within 90 s, counting only time while no coordinator, API or
+//     NATS fault is under way or ended less than S4Grace before (the design's bound applies only
+//     while a leader reaches the API and a healthy bus).
 //   - S5 (in part): an operation runs once per request.
 //   - L1: at the end of the quiet period no request is left, every status is NOTREQUESTED out of
 //     its return gate, no node carries edgedrain's cordon record or a cordon, every agent is
-//     idle, and every operation asked for (a sentinel) ran.
+//     idle, and every operation asked for (a sentinel, `agent request`) ran.
 //
-// Not judged yet: the leadership parts of S1 (a status written by a coordinator that led), S4's
-// 90 s bound, the attempt limits of S5, the volume part of S2, N1, N2, E1, O1, R1-R3.
+// The coordinator's side of S1 is judged by term records (checkFenced), not by the Lease.
+// Not judged yet: the attempt limits of S5, the volume part of S2, N1, N2, E1, O1, R1-R3.
 
 // Config says what the checker holds the history to.
 type Config struct {
@@ -105,7 +109,7 @@ func index(events []Event, cfg Config) *history {
 			h.faults = append(h.faults, e)
 		case KindReboot:
 			h.reboots[e.Node] = append(h.reboots[e.Node], e)
-		case KindSentinel:
+		case KindAsk:
 			if e.Detail == "" { // not a skipped one
 				h.sentinel[e.Node] = append(h.sentinel[e.Node], e)
 			}
@@ -157,6 +161,7 @@ func Check(events []Event, cfg Config) []Violation {
 	out = append(out, h.checkFenced()...)
 	out = append(out, h.checkS2()...)
 	out = append(out, h.checkS3()...)
+	out = append(out, h.checkS4()...)
 	out = append(out, h.checkOnce()...)
 	out = append(out, h.checkL1()...)
 	return out
@@ -400,6 +405,109 @@ func (h *history) checkS3() []Violation {
 	return out
 }
 
+// S4Bound is S4's 90 s; S4Grace how long after a coordinator, API or NATS fault ends the bound
+// starts counting again (a Lease taken over, a bus consumer made again).
+const (
+	S4Bound = 90 * time.Second
+	S4Grace = 30 * time.Second
+)
+
+// disrupted reports whether a fault that suspends S4's bound is under way at t, or ended less
+// than S4Grace before.
+func (h *history) disrupted(t time.Time) bool {
+	open := map[string]time.Time{}
+	for _, f := range h.faults {
+		if f.At.After(t) {
+			break
+		}
+		switch f.What {
+		case CoordKill, CoordPause, APICut, NATSKill, NATSPause, "crash":
+		default:
+			continue
+		}
+		key := f.What + "/" + f.Target
+		switch f.Detail {
+		case "start":
+			open[key] = f.At
+		case "end":
+			delete(open, key)
+			if t.Sub(f.At) < S4Grace {
+				return true
+			}
+		default:
+			if f.What == "crash" && t.Sub(f.At) < S4Grace {
+				return true
+			}
+		}
+	}
+	return len(open) > 0
+}
+
+// checkS4 measures, for each node, how long it stays cordoned by edgedrain with nothing to hold
+// the cordon, counting only undisturbed time.
+func (h *history) checkS4() []Violation {
+	var out []Violation
+	var points []time.Time
+	for _, f := range h.faults {
+		points = append(points, f.At, f.At.Add(S4Grace))
+	}
+	for _, node := range h.nodes {
+		ps := append([]time.Time(nil), points...)
+		for _, list := range [][]Event{h.node[node], h.request[node], h.status[node]} {
+			for _, e := range list {
+				ps = append(ps, e.At)
+			}
+		}
+		end := h.end
+		if end.IsZero() && len(h.all) > 0 {
+			end = h.all[len(h.all)-1].At
+		}
+		ps = append(ps, end)
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Before(ps[j]) })
+		var held time.Duration
+		var since time.Time
+		for i := 0; i+1 < len(ps); i++ {
+			t, next := ps[i], ps[i+1]
+			if t.After(end) {
+				break
+			}
+			if !h.strandedCordon(node, t) {
+				held, since = 0, time.Time{}
+				continue
+			}
+			if since.IsZero() {
+				since = t
+			}
+			if !h.disrupted(t) {
+				held += next.Sub(t)
+			}
+			if held > S4Bound {
+				out = append(out, h.violation("S4", node, next, since.Add(-30*time.Second), next,
+					"edgedrain's cordon stayed from %s to %s with no live request and out of the return gate: %s undisturbed, over %s",
+					h.rel(since), h.rel(next), held.Round(time.Second), S4Bound))
+				held = -24 * time.Hour // once per stretch
+			}
+		}
+	}
+	return out
+}
+
+// strandedCordon: at t the node carries edgedrain's cordon and record, no request is live and
+// its status is not in the return gate.
+func (h *history) strandedCordon(node string, t time.Time) bool {
+	n, ok := at(h.node[node], t)
+	if !ok || n.Deleted || !n.Unschedulable || !n.Annotated {
+		return false
+	}
+	if r, ok := at(h.request[node], t); ok && !r.Deleted {
+		return false
+	}
+	if s, ok := at(h.status[node], t); ok && s.Status != nil && s.Status.HoldsSlot() {
+		return false
+	}
+	return true
+}
+
 // checkOnce: the machine goes down at most once for a given request.
 func (h *history) checkOnce() []Violation {
 	var out []Violation
@@ -448,7 +556,7 @@ func (h *history) checkL1() []Violation {
 				}
 			}
 			if !ran {
-				add(node, "the reboot asked for at %s never ran", h.rel(s.At))
+				add(node, "the %s asked for at %s never ran", s.Op, h.rel(s.At))
 			}
 		}
 	}
@@ -477,7 +585,7 @@ func (h *history) story(node string, from, to, mark time.Time) string {
 				continue
 			}
 		}
-		if (e.Kind == KindFault || e.Kind == KindSentinel) && strings.HasPrefix(e.Detail, "skipped") {
+		if (e.Kind == KindFault || e.Kind == KindAsk) && strings.HasPrefix(e.Detail, "skipped") {
 			continue
 		}
 		if !marked && e.At.After(mark) {
@@ -553,8 +661,8 @@ func describe(e Event) string {
 		return fmt.Sprintf("%-8s %s %s command ran for req=%s", e.Kind, e.Node, e.Op, e.RequestID)
 	case KindFault:
 		return fmt.Sprintf("%-8s %s %s %s", e.Kind, e.What, e.Target, e.Detail)
-	case KindSentinel:
-		return fmt.Sprintf("%-8s %s reboot required", e.Kind, e.Node)
+	case KindAsk:
+		return fmt.Sprintf("%-8s %s %s %s", e.Kind, e.Node, e.Op, e.Detail)
 	case KindReboot:
 		return fmt.Sprintf("%-8s %s %s %s", e.Kind, e.Node, e.What, e.Detail)
 	case KindAgent:

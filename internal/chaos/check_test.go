@@ -34,7 +34,7 @@ func reboot(n, req string, s float64) []Event {
 	return []Event{
 		nodeEv(n, s, false, false, true),
 		{At: sec(s + 0.5), Kind: KindPod, Node: n, Pod: "ns/web-" + n, Evictable: true},
-		{At: sec(s + 1), Kind: KindSentinel, Node: n},
+		{At: sec(s + 1), Kind: KindAsk, Node: n, Op: "reboot"},
 		{At: sec(s + 2), Kind: KindRequest, Node: n, RequestID: req},
 		st(n, s+2.1, nodedrain.StatusRequested, req),
 		st(n, s+2.2, nodedrain.StatusStarting, req),
@@ -64,7 +64,7 @@ func runOf(parts ...[]Event) []Event {
 	for _, e := range all {
 		rec.Add(e)
 	}
-	rec.Add(Event{At: sec(100), Kind: KindPhase, What: "end"})
+	rec.Add(Event{At: sec(200), Kind: KindPhase, What: "end"})
 	return rec.Events()
 }
 
@@ -142,7 +142,7 @@ func TestRunTwice(t *testing.T) {
 func TestLeftovers(t *testing.T) {
 	h := reboot("n1", "r1", 0)
 	h = h[:len(h)-4] // never withdrawn, never uncordoned
-	h = append(h, Event{At: sec(50), Kind: KindSentinel, Node: "n1"}, Event{At: sec(99), Kind: KindAgent, Node: "n1", What: "deferred", RequestID: "r2"})
+	h = append(h, Event{At: sec(50), Kind: KindAsk, Node: "n1", Op: "reboot"}, Event{At: sec(99), Kind: KindAgent, Node: "n1", What: "deferred", RequestID: "r2"})
 	got := strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
 	for _, want := range []string{"L1: request r1", "its status at the end is COMPLETE", "left cordoned=true with edgedrain's record=true",
 		"agent is not idle at the end: deferred r2", "the reboot asked for at +50.000s never ran"} {
@@ -160,7 +160,21 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 		kinds[x.Kind] = true
 		assert.Less(t, x.At, shape.Duration)
 	}
-	for _, k := range append(FaultKinds, Sentinel) {
+	for _, k := range append(FaultKinds, Sentinel, AskUpdate) {
 		assert.True(t, kinds[k], "no %s in 10 minutes", k)
 	}
+}
+
+func TestCordonLeftBehind(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h = h[:len(h)-2] // withdrawn, the return gate over, but never uncordoned
+	h = append(h, st("n1", 21, nodedrain.StatusNotRequested, ""))
+	got := strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
+	assert.Contains(t, got, "S4: edgedrain's cordon stayed from +21.000s")
+
+	// A coordinator down meanwhile suspends the bound.
+	h = append(h, Event{At: sec(22), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "start"},
+		Event{At: sec(90), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "end"})
+	got = strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
+	assert.NotContains(t, got, "S4")
 }

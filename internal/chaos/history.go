@@ -41,8 +41,9 @@ const (
 	KindRun Kind = "run"
 	// KindFault is a fault injected (What: its kind; Detail: "start", "end", "skipped ...").
 	KindFault Kind = "fault"
-	// KindSentinel is a reboot-required sentinel the workload put on a node.
-	KindSentinel Kind = "sentinel"
+	// KindAsk is an operation the workload asked of a node's agent (Op): a reboot by its
+	// sentinel, an update by `agent request update`; Detail "skipped ..." when it could not.
+	KindAsk Kind = "ask"
 	// KindReboot is the harness playing a node's machine: What "down" (the agent killed, the
 	// Node NotReady) or "up" (a new boot ID, the Node Ready, the agent started again).
 	KindReboot Kind = "reboot"

@@ -32,18 +32,21 @@ const (
 	NATSPause  = "nats-pause"  // SIGSTOP a NATS server, SIGCONT after For
 	OpCordon   = "op-cordon"   // an operator's kubectl cordon, kubectl uncordon after For
 	OpUncordon = "op-uncordon" // an operator's kubectl uncordon of a cordoned node (mid-drain)
+	APICut     = "api-cut"     // the TCP proxy between a coordinator and the API cuts every connection, for For
+	PDBBlock   = "pdb-block"   // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
 	Sentinel   = "sentinel"    // the workload: a reboot-required sentinel appears on a node
+	AskUpdate  = "ask-update"  // the workload: `agent request update` on a node
 )
 
 // FaultKinds are the fault kinds a schedule draws from.
-var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon}
+var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock}
 
 // Shape is what a schedule is drawn for.
 type Shape struct {
 	Duration               time.Duration // faults and sentinels are drawn in [0, Duration)
 	Nodes, Coords, Servers int
 	FaultEvery             time.Duration // mean time between faults
-	SentinelEvery          time.Duration // mean time between sentinels (over all nodes)
+	SentinelEvery          time.Duration // mean time between operations asked for (over all nodes): 3 in 4 sentinels, 1 in 4 updates
 }
 
 // Schedule draws the run's actions from seed: faults (one stream of the seed) and sentinels
@@ -71,12 +74,22 @@ func Schedule(seed uint64, s Shape) []Action {
 			a.Target, a.For = fr.IntN(s.Nodes), between(fr, 2*time.Second, 30*time.Second)
 		case OpUncordon:
 			a.Target = fr.IntN(s.Nodes)
+		case APICut:
+			// Past the Lease's renew deadline at times: the leader steps down.
+			a.Target, a.For = fr.IntN(s.Coords), between(fr, time.Second, 20*time.Second)
+		case PDBBlock:
+			// Past the eviction attempt's 30 s at times: the drain retries, or fails and is asked again.
+			a.Target, a.For = fr.IntN(2), between(fr, 2*time.Second, 45*time.Second)
 		}
 		out = append(out, a)
 	}
 	sr := rand.New(rand.NewPCG(seed, 2))
 	for at := exp(sr, s.SentinelEvery); at < s.Duration; at += exp(sr, s.SentinelEvery) {
-		out = append(out, Action{At: at, Kind: Sentinel, Target: sr.IntN(s.Nodes)})
+		kind := Sentinel
+		if sr.IntN(4) == 0 {
+			kind = AskUpdate
+		}
+		out = append(out, Action{At: at, Kind: kind, Target: sr.IntN(s.Nodes)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/busauth"
@@ -76,7 +78,8 @@ type coordProc struct {
 	w    *world
 	id   string
 	args []string
-	mu   sync.Mutex // held while a fault or the supervisor acts on it
+	api  *testenv.Proxy // its way to the Kubernetes API
+	mu   sync.Mutex     // held while a fault or the supervisor acts on it
 	proc *testenv.Proc
 	down bool // killed by the harness, not yet restarted
 }
@@ -206,7 +209,19 @@ func (w *world) createStatefulSet(name string, replicas int32) {
 // --- coordinators ---
 
 func (w *world) newCoordinator(id string) *coordProc {
-	args := []string{"--kubeconfig", w.c.Kubeconfig, "--nats-url", strings.Join(w.urls, ","),
+	// Its own way to the API, through a proxy that a fault can cut.
+	u, err := url.Parse(w.c.Admin.Host)
+	must(w.t, err)
+	api := testenv.StartProxy(w.t, u.Host)
+	kc, err := clientcmd.LoadFromFile(w.c.Kubeconfig)
+	must(w.t, err)
+	for _, cl := range kc.Clusters {
+		cl.Server = "https://" + api.Addr()
+	}
+	kubeconfig := filepath.Join(w.dir, "kubeconfig-"+id)
+	must(w.t, clientcmd.WriteToFile(*kc, kubeconfig))
+	w.t.Cleanup(func() { _ = os.Remove(kubeconfig) }) // credentials do not outlive the run
+	args := []string{"--kubeconfig", kubeconfig, "--nats-url", strings.Join(w.urls, ","),
 		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", w.passwordFile,
 		"--auth-callout-issuer-seed-file", w.seedFile, "--agent-service-account", w.ns + "/" + agentSA,
 		"--bucket-replicas", "3", "--leader-election-namespace", w.ns, "--identity", id,
@@ -215,7 +230,7 @@ func (w *world) newCoordinator(id string) *coordProc {
 		"--log-format", "json", "--bus-check-interval", "1s", "--max-concurrent-drains", strconv.Itoa(w.max),
 		"--drain-attempt-timeout", "30s", "--cordon-backoff", "50ms", "--drain-backoff", "100ms",
 		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms"}
-	return &coordProc{w: w, id: id, args: args}
+	return &coordProc{w: w, id: id, args: args, api: api}
 }
 
 func (c *coordProc) start() {
@@ -260,6 +275,15 @@ func (a *agentProc) writeToken() {
 func (a *agentProc) start() {
 	a.proc = testenv.StartProc(a.w.t, a.w.dir, "agent-"+a.node, bins.agent, nil, a.args...)
 	a.down.Store(false)
+}
+
+// ask runs `agent request <op>` as a person on the node would.
+func (a *agentProc) ask(op string) error {
+	out, err := exec.Command(bins.agent, "request", op, "--context", "chaos", "--socket", a.socket).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // status is the agent's own report (`agent status --json`).
