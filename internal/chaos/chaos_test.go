@@ -137,6 +137,7 @@ func TestJudgeHistory(t *testing.T) {
 	events, err := ReadHistory(*flagHistory)
 	must(t, err)
 	vs := Check(events, Config{MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge})
+	t.Log(summary(events, nil))
 	if len(vs) > 0 {
 		t.Errorf("%d violations:%s", len(vs), Report(vs, *flagSeed))
 	}
@@ -398,6 +399,6 @@ func summary(events []Event, plan []Action) string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; faults injected (%d kinds): %s; skipped: %v",
-		len(events), len(plan), asked, len(completes), runs, len(faults), strings.Join(kinds, ", "), skipped)
+	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v",
+		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped)
 }

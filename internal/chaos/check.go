@@ -339,13 +339,15 @@ func (h *history) holders(t time.Time) []string {
 	return out
 }
 
-// downOrBack reports whether node's command ran for a request whose slot was not released and
+// downOrBack reports whether node's reboot (or shutdown) command ran for a request whose slot was not released and
 // the node has not been seen back and Ready since.
 func (h *history) downOrBack(node string, t time.Time) bool {
 	var run *Event
 	for i := range h.runs {
 		r := h.runs[i]
-		if r.Node == node && !r.At.After(t) {
+		// An update's node does not go down: it is in maintenance while the bus shows its
+		// COMPLETE for the live request, then in the return gate.
+		if r.Node == node && !r.At.After(t) && (r.Op == "reboot" || r.Op == "shutdown") {
 			run = &h.runs[i]
 		}
 	}
@@ -371,6 +373,20 @@ func (h *history) downOrBack(node string, t time.Time) bool {
 		}
 	}
 	return true
+}
+
+// MostInMaintenance is the largest number of nodes in maintenance at once in a history (S3's
+// count), for the run's summary: a run that never reached the limit did not test it.
+func MostInMaintenance(events []Event) int {
+	h := index(events, Config{})
+	most := 0
+	for _, e := range h.all {
+		switch e.Kind {
+		case KindStatus, KindRequest, KindRun, KindReboot, KindNode:
+			most = max(most, len(h.holders(e.At)))
+		}
+	}
+	return most
 }
 
 // checkS3 sweeps the history's change points and reports every stretch longer than Slack with

@@ -178,3 +178,12 @@ func TestCordonLeftBehind(t *testing.T) {
 	got = strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
 	assert.NotContains(t, got, "S4")
 }
+
+func TestAnUpdateDoesNotTakeTheNodeDown(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[11].Op = "update"
+	h = append(h[:12], h[16:]...) // no reboot: withdrawn after the command, the return gate
+	vs := Check(runOf(h, reboot("n2", "r2", 30)), Config{MaxConcurrent: 1})
+	assert.Empty(t, invariants(vs))
+	assert.Equal(t, 1, MostInMaintenance(runOf(h, reboot("n2", "r2", 30))))
+}
