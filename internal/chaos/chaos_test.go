@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
@@ -40,6 +42,7 @@ func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
 var bins struct {
 	once               sync.Once
 	nats, coord, agent string
+	ctl                string
 	err                error
 }
 
@@ -59,7 +62,10 @@ func buildBinaries(t *testing.T) {
 		if bins.coord, bins.err = testenv.BuildGo(ctx, "./cmd/coordinator", dir); bins.err != nil {
 			return
 		}
-		bins.agent, bins.err = testenv.BuildGo(ctx, "./cmd/agent", dir)
+		if bins.agent, bins.err = testenv.BuildGo(ctx, "./cmd/agent", dir); bins.err != nil {
+			return
+		}
+		bins.ctl, bins.err = testenv.BuildGo(ctx, "./cmd/edgedrainctl", dir)
 	})
 	if bins.err != nil {
 		t.Fatal(bins.err)
@@ -116,6 +122,9 @@ func TestChaos(t *testing.T) {
 	}
 	w.add(Event{Kind: KindPhase, What: "end", Detail: fmt.Sprintf("settled=%v", settled)})
 	time.Sleep(2 * time.Second) // the recorders deliver what was stored before the end
+	for _, r := range w.recorders {
+		r.finish(context.Background())
+	}
 
 	events := w.rec.Events()
 	f, err := os.Create(filepath.Join(dir, "history.jsonl"))
@@ -252,6 +261,44 @@ func (w *world) act(a Action) {
 		time.Sleep(a.For)
 		w.patchPDB(app, 1)
 		w.fault(a.Kind, "pdb/"+app, "end")
+	case NodeDelete:
+		ag := w.agents[a.Target]
+		if ag.down.Load() || !ag.mu.TryLock() {
+			w.fault(a.Kind, ag.node, "skipped: its machine is busy")
+			return
+		}
+		defer ag.mu.Unlock()
+		w.fault(a.Kind, ag.node, "start")
+		w.kubectl("delete", "node", ag.node, "--wait=false")
+		time.Sleep(a.For)
+		// The kubelet registers the node again: a new Node object, its labels, not cordoned.
+		ctx := context.Background()
+		for range 150 {
+			if _, err := w.c.Client.CoreV1().Nodes().Get(ctx, ag.node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := w.c.CreateNode(ctx, ag.node, map[string]string{testenv.GroupLabel: group}); err != nil {
+			w.t.Logf("register %s again: %v", ag.node, err)
+		}
+		w.fault(a.Kind, ag.node, "end")
+	case OpWithdraw:
+		node := w.nodes[a.Target]
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _, err := w.bus.Requests.Get(ctx, node)
+		cancel()
+		if err != nil {
+			w.fault(a.Kind, node, "skipped: no request")
+			return
+		}
+		w.fault(a.Kind, node, "start")
+		w.agents[a.Target].withdrawn.Store(true)
+		cmd := exec.Command(bins.ctl, "--nats-url", strings.Join(w.urls, ","), "--nats-user", busauth.OperatorUser,
+			"--nats-password-file", w.operatorFile, "withdraw", node)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			w.fault(a.Kind, node, fmt.Sprintf("failed: %v: %s", err, strings.TrimSpace(string(out))))
+		}
 	case AskUpdate:
 		ag := w.agents[a.Target]
 		skip := func(why string) { w.add(Event{Kind: KindAsk, Node: ag.node, Op: "update", Detail: "skipped: " + why}) }
@@ -284,6 +331,7 @@ func (w *world) act(a Action) {
 			w.add(Event{Kind: KindAsk, Node: ag.node, Op: "reboot", Detail: "skipped: one is there"})
 			return
 		}
+		ag.withdrawn.Store(false)
 		w.add(Event{Kind: KindAsk, Node: ag.node, Op: "reboot"})
 		_ = os.WriteFile(ag.sentinel, []byte("*** System restart required ***\n"), 0o644)
 	}
@@ -343,7 +391,7 @@ func (w *world) unsettled() string {
 		if a.down.Load() {
 			return a.node + " is down"
 		}
-		if _, err := os.Stat(a.sentinel); err == nil {
+		if _, err := os.Stat(a.sentinel); err == nil && !a.withdrawn.Load() {
 			return a.node + " has a sentinel"
 		}
 		st, _, err := w.bus.Statuses.Get(ctx, a.node)
@@ -371,11 +419,16 @@ func summary(events []Event, plan []Action) string {
 	faults := map[string]int{}
 	skipped := map[string]int{}
 	runs, asked := map[string]int{}, map[string]int{}
+	lost := 0
 	for _, e := range events {
 		switch e.Kind {
 		case KindStatus:
 			if e.Status != nil && e.Status.Status == nodedrain.StatusComplete {
 				completes[e.Node+"/"+e.Status.RequestID] = true
+			}
+		case KindPhase:
+			if e.What == "lost" {
+				lost++
 			}
 		case KindRun:
 			runs[e.Op]++
@@ -399,6 +452,6 @@ func summary(events []Event, plan []Action) string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v",
-		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped)
+	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v; revisions the recorder lost: %d",
+		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped, lost)
 }

@@ -30,7 +30,8 @@ import (
 //   - S5 (in part): an operation runs once per request.
 //   - L1: at the end of the quiet period no request is left, every status is NOTREQUESTED out of
 //     its return gate, no node carries edgedrain's cordon record or a cordon, every agent is
-//     idle, and every operation asked for (a sentinel, `agent request`) ran.
+//     idle, and every operation asked for (a sentinel, `agent request`) ran, unless an operator
+//     withdrew a request of the node since.
 //
 // The coordinator's side of S1 is judged by term records (checkFenced), not by the Lease.
 // Not judged yet: the attempt limits of S5, the volume part of S2, N1, N2, E1, O1, R1-R3.
@@ -56,6 +57,7 @@ type Violation struct {
 	Node      string
 	What      string
 	Story     string
+	Lost      int // revisions the recorder could not read (the history is incomplete)
 }
 
 func (v Violation) String() string { return fmt.Sprintf("%s on %s: %s", v.Invariant, v.Node, v.What) }
@@ -164,6 +166,15 @@ func Check(events []Event, cfg Config) []Violation {
 	out = append(out, h.checkS4()...)
 	out = append(out, h.checkOnce()...)
 	out = append(out, h.checkL1()...)
+	lost := 0
+	for _, e := range events {
+		if e.Kind == KindPhase && e.What == "lost" {
+			lost++
+		}
+	}
+	for i := range out {
+		out[i].Lost = lost
+	}
 	return out
 }
 
@@ -571,6 +582,11 @@ func (h *history) checkL1() []Violation {
 					break
 				}
 			}
+			for _, f := range h.faults {
+				if f.What == OpWithdraw && f.Target == node && f.Detail == "start" && f.At.After(s.At) {
+					ran = true // an operator's withdrawal cancels it
+				}
+			}
 			if !ran {
 				add(node, "the %s asked for at %s never ran", s.Op, h.rel(s.At))
 			}
@@ -693,6 +709,9 @@ func describe(e Event) string {
 // schedule.
 func Report(vs []Violation, seed uint64) string {
 	var b strings.Builder
+	if len(vs) > 0 && vs[0].Lost > 0 {
+		fmt.Fprintf(&b, "\n(the recorder lost %d revisions of the bus: a violation near one may be the recorder's)", vs[0].Lost)
+	}
 	for i, v := range vs {
 		fmt.Fprintf(&b, "\n=== violation %d of %d: %s (seed %d) ===\n%s\n%s", i+1, len(vs), v.Invariant, seed, v.String(), v.Story)
 	}

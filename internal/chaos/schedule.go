@@ -34,12 +34,14 @@ const (
 	OpUncordon = "op-uncordon" // an operator's kubectl uncordon of a cordoned node (mid-drain)
 	APICut     = "api-cut"     // the TCP proxy between a coordinator and the API cuts every connection, for For
 	PDBBlock   = "pdb-block"   // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
+	NodeDelete = "node-delete" // an operator's kubectl delete node; the kubelet registers it again after For
+	OpWithdraw = "op-withdraw" // an operator's edgedrainctl withdraw of a node's request (if it has one)
 	Sentinel   = "sentinel"    // the workload: a reboot-required sentinel appears on a node
 	AskUpdate  = "ask-update"  // the workload: `agent request update` on a node
 )
 
 // FaultKinds are the fault kinds a schedule draws from.
-var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock}
+var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw}
 
 // Shape is what a schedule is drawn for.
 type Shape struct {
@@ -77,6 +79,11 @@ func Schedule(seed uint64, s Shape) []Action {
 		case APICut:
 			// Past the Lease's renew deadline at times: the leader steps down.
 			a.Target, a.For = fr.IntN(s.Coords), between(fr, time.Second, 20*time.Second)
+		case NodeDelete:
+			// Past the coordinator's NodeGoneAfter (1 min) at times: the drain under way ends.
+			a.Target, a.For = fr.IntN(s.Nodes), between(fr, 2*time.Second, 75*time.Second)
+		case OpWithdraw:
+			a.Target = fr.IntN(s.Nodes)
 		case PDBBlock:
 			// Past the eviction attempt's 30 s at times: the drain retries, or fails and is asked again.
 			a.Target, a.For = fr.IntN(2), between(fr, 2*time.Second, 45*time.Second)

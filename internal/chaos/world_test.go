@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,7 +64,9 @@ type world struct {
 	natsBusy               sync.Mutex // one NATS server faulted at a time
 	urls                   []string
 	passwordFile, seedFile string
+	operatorFile           string // the operators' password (edgedrainctl)
 	bus                    *testenv.Bus
+	recorders              []*streamRecorder
 
 	coords []*coordProc
 	agents []*agentProc
@@ -93,7 +97,10 @@ type agentProc struct {
 	proc                                      *testenv.Proc
 	boots                                     int
 	down                                      atomic.Bool // the machine is down (a reboot) or the process killed
+	withdrawn                                 atomic.Bool // an operator withdrew the request its sentinel made
+	podMu                                     sync.Mutex
 	pod                                       *corev1.Pod
+	tokenAt                                   time.Time
 }
 
 func (w *world) add(e Event) {
@@ -125,10 +132,17 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 	must(t, err)
 	password, err := busauth.NewPassword()
 	must(t, err)
-	w.passwordFile, w.seedFile = filepath.Join(dir, "nats-password"), filepath.Join(dir, "issuer.seed")
+	operatorPW, err := busauth.NewPassword()
+	must(t, err)
+	w.passwordFile, w.seedFile, w.operatorFile = filepath.Join(dir, "nats-password"), filepath.Join(dir, "issuer.seed"), filepath.Join(dir, "operator-password")
 	must(t, os.WriteFile(w.passwordFile, []byte(password), 0o600))
 	must(t, os.WriteFile(w.seedFile, issuerSeed, 0o600))
-	t.Cleanup(func() { _ = os.Remove(w.passwordFile); _ = os.Remove(w.seedFile) }) // secrets do not outlive the run
+	must(t, os.WriteFile(w.operatorFile, []byte(operatorPW), 0o600))
+	t.Cleanup(func() { // secrets do not outlive the run
+		_ = os.Remove(w.passwordFile)
+		_ = os.Remove(w.seedFile)
+		_ = os.Remove(w.operatorFile)
+	})
 	w.nats = testenv.StartNATSCluster(t, bins.nats, 3, fmt.Sprintf(`authorization {
   timeout: 5s
   users: [ { user: %q, password: %q } ]
@@ -146,8 +160,12 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 	w.bus = testenv.OpenBus(t, conn, 3)
 	rctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	w.recordStream(rctx, w.bus.JS, nodedrain.StatusBucket, KindStatus)
-	w.recordStream(rctx, w.bus.JS, nodedrain.RequestsBucket, KindRequest)
+	// Requests keep 20 values per key too (the coordinators leave a bucket's history as it is):
+	// a recorder that falls behind reads back what it missed.
+	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, History: 20}, nodedrain.RequestCodec{})
+	must(t, err)
+	w.recorders = []*streamRecorder{w.recordStream(rctx, w.bus.JS, nodedrain.StatusBucket, KindStatus),
+		w.recordStream(rctx, w.bus.JS, nodedrain.RequestsBucket, KindRequest)}
 	w.watchCluster(rctx)
 
 	// The workload: a Deployment and a StatefulSet, each with a budget that lets one pod go at a
@@ -224,6 +242,7 @@ func (w *world) newCoordinator(id string) *coordProc {
 	args := []string{"--kubeconfig", kubeconfig, "--nats-url", strings.Join(w.urls, ","),
 		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", w.passwordFile,
 		"--auth-callout-issuer-seed-file", w.seedFile, "--agent-service-account", w.ns + "/" + agentSA,
+		"--operator-password-file", w.operatorFile,
 		"--bucket-replicas", "3", "--leader-election-namespace", w.ns, "--identity", id,
 		"--node-selector", testenv.GroupLabel + "=" + group, "--cluster-node-selector", testenv.GroupLabel + "=" + group,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(w.t)),
@@ -245,9 +264,8 @@ func (w *world) newAgent(node string) *agentProc {
 	must(w.t, os.MkdirAll(dir, 0o700))
 	a := &agentProc{w: w, node: node, dir: dir, sentinel: filepath.Join(dir, "reboot-required"), bootFile: filepath.Join(dir, "boot_id"),
 		ran: filepath.Join(dir, "ran"), socket: filepath.Join(dir, "agent.sock"), tok: filepath.Join(dir, "token")}
-	pod, err := testenv.AgentPodOn(context.Background(), w.c.Client, w.ns, node, time.Minute)
+	_, err := testenv.AgentPodOn(context.Background(), w.c.Client, w.ns, node, time.Minute)
 	must(w.t, err)
-	a.pod = pod
 	a.writeToken()
 	a.boots = 1
 	must(w.t, os.WriteFile(a.bootFile, []byte("boot-1\n"), 0o644))
@@ -262,14 +280,29 @@ func (w *world) newAgent(node string) *agentProc {
 	return a
 }
 
+// writeToken writes a token of the node's agent pod (the DaemonSet's pod there now: a Node
+// deleted and registered again has a new one) when the pod changed or the token is 4 minutes
+// old, as the kubelet rotates projected tokens.
 func (a *agentProc) writeToken() {
-	tok, err := testenv.RequestPodToken(context.Background(), a.w.c.Client, a.pod, testenv.AgentAudience, 600)
+	a.podMu.Lock()
+	defer a.podMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := testenv.AgentPodOn(ctx, a.w.c.Client, a.w.ns, a.node, 5*time.Second)
+	if err != nil {
+		return // no pod now (its Node deleted): the next round
+	}
+	if a.pod != nil && pod.UID == a.pod.UID && time.Since(a.tokenAt) < 4*time.Minute {
+		return
+	}
+	tok, err := testenv.RequestPodToken(ctx, a.w.c.Client, pod, testenv.AgentAudience, 600)
 	if err != nil {
 		a.w.t.Logf("token for %s: %v", a.node, err)
 		return
 	}
 	_ = os.WriteFile(a.tok+".new", []byte(tok), 0o600)
 	_ = os.Rename(a.tok+".new", a.tok) // as the kubelet's atomic writer
+	a.pod, a.tokenAt = pod, time.Now()
 }
 
 func (a *agentProc) start() {
@@ -296,9 +329,9 @@ func (a *agentProc) status() (agent.StatusReport, error) {
 	return st, json.Unmarshal(out, &st)
 }
 
-// refreshTokens writes new tokens every few minutes, as the kubelet rotates projected tokens.
+// refreshTokens keeps each agent's token that of its pod, and fresh.
 func (w *world) refreshTokens(ctx context.Context) {
-	tick := time.NewTicker(4 * time.Minute)
+	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
@@ -406,6 +439,7 @@ func (w *world) reboot(a *agentProc, request string) {
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
 	time.Sleep(downFor)
 	_ = os.Remove(a.sentinel) // /run does not survive a reboot
+	a.withdrawn.Store(false)
 	a.boots++
 	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
 	if err := testenv.PowerOn(ctx, w.c.Client, a.node); err != nil {
@@ -417,46 +451,37 @@ func (w *world) reboot(a *agentProc, request string) {
 
 // --- recorders ---
 
-// recordStream records every message the bucket's stream stores, with the server's timestamp,
-// through an ordered consumer (re-created after a server's death, from where it was).
-func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket string, kind Kind) {
+// streamRecorder records every message a bucket's stream stores, with the server's timestamp:
+// an ordered consumer (re-created after a server's death, from where it was) delivers them, and
+// any revision it skips (seen once after a stream leader's pause) is read back by sequence. A
+// revision gone meanwhile (the bucket keeps 20 values per key) is recorded as lost.
+type streamRecorder struct {
+	w        *world
+	stream   jetstream.Stream
+	bucket   string
+	kind     Kind
+	mu       sync.Mutex
+	next     uint64 // the first revision not recorded yet, or skipped
+	seen     map[uint64]bool
+	readBack int // revisions the consumer skipped, read back by sequence
+}
+
+func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket string, kind Kind) *streamRecorder {
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	must(w.t, err)
+	r := &streamRecorder{w: w, stream: stream, bucket: bucket, kind: kind, next: 1, seen: map[uint64]bool{}}
 	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	must(w.t, err)
-	prefix := "$KV." + bucket + "."
 	var errs atomic.Int64
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		md, err := msg.Metadata()
 		if err != nil {
 			return
 		}
-		e := Event{At: md.Timestamp, Kind: kind, Node: strings.TrimPrefix(msg.Subject(), prefix), Rev: md.Sequence.Stream}
-		if op := msg.Headers().Get("KV-Operation"); op != "" {
-			e.Deleted = true
-		} else if kind == KindStatus && e.Node == nodedrain.TermKey {
-			e.Kind, e.Node = KindTerm, ""
-			if term, err := (nodedrain.TermCodec{}).Decode(msg.Data()); err == nil {
-				e.Holder = term.Coordinator
-			} else {
-				e.Detail = "undecodable: " + err.Error()
-			}
-		} else if kind == KindStatus {
-			st, err := nodedrain.DecodeStatus(msg.Data())
-			if err != nil {
-				e.Detail = "undecodable: " + err.Error()
-			} else {
-				e.Status = &st
-				e.RequestID = st.RequestID
-			}
-			e.Marked = msg.Headers().Get(nodedrain.StatusWriterMark) != ""
-		} else {
-			r, err := nodedrain.DecodeRequest(msg.Data())
-			if err != nil {
-				e.Detail = "undecodable: " + err.Error()
-			} else {
-				e.RequestID, e.Detail = r.RequestID, r.Context
-			}
-		}
-		w.add(e)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.fill(ctx, md.Sequence.Stream-1)
+		r.record(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), md.Timestamp)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errs.Add(1) <= 20 {
 			w.t.Logf("recorder of %s: %v", bucket, err)
@@ -464,6 +489,86 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 	}))
 	must(w.t, err)
 	go func() { <-ctx.Done(); cc.Stop() }()
+	return r
+}
+
+// finish reads back every revision stored and not delivered yet.
+func (r *streamRecorder) finish(ctx context.Context) {
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		r.w.t.Logf("recorder of %s: %v", r.bucket, err)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fill(ctx, info.State.LastSeq)
+	if r.readBack > 0 {
+		r.w.t.Logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
+	}
+}
+
+// fill reads back the revisions from r.next to last not recorded yet (r.mu held).
+func (r *streamRecorder) fill(ctx context.Context, last uint64) {
+	for seq := r.next; seq <= last; seq++ {
+		if r.seen[seq] {
+			continue
+		}
+		var msg *jetstream.RawStreamMsg
+		var err error
+		for range 5 {
+			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			msg, err = r.stream.GetMsg(gctx, seq)
+			cancel()
+			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+		}
+		if err != nil {
+			r.seen[seq] = true
+			r.w.add(Event{Kind: KindPhase, What: "lost", Detail: fmt.Sprintf("%s revision %d: %v", r.bucket, seq, err)})
+			continue
+		}
+		r.readBack++
+		r.record(msg.Sequence, msg.Subject, msg.Header, msg.Data, msg.Time)
+	}
+}
+
+// record adds one stored message to the history (r.mu held).
+func (r *streamRecorder) record(seq uint64, subject string, hdr nats.Header, data []byte, at time.Time) {
+	if r.seen[seq] {
+		return
+	}
+	r.seen[seq] = true
+	r.next = max(r.next, seq+1)
+	e := Event{At: at, Kind: r.kind, Node: strings.TrimPrefix(subject, "$KV."+r.bucket+"."), Rev: seq}
+	switch {
+	case hdr.Get("KV-Operation") != "":
+		e.Deleted = true
+	case r.kind == KindStatus && e.Node == nodedrain.TermKey:
+		e.Kind, e.Node = KindTerm, ""
+		if term, err := (nodedrain.TermCodec{}).Decode(data); err == nil {
+			e.Holder = term.Coordinator
+		} else {
+			e.Detail = "undecodable: " + err.Error()
+		}
+	case r.kind == KindStatus:
+		st, err := nodedrain.DecodeStatus(data)
+		if err != nil {
+			e.Detail = "undecodable: " + err.Error()
+		} else {
+			e.Status = &st
+			e.RequestID = st.RequestID
+		}
+		e.Marked = hdr.Get(nodedrain.StatusWriterMark) != ""
+	default:
+		req, err := nodedrain.DecodeRequest(data)
+		if err != nil {
+			e.Detail = "undecodable: " + err.Error()
+		} else {
+			e.RequestID, e.Detail = req.RequestID, req.Context
+		}
+	}
+	r.w.add(e)
 }
 
 // watchCluster records Node, pod and Lease changes as informers see them.
