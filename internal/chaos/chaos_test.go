@@ -36,11 +36,20 @@ var (
 
 var cluster *testenv.Cluster
 
-func TestMain(m *testing.M) { testenv.Main(m, &cluster) }
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, &cluster, func() (func(), error) {
+		return func() {
+			if bins.dir != "" {
+				_ = os.RemoveAll(bins.dir)
+			}
+		}, nil
+	})
+}
 
 // bins are the programs a run starts, built once per test binary.
 var bins struct {
 	once               sync.Once
+	dir                string
 	nats, coord, agent string
 	ctl                string
 	err                error
@@ -54,6 +63,7 @@ func buildBinaries(t *testing.T) {
 			bins.err = err
 			return
 		}
+		bins.dir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		if bins.nats, bins.err = testenv.BuildNATSServer(ctx, dir); bins.err != nil {
