@@ -301,7 +301,7 @@ func (h *history) checkS2() []Violation {
 					"COMPLETE for request %s stored at %s while the node was not cordoned", c.Status.RequestID, h.rel(c.At)))
 			}
 			var left []string
-			for pod, evs := range h.pods {
+			for _, evs := range h.pods {
 				if evs[0].Node != node || !evs[0].Evictable {
 					continue
 				}
@@ -312,7 +312,7 @@ func (h *history) checkS2() []Violation {
 				}
 				last, ok := at(evs, c.At.Add(h.cfg.Slack))
 				if ok && !last.Deleted && last.Node == node {
-					left = append(left, pod)
+					left = append(left, evs[0].Pod)
 				}
 			}
 			if len(left) > 0 {
