@@ -309,6 +309,19 @@ func (w *world) act(a Action) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			w.fault(a.Kind, node, fmt.Sprintf("failed: %v: %s", err, strings.TrimSpace(string(out))))
 		}
+	case ReplicaFail:
+		vi, i := a.Target/2, a.Target%2
+		v := w.lh.volumes[vi]
+		w.fault(a.Kind, v.replica(i), "start")
+		w.lh.fail(vi, i, a.For, func(node string) bool {
+			for _, ag := range w.agents {
+				if ag.node == node {
+					return !ag.machineDown.Load()
+				}
+			}
+			return true
+		})
+		w.fault(a.Kind, v.replica(i), "end")
 	case AskUpdate:
 		ag := w.agents[a.Target]
 		skip := func(why string) { w.add(Event{Kind: KindAsk, Node: ag.node, Op: "update", Detail: "skipped: " + why}) }

@@ -16,9 +16,10 @@ import (
 //     NOTSUPPORTED for r under its node's key, a value the key still held (not slot-released) at
 //     most ConfirmMaxAge before the command started; and the node was cordoned when it started
 //     (unless an operator uncordoned it since that COMPLETE).
-//   - S2 (in part): a COMPLETE (not a re-publication) is stored only while its node is cordoned
-//     and no evictable pod is left on it; a change made behind edgedrain's back within Slack of
-//     the decision excuses it.
+//   - S2 (in part): a COMPLETE (not a re-publication) is stored only while its node is cordoned,
+//     no evictable pod is left on it, and every Longhorn volume with a healthy replica on it has a
+//     healthy replica on another node up and Ready; a change made behind edgedrain's back within
+//     Slack of the decision excuses it.
 //   - S3: at most MaxConcurrent nodes in maintenance for longer than Slack at once, a node in
 //     maintenance when its status holds a slot (STARTING, CORDONED, DRAINRETRYING, the return
 //     gate), when the bus shows COMPLETE or NOTSUPPORTED for its live request (not released), or
@@ -27,14 +28,16 @@ import (
 //     return gate, is uncordoned within 90 s, counting only time while no coordinator, API or
 //     NATS fault is under way or ended less than S4Grace before (the design's bound applies only
 //     while a leader reaches the API and a healthy bus).
-//   - S5 (in part): an operation runs once per request.
+//   - S5 (in part): an operation runs once per request; no published attempt number is past its
+//     limit.
 //   - L1: at the end of the quiet period no request is left, every status is NOTREQUESTED out of
 //     its return gate, no node carries edgedrain's cordon record or a cordon, every agent is
 //     idle, and every operation asked for (a sentinel, `agent request`) ran, unless an operator
 //     withdrew a request of the node since.
 //
 // The coordinator's side of S1 is judged by term records (checkFenced), not by the Lease.
-// Not judged yet: the attempt limits of S5, the volume part of S2, N1, N2, E1, O1, R1-R3.
+// Not judged yet: S5's attempts per drain cycle, L1's volume-gate eviction requests, N1, N2, E1, O1,
+// R1-R3.
 
 // Config says what the checker holds the history to.
 type Config struct {
@@ -45,6 +48,8 @@ type Config struct {
 	// ConfirmMaxAge is how old the agent's confirmation read may be when its command starts
 	// (agent.ConfirmMaxAge).
 	ConfirmMaxAge time.Duration
+	// CordonAttempts and DrainAttempts are the coordinators' limits (zero: nodedrain's defaults).
+	CordonAttempts, DrainAttempts int
 	// Slack is how long a condition must have held to count against a decision: an API round
 	// trip (design: 1 s), also the lag of the harness's own informers.
 	Slack time.Duration
@@ -75,6 +80,8 @@ type history struct {
 	runs     []Event
 	faults   []Event
 	terms    []Event
+	replicas map[string][]Event  // by volume/replica
+	volumes  map[string][]string // volume -> its replicas' keys
 	reboots  map[string][]Event
 	sentinel map[string][]Event
 	agents   map[string]Event // the final reports
@@ -83,10 +90,10 @@ type history struct {
 
 func index(events []Event, cfg Config) *history {
 	h := &history{cfg: cfg, all: events, status: map[string][]Event{}, request: map[string][]Event{}, node: map[string][]Event{},
-		pods: map[string][]Event{}, reboots: map[string][]Event{}, sentinel: map[string][]Event{}, agents: map[string]Event{}}
+		pods: map[string][]Event{}, replicas: map[string][]Event{}, volumes: map[string][]string{}, reboots: map[string][]Event{}, sentinel: map[string][]Event{}, agents: map[string]Event{}}
 	seen := map[string]bool{}
 	for _, e := range events {
-		if e.Node != "" && !seen[e.Node] && e.Kind != KindFault {
+		if e.Node != "" && !seen[e.Node] && e.Kind != KindFault && e.Kind != KindReplica {
 			seen[e.Node] = true
 			h.nodes = append(h.nodes, e.Node)
 		}
@@ -105,6 +112,12 @@ func index(events []Event, cfg Config) *history {
 			h.pods[key] = append(h.pods[key], e)
 		case KindTerm:
 			h.terms = append(h.terms, e)
+		case KindReplica:
+			key := e.Volume + "/" + e.Target
+			if len(h.replicas[key]) == 0 {
+				h.volumes[e.Volume] = append(h.volumes[e.Volume], key)
+			}
+			h.replicas[key] = append(h.replicas[key], e)
 		case KindRun:
 			h.runs = append(h.runs, e)
 		case KindFault:
@@ -157,6 +170,12 @@ func Check(events []Event, cfg Config) []Violation {
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = 1
 	}
+	if cfg.CordonAttempts == 0 {
+		cfg.CordonAttempts = nodedrain.DefaultPolicy().CordonAttempts
+	}
+	if cfg.DrainAttempts == 0 {
+		cfg.DrainAttempts = nodedrain.DefaultPolicy().DrainAttempts
+	}
 	h := index(events, cfg)
 	var out []Violation
 	out = append(out, h.checkS1()...)
@@ -165,6 +184,7 @@ func Check(events []Event, cfg Config) []Violation {
 	out = append(out, h.checkS3()...)
 	out = append(out, h.checkS4()...)
 	out = append(out, h.checkOnce()...)
+	out = append(out, h.checkAttempts()...)
 	out = append(out, h.checkL1()...)
 	lost := 0
 	for _, e := range events {
@@ -315,6 +335,11 @@ func (h *history) checkS2() []Violation {
 					left = append(left, evs[0].Pod)
 				}
 			}
+			if lost := h.lastCopies(node, c.At); len(lost) > 0 {
+				out = append(out, h.violation("S2", node, c.At, from, c.At.Add(5*time.Second),
+					"COMPLETE for request %s stored at %s while the node held the only intact copy of %s (no healthy replica on another up, Ready node for %s before)",
+					c.Status.RequestID, h.rel(c.At), strings.Join(lost, ", "), h.cfg.Slack))
+			}
 			if len(left) > 0 {
 				sort.Strings(left)
 				out = append(out, h.violation("S2", node, c.At, from, c.At.Add(5*time.Second),
@@ -324,6 +349,46 @@ func (h *history) checkS2() []Violation {
 		}
 	}
 	return out
+}
+
+// lastCopies lists the volumes with an intact (healthy) replica on node at t and no healthy
+// replica on another node that was up and Ready, neither at t nor Slack before.
+func (h *history) lastCopies(node string, t time.Time) []string {
+	var out []string
+	for vol, keys := range h.volumes {
+		intact := false
+		for _, k := range keys {
+			if e, ok := at(h.replicas[k], t); ok && e.Node == node && e.What == "healthy" {
+				intact = true
+			}
+		}
+		if !intact {
+			continue
+		}
+		safe := false
+		for _, k := range keys {
+			for _, when := range []time.Time{t, t.Add(-h.cfg.Slack)} {
+				e, ok := at(h.replicas[k], when)
+				if ok && e.Node != node && e.What == "healthy" && h.upAndReady(e.Node, when) {
+					safe = true
+				}
+			}
+		}
+		if !safe {
+			out = append(out, vol)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// upAndReady: node's machine is not down (a reboot) and its Node exists and is Ready at t.
+func (h *history) upAndReady(node string, t time.Time) bool {
+	if b, ok := at(h.reboots[node], t); ok && b.What == "down" {
+		return false
+	}
+	n, ok := at(h.node[node], t)
+	return ok && !n.Deleted && n.Ready
 }
 
 // holders lists the nodes in maintenance at t (S3's definition, see the file's comment).
@@ -535,6 +600,29 @@ func (h *history) strandedCordon(node string, t time.Time) bool {
 	return true
 }
 
+// checkAttempts: no published attempt number is past its limit (the simulation's rule: the
+// drain limit for DRAINRETRYING and FAILEDDRAIN, the cordon limit for the rest).
+func (h *history) checkAttempts() []Violation {
+	var out []Violation
+	for _, node := range h.nodes {
+		for _, e := range h.status[node] {
+			if e.Status == nil {
+				continue
+			}
+			limit := h.cfg.CordonAttempts
+			if e.Status.Status == nodedrain.StatusDrainRetrying || e.Status.Status == nodedrain.StatusFailedDrain {
+				limit = h.cfg.DrainAttempts
+			}
+			if e.Status.Attempt > limit {
+				out = append(out, h.violation("S5", node, e.At, e.At.Add(-time.Minute), e.At.Add(5*time.Second),
+					"%s published with attempt %d at %s, past the limit of %d", e.Status.Status, e.Status.Attempt, h.rel(e.At), limit))
+				break
+			}
+		}
+	}
+	return out
+}
+
 // checkOnce: the machine goes down at most once for a given request.
 func (h *history) checkOnce() []Violation {
 	var out []Violation
@@ -611,7 +699,7 @@ func (h *history) story(node string, from, to, mark time.Time) string {
 			continue
 		}
 		switch e.Kind {
-		case KindFault, KindLease, KindPhase, KindTerm:
+		case KindFault, KindLease, KindPhase, KindTerm, KindReplica:
 		default:
 			if node != "" && e.Node != node {
 				continue
@@ -689,6 +777,8 @@ func describe(e Event) string {
 		return fmt.Sprintf("%-8s held by %q", e.Kind, e.Holder)
 	case KindTerm:
 		return fmt.Sprintf("%-8s %q took term %d", e.Kind, e.Holder, e.Rev)
+	case KindReplica:
+		return fmt.Sprintf("%-8s %s %s on %s %s (%s)", e.Kind, e.Volume, e.Target, e.Node, e.What, e.Detail)
 	case KindRun:
 		return fmt.Sprintf("%-8s %s %s command ran for req=%s", e.Kind, e.Node, e.Op, e.RequestID)
 	case KindFault:

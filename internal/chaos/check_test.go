@@ -187,3 +187,28 @@ func TestAnUpdateDoesNotTakeTheNodeDown(t *testing.T) {
 	assert.Empty(t, invariants(vs))
 	assert.Equal(t, 1, MostInMaintenance(runOf(h, reboot("n2", "r2", 30))))
 }
+
+func TestCompleteOnTheLastCopy(t *testing.T) {
+	rep := func(s float64, node, r, state string) Event {
+		return Event{At: sec(s), Kind: KindReplica, Node: node, Volume: "vol-0", Target: r, What: state}
+	}
+	h := reboot("n1", "r1", 0)
+	h = append(h, nodeEv("n2", 0, false, false, true), rep(0, "n1", "vol-0-r-0", "healthy"), rep(0, "n2", "vol-0-r-1", "healthy"))
+	assert.Empty(t, invariants(Check(runOf(h), Config{MaxConcurrent: 1})))
+
+	failed := append(h, rep(2, "n2", "vol-0-r-1", "failed"))
+	assert.Contains(t, strings.Join(invariants(Check(runOf(failed), Config{MaxConcurrent: 1})), "\n"),
+		"S2: COMPLETE for request r1 stored at +4.000s while the node held the only intact copy of vol-0")
+
+	// The other copy's node going NotReady just before the decision excuses it.
+	late := append(h, nodeEv("n2", 3.5, false, false, false))
+	assert.Empty(t, invariants(Check(runOf(late), Config{MaxConcurrent: 1})))
+	down := append(h, nodeEv("n2", 2, false, false, false))
+	assert.Contains(t, strings.Join(invariants(Check(runOf(down), Config{MaxConcurrent: 1})), "\n"), "only intact copy of vol-0")
+}
+
+func TestAttemptPastTheLimit(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[7].Status.Attempt = 11
+	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S5: CORDONED published with attempt 11")
+}

@@ -47,6 +47,9 @@ const (
 	// KindReboot is the harness playing a node's machine: What "down" (the agent killed, the
 	// Node NotReady) or "up" (a new boot ID, the Node Ready, the agent started again).
 	KindReboot Kind = "reboot"
+	// KindReplica is a Longhorn replica (Target) of Volume on Node changing state (What:
+	// healthy, failed, rebuilding), as the harness, playing Longhorn, wrote it.
+	KindReplica Kind = "replica"
 	// KindTerm is a coordinator run's term record (Holder: the coordinator; Rev: the revision its
 	// statuses carry as their Term).
 	KindTerm Kind = "term"
@@ -82,6 +85,9 @@ type Event struct {
 	UID         string `json:"uid,omitempty"`
 	Evictable   bool   `json:"evictable,omitempty"`
 	Terminating bool   `json:"terminating,omitempty"`
+
+	// KindReplica: the volume.
+	Volume string `json:"volume,omitempty"`
 
 	// KindLease, KindTerm: the coordinator.
 	Holder string `json:"holder,omitempty"`

@@ -24,24 +24,25 @@ func (a Action) String() string {
 
 // The kinds of actions.
 const (
-	CoordKill  = "coord-kill"  // SIGKILL a coordinator, start it again after For
-	CoordPause = "coord-pause" // SIGSTOP a coordinator, SIGCONT after For
-	AgentKill  = "agent-kill"  // SIGKILL an agent, start it again after For (same boot)
-	AgentPause = "agent-pause" // SIGSTOP an agent, SIGCONT after For
-	NATSKill   = "nats-kill"   // SIGKILL a NATS server, start it again after For
-	NATSPause  = "nats-pause"  // SIGSTOP a NATS server, SIGCONT after For
-	OpCordon   = "op-cordon"   // an operator's kubectl cordon, kubectl uncordon after For
-	OpUncordon = "op-uncordon" // an operator's kubectl uncordon of a cordoned node (mid-drain)
-	APICut     = "api-cut"     // the TCP proxy between a coordinator and the API cuts every connection, for For
-	PDBBlock   = "pdb-block"   // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
-	NodeDelete = "node-delete" // an operator's kubectl delete node; the kubelet registers it again after For
-	OpWithdraw = "op-withdraw" // an operator's edgedrainctl withdraw of a node's request (if it has one)
-	Sentinel   = "sentinel"    // the workload: a reboot-required sentinel appears on a node
-	AskUpdate  = "ask-update"  // the workload: `agent request update` on a node
+	CoordKill   = "coord-kill"   // SIGKILL a coordinator, start it again after For
+	CoordPause  = "coord-pause"  // SIGSTOP a coordinator, SIGCONT after For
+	AgentKill   = "agent-kill"   // SIGKILL an agent, start it again after For (same boot)
+	AgentPause  = "agent-pause"  // SIGSTOP an agent, SIGCONT after For
+	NATSKill    = "nats-kill"    // SIGKILL a NATS server, start it again after For
+	NATSPause   = "nats-pause"   // SIGSTOP a NATS server, SIGCONT after For
+	OpCordon    = "op-cordon"    // an operator's kubectl cordon, kubectl uncordon after For
+	OpUncordon  = "op-uncordon"  // an operator's kubectl uncordon of a cordoned node (mid-drain)
+	APICut      = "api-cut"      // the TCP proxy between a coordinator and the API cuts every connection, for For
+	PDBBlock    = "pdb-block"    // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
+	NodeDelete  = "node-delete"  // an operator's kubectl delete node; the kubelet registers it again after For
+	OpWithdraw  = "op-withdraw"  // an operator's edgedrainctl withdraw of a node's request (if it has one)
+	ReplicaFail = "replica-fail" // a Longhorn replica fails, and rebuilds after For (Target: volume*2 + replica)
+	Sentinel    = "sentinel"     // the workload: a reboot-required sentinel appears on a node
+	AskUpdate   = "ask-update"   // the workload: `agent request update` on a node
 )
 
 // FaultKinds are the fault kinds a schedule draws from.
-var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw}
+var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw, ReplicaFail}
 
 // Shape is what a schedule is drawn for.
 type Shape struct {
@@ -84,6 +85,8 @@ func Schedule(seed uint64, s Shape) []Action {
 			a.Target, a.For = fr.IntN(s.Nodes), between(fr, 2*time.Second, 75*time.Second)
 		case OpWithdraw:
 			a.Target = fr.IntN(s.Nodes)
+		case ReplicaFail:
+			a.Target, a.For = fr.IntN(2*s.Nodes), between(fr, time.Second, 30*time.Second)
 		case PDBBlock:
 			// Past the eviction attempt's 30 s at times: the drain retries, or fails and is asked again.
 			a.Target, a.For = fr.IntN(2), between(fr, 2*time.Second, 45*time.Second)

@@ -70,6 +70,7 @@ type world struct {
 
 	coords []*coordProc
 	agents []*agentProc
+	lh     *longhorn
 
 	rebootRNG   *rand.Rand
 	rebootRNGMu sync.Mutex
@@ -97,6 +98,7 @@ type agentProc struct {
 	proc                                      *testenv.Proc
 	boots                                     int
 	down                                      atomic.Bool // the machine is down (a reboot) or the process killed
+	machineDown                               atomic.Bool // the machine is down (a reboot)
 	withdrawn                                 atomic.Bool // an operator withdrew the request its sentinel made
 	podMu                                     sync.Mutex
 	pod                                       *corev1.Pod
@@ -183,6 +185,7 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 		must(t, err)
 	}
 
+	w.lh = newLonghorn(w)
 	w.coords = []*coordProc{w.newCoordinator("a"), w.newCoordinator("b")}
 	for _, c := range w.coords {
 		c.start()
@@ -431,11 +434,13 @@ func (w *world) reboot(a *agentProc, request string) {
 	w.rebootRNGMu.Unlock()
 	time.Sleep(300 * time.Millisecond) // the command returned; systemd takes the machine down
 	a.down.Store(true)
+	a.machineDown.Store(true)
 	a.proc.Kill()
 	ctx := context.Background()
 	if err := testenv.PowerOff(ctx, w.c.Client, a.node); err != nil {
 		w.t.Logf("power off %s: %v", a.node, err)
 	}
+	w.lh.nodeDown(a.node)
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
 	time.Sleep(downFor)
 	_ = os.Remove(a.sentinel) // /run does not survive a reboot
@@ -445,6 +450,8 @@ func (w *world) reboot(a *agentProc, request string) {
 	if err := testenv.PowerOn(ctx, w.c.Client, a.node); err != nil {
 		w.t.Logf("power on %s: %v", a.node, err)
 	}
+	a.machineDown.Store(false)
+	w.lh.nodeUp(a.node)
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
 	a.start()
 }
