@@ -433,6 +433,11 @@ func (h *history) downOrBack(node string, t time.Time) bool {
 	if e, ok := at(h.status[node], t); ok && e.Status != nil && e.Status.SlotReleased && e.Status.RequestID == run.RequestID {
 		return false
 	}
+	for _, f := range h.faults {
+		if f.What == OpWithdraw && f.Target == node && f.Detail == "start" && !f.At.Before(run.At.Add(-h.cfg.ConfirmMaxAge)) && !f.At.After(t) {
+			return false // the operator withdrew it: a node down on a withdrawn request holds no slot
+		}
+	}
 	var up time.Time
 	for _, b := range h.reboots[node] {
 		if b.What == "up" && b.At.After(run.At) && !b.At.After(t) {
