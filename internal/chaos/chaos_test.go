@@ -289,9 +289,13 @@ func (w *world) act(a Action) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if err := w.c.CreateNode(ctx, ag.node, map[string]string{testenv.GroupLabel: group}); err != nil {
-			w.t.Logf("register %s again: %v", ag.node, err)
-		}
+		w.retry("register "+ag.node+" again", func() error {
+			err := w.c.CreateNode(ctx, ag.node, map[string]string{testenv.GroupLabel: group})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
 		w.fault(a.Kind, ag.node, "end")
 	case OpWithdraw:
 		node := w.nodes[a.Target]
@@ -309,6 +313,19 @@ func (w *world) act(a Action) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			w.fault(a.Kind, node, fmt.Sprintf("failed: %v: %s", err, strings.TrimSpace(string(out))))
 		}
+	case APIRestart:
+		if !w.apiBusy.TryLock() {
+			w.fault(a.Kind, "kube-apiserver", "skipped: busy")
+			return
+		}
+		defer w.apiBusy.Unlock()
+		w.fault(a.Kind, "kube-apiserver", "start")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := w.c.RestartAPIServer(ctx, a.For); err != nil {
+			w.t.Errorf("restart kube-apiserver: %v", err) // the harness's own failure: the run cannot go on fairly
+		}
+		w.fault(a.Kind, "kube-apiserver", "end")
 	case ReplicaFail:
 		vi, i := a.Target/2, a.Target%2
 		v := w.lh.volumes[vi]
@@ -362,19 +379,28 @@ func (w *world) act(a Action) {
 
 // patchPDB sets app's budget to let maxUnavailable pods go.
 func (w *world) patchPDB(app string, maxUnavailable int) {
-	_, err := w.c.Client.PolicyV1().PodDisruptionBudgets(w.ns).Patch(context.Background(), app, types.MergePatchType,
-		[]byte(fmt.Sprintf(`{"spec":{"maxUnavailable":%d}}`, maxUnavailable)), metav1.PatchOptions{})
-	if err != nil {
-		w.t.Logf("patch the budget of %s: %v", app, err)
-	}
+	w.retry("patch the budget of "+app, func() error {
+		_, err := w.c.Client.PolicyV1().PodDisruptionBudgets(w.ns).Patch(context.Background(), app, types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"spec":{"maxUnavailable":%d}}`, maxUnavailable)), metav1.PatchOptions{})
+		return err
+	})
 }
 
-// kubectl runs the real kubectl as an operator would.
+// kubectl runs the real kubectl as an operator would, again while the API does not answer
+// (an operator tries again), not when it answers no (a Node not found).
 func (w *world) kubectl(args ...string) {
-	cmd := exec.Command(filepath.Join(w.c.BinDir, "kubectl"), append([]string{"--kubeconfig", w.c.Kubeconfig}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		w.t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
-	}
+	w.retry("kubectl "+strings.Join(args, " "), func() error {
+		cmd := exec.Command(filepath.Join(w.c.BinDir, "kubectl"), append([]string{"--kubeconfig", w.c.Kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil && strings.Contains(string(out), "Error from server") {
+			w.t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
 }
 
 // waitSettled waits up to timeout until everything is at rest for 5 s: no request, every

@@ -518,7 +518,7 @@ func (h *history) disrupted(t time.Time) bool {
 			break
 		}
 		switch f.What {
-		case CoordKill, CoordPause, APICut, NATSKill, NATSPause, "crash":
+		case CoordKill, CoordPause, APICut, APIRestart, NATSKill, NATSPause, "crash":
 		default:
 			continue
 		}

@@ -124,7 +124,7 @@ func (l *longhorn) set(vi, i int, state, detail string) {
 		if err == nil {
 			break
 		}
-		if attempt == 20 {
+		if attempt == 480 { // two minutes: a kube-apiserver restart
 			l.w.t.Logf("longhorn: write %s: %v", v.replica(i), err)
 			break
 		}

@@ -36,13 +36,14 @@ const (
 	PDBBlock    = "pdb-block"    // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
 	NodeDelete  = "node-delete"  // an operator's kubectl delete node; the kubelet registers it again after For
 	OpWithdraw  = "op-withdraw"  // an operator's edgedrainctl withdraw of a node's request (if it has one)
+	APIRestart  = "api-restart"  // kube-apiserver killed (SIGKILL), started again after For
 	ReplicaFail = "replica-fail" // a Longhorn replica fails, and rebuilds after For (Target: volume*2 + replica)
 	Sentinel    = "sentinel"     // the workload: a reboot-required sentinel appears on a node
 	AskUpdate   = "ask-update"   // the workload: `agent request update` on a node
 )
 
 // FaultKinds are the fault kinds a schedule draws from.
-var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw, ReplicaFail}
+var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw, ReplicaFail, APIRestart}
 
 // Shape is what a schedule is drawn for.
 type Shape struct {
@@ -85,6 +86,8 @@ func Schedule(seed uint64, s Shape) []Action {
 			a.Target, a.For = fr.IntN(s.Nodes), between(fr, 2*time.Second, 75*time.Second)
 		case OpWithdraw:
 			a.Target = fr.IntN(s.Nodes)
+		case APIRestart:
+			a.For = between(fr, 500*time.Millisecond, 8*time.Second)
 		case ReplicaFail:
 			a.Target, a.For = fr.IntN(2*s.Nodes), between(fr, time.Second, 30*time.Second)
 		case PDBBlock:

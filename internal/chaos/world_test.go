@@ -62,6 +62,7 @@ type world struct {
 
 	nats                   *testenv.NATSCluster
 	natsBusy               sync.Mutex // one NATS server faulted at a time
+	apiBusy                sync.Mutex // one kube-apiserver restart at a time
 	urls                   []string
 	passwordFile, seedFile string
 	operatorFile           string // the operators' password (edgedrainctl)
@@ -437,9 +438,7 @@ func (w *world) reboot(a *agentProc, request string) {
 	a.machineDown.Store(true)
 	a.proc.Kill()
 	ctx := context.Background()
-	if err := testenv.PowerOff(ctx, w.c.Client, a.node); err != nil {
-		w.t.Logf("power off %s: %v", a.node, err)
-	}
+	w.retry("power off "+a.node, func() error { return testenv.PowerOff(ctx, w.c.Client, a.node) })
 	w.lh.nodeDown(a.node)
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
 	time.Sleep(downFor)
@@ -447,13 +446,28 @@ func (w *world) reboot(a *agentProc, request string) {
 	a.withdrawn.Store(false)
 	a.boots++
 	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
-	if err := testenv.PowerOn(ctx, w.c.Client, a.node); err != nil {
-		w.t.Logf("power on %s: %v", a.node, err)
-	}
+	w.retry("power on "+a.node, func() error { return testenv.PowerOn(ctx, w.c.Client, a.node) })
 	a.machineDown.Store(false)
 	w.lh.nodeUp(a.node)
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
 	a.start()
+}
+
+// retry does what the harness must get done through the API (a machine's power, an operator's
+// cordon undone) however long a kube-apiserver restart keeps it from it, up to two minutes.
+func (w *world) retry(what string, do func() error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := do()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Logf("%s: %v", what, err)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // --- recorders ---

@@ -46,8 +46,9 @@ type ControlPlane struct {
 	// BinDir holds the component binaries and kubectl.
 	BinDir string
 
-	ca    *certAuthority
-	procs []*process
+	ca       *certAuthority
+	procs    []*process
+	restarts int // of kube-apiserver (RestartAPIServer)
 }
 
 // StartControlPlane generates certificates, starts every component on free loopback ports, and
@@ -284,6 +285,36 @@ func (cp *ControlPlane) waitHealthy(ctx context.Context, name, url string, tlsCo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL: a crash), waits down, and starts it again
+// with the same flags on the same port, returning once it is ready: every client's requests
+// fail meanwhile and its watches are made again. The log of the run before is kept beside the
+// new one (kube-apiserver.log.<n>).
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	old := cp.process("kube-apiserver")
+	if old == nil {
+		return errors.New("control plane: no kube-apiserver")
+	}
+	_ = old.cmd.Process.Kill()
+	<-old.done
+	time.Sleep(down)
+	cp.restarts++
+	_ = os.Rename(old.logPath, old.logPath+"."+strconv.Itoa(cp.restarts))
+	p, err := startProcess(old.name, old.cmd.Path, cp.Dir, false, old.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	for i := range cp.procs {
+		if cp.procs[i] == old {
+			cp.procs[i] = p
+		}
+	}
+	tlsConf, err := rest.TLSConfigFor(cp.Admin)
+	if err != nil {
+		return err
+	}
+	return cp.waitHealthy(ctx, old.name, cp.Admin.Host+"/readyz", tlsConf)
 }
 
 func (cp *ControlPlane) process(name string) *process {
