@@ -448,8 +448,13 @@ func (h *history) downOrBack(node string, t time.Time) bool {
 	if up.IsZero() {
 		return true
 	}
+	// Back and Ready: Ready when it came up (kwok may report it before the harness records
+	// the machine up) or since.
+	if n, ok := at(h.node[node], up); ok && n.Ready && !n.Deleted {
+		return false
+	}
 	for _, n := range h.node[node] {
-		if !n.At.Before(up) && !n.At.After(t) && n.Ready {
+		if n.At.After(up) && !n.At.After(t) && n.Ready {
 			return false
 		}
 	}

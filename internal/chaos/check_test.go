@@ -212,3 +212,11 @@ func TestAttemptPastTheLimit(t *testing.T) {
 	h[7].Status.Attempt = 11
 	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S5: CORDONED published with attempt 11")
 }
+
+func TestReadyBeforeTheMachineIsRecordedUp(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[15].At = sec(14.9) // kwok reports Ready before the harness records the machine up at 15
+	h = append(h, Event{At: sec(30), Kind: KindRun, Node: "n9", Op: "update", RequestID: "x"})
+	assert.False(t, index(runOf(h), Config{}).downOrBack("n1", sec(25)))
+	assert.True(t, index(runOf(h), Config{}).downOrBack("n1", sec(10)))
+}

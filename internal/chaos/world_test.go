@@ -447,9 +447,9 @@ func (w *world) reboot(a *agentProc, request string) {
 	a.boots++
 	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
 	w.retry("power on "+a.node, func() error { return testenv.PowerOn(ctx, w.c.Client, a.node) })
+	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
 	a.machineDown.Store(false)
 	w.lh.nodeUp(a.node)
-	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
 	a.start()
 }
 
