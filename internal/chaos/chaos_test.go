@@ -313,6 +313,26 @@ func (w *world) act(a Action) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			w.fault(a.Kind, node, fmt.Sprintf("failed: %v: %s", err, strings.TrimSpace(string(out))))
 		}
+	case LinkStall, LinkCut:
+		l := w.links[a.Target/len(w.nats.Servers)]
+		p := l.proxies[a.Target%len(w.nats.Servers)]
+		target := l.name + "→" + w.nats.Servers[a.Target%len(w.nats.Servers)].Name
+		if a.Kind == LinkStall {
+			target += map[bool]string{true: " (what it sends)", false: " (what it is sent)"}[a.Dir]
+		}
+		w.fault(a.Kind, target, "start")
+		if a.Kind == LinkStall {
+			p.Stall(a.Dir)
+			time.Sleep(a.For)
+			p.Unstall()
+		} else {
+			p.Cut()
+			time.Sleep(a.For)
+			if err := p.Restore(); err != nil {
+				w.t.Errorf("restore the link %s: %v", target, err)
+			}
+		}
+		w.fault(a.Kind, target, "end")
 	case APIRestart:
 		if !w.apiBusy.TryLock() {
 			w.fault(a.Kind, "kube-apiserver", "skipped: busy")

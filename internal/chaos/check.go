@@ -524,6 +524,10 @@ func (h *history) disrupted(t time.Time) bool {
 		}
 		switch f.What {
 		case CoordKill, CoordPause, APICut, APIRestart, NATSKill, NATSPause, "crash":
+		case LinkStall, LinkCut:
+			if !strings.HasPrefix(f.Target, "coordinator-") {
+				continue // an agent's link: the coordinators still reach the bus
+			}
 		default:
 			continue
 		}

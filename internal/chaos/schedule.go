@@ -16,6 +16,7 @@ type Action struct {
 	Kind   string
 	Target int           // an index into the coordinators, the NATS servers or the nodes
 	For    time.Duration // how long the fault lasts (0: a one-off)
+	Dir    bool          // LinkStall: true drops what the client sends, false what it is sent
 }
 
 func (a Action) String() string {
@@ -36,6 +37,8 @@ const (
 	PDBBlock    = "pdb-block"    // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
 	NodeDelete  = "node-delete"  // an operator's kubectl delete node; the kubelet registers it again after For
 	OpWithdraw  = "op-withdraw"  // an operator's edgedrainctl withdraw of a node's request (if it has one)
+	LinkStall   = "link-stall"   // one client's link to one NATS server drops the bytes one way (Dir), for For (Target: client*servers + server; clients: the coordinators, then the agents)
+	LinkCut     = "link-cut"     // one client's link to one NATS server is cut (connection closed, port refused), for For
 	APIRestart  = "api-restart"  // kube-apiserver killed (SIGKILL), started again after For
 	ReplicaFail = "replica-fail" // a Longhorn replica fails, and rebuilds after For (Target: volume*2 + replica)
 	Sentinel    = "sentinel"     // the workload: a reboot-required sentinel appears on a node
@@ -43,7 +46,7 @@ const (
 )
 
 // FaultKinds are the fault kinds a schedule draws from.
-var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw, ReplicaFail, APIRestart}
+var FaultKinds = []string{CoordKill, CoordPause, AgentKill, AgentPause, NATSKill, NATSPause, OpCordon, OpUncordon, APICut, PDBBlock, NodeDelete, OpWithdraw, ReplicaFail, APIRestart, LinkStall, LinkCut}
 
 // Shape is what a schedule is drawn for.
 type Shape struct {
@@ -86,6 +89,11 @@ func Schedule(seed uint64, s Shape) []Action {
 			a.Target, a.For = fr.IntN(s.Nodes), between(fr, 2*time.Second, 75*time.Second)
 		case OpWithdraw:
 			a.Target = fr.IntN(s.Nodes)
+		case LinkStall:
+			// Past the clients' two missed pings (40 s) at times: they give the link up.
+			a.Target, a.For, a.Dir = fr.IntN((s.Coords+s.Nodes)*s.Servers), between(fr, 2*time.Second, 50*time.Second), fr.IntN(2) == 0
+		case LinkCut:
+			a.Target, a.For = fr.IntN((s.Coords+s.Nodes)*s.Servers), between(fr, time.Second, 20*time.Second)
 		case APIRestart:
 			a.For = between(fr, 500*time.Millisecond, 8*time.Second)
 		case ReplicaFail:

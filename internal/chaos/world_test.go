@@ -72,12 +72,34 @@ type world struct {
 	coords []*coordProc
 	agents []*agentProc
 	lh     *longhorn
+	// links are each client's ways to the NATS servers, one proxy per server (the servers do
+	// not advertise each other: a client knows only its links), in the order of LinkStall's
+	// target: the coordinators', then the agents'.
+	links []clientLinks
 
 	rebootRNG   *rand.Rand
 	rebootRNGMu sync.Mutex
 
 	inflight sync.WaitGroup // faults and reboots under way
 	stopping atomic.Bool    // the run is ending: the supervisor restarts nothing
+}
+
+type clientLinks struct {
+	name    string
+	proxies []*testenv.Proxy
+}
+
+// newLinks makes client's proxies to the NATS servers and returns its --nats-url.
+func (w *world) newLinks(client string) string {
+	l := clientLinks{name: client}
+	var urls []string
+	for _, srv := range w.nats.Servers {
+		p := testenv.StartProxy(w.t, fmt.Sprintf("127.0.0.1:%d", srv.Port))
+		l.proxies = append(l.proxies, p)
+		urls = append(urls, "nats://"+p.Addr())
+	}
+	w.links = append(w.links, l)
+	return strings.Join(urls, ",")
 }
 
 type coordProc struct {
@@ -150,7 +172,7 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
   timeout: 5s
   users: [ { user: %q, password: %q } ]
   auth_callout { issuer: %q, auth_users: [ %q ] }
-}`, busauth.CoordinatorUser, password, issuerPub, busauth.CoordinatorUser))
+}`, busauth.CoordinatorUser, password, issuerPub, busauth.CoordinatorUser), testenv.NoAdvertise())
 	w.urls = w.nats.URLs()
 	t.Cleanup(func() {
 		for i := range w.nats.Servers {
@@ -243,7 +265,7 @@ func (w *world) newCoordinator(id string) *coordProc {
 	kubeconfig := filepath.Join(w.dir, "kubeconfig-"+id)
 	must(w.t, clientcmd.WriteToFile(*kc, kubeconfig))
 	w.t.Cleanup(func() { _ = os.Remove(kubeconfig) }) // credentials do not outlive the run
-	args := []string{"--kubeconfig", kubeconfig, "--nats-url", strings.Join(w.urls, ","),
+	args := []string{"--kubeconfig", kubeconfig, "--nats-url", w.newLinks("coordinator-" + id),
 		"--nats-user", busauth.CoordinatorUser, "--nats-password-file", w.passwordFile,
 		"--auth-callout-issuer-seed-file", w.seedFile, "--agent-service-account", w.ns + "/" + agentSA,
 		"--operator-password-file", w.operatorFile,
@@ -275,7 +297,7 @@ func (w *world) newAgent(node string) *agentProc {
 	must(w.t, os.WriteFile(a.bootFile, []byte("boot-1\n"), 0o644))
 	// The command records itself; the harness then plays the machine going down (reboot).
 	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID" >> ` + a.ran
-	a.args = []string{"--node-name", node, "--nats-url", strings.Join(w.urls, ","), "--nats-token-file", a.tok,
+	a.args = []string{"--node-name", node, "--nats-url", w.newLinks("agent-" + node), "--nats-token-file", a.tok,
 		"--state-dir", filepath.Join(dir, "state"), "--boot-id-file", a.bootFile, "--force-status-file", filepath.Join(dir, "force.json"),
 		"--socket", a.socket, "--outcome-file", filepath.Join(dir, "command-succeeded"),
 		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
