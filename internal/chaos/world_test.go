@@ -186,9 +186,13 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 	w.bus = testenv.OpenBus(t, conn, 3)
 	rctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	// Requests keep 20 values per key too (the coordinators leave a bucket's history as it is):
-	// a recorder that falls behind reads back what it missed.
-	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, History: 20}, nodedrain.RequestCodec{})
+	// Both buckets keep as many values per key as JetStream allows (the coordinators leave a
+	// bucket's history as it is): a recorder that falls behind reads back what it missed. A
+	// blocked drain publishes its progress every second or so, and 20 were too few for a
+	// recorder 10 s behind (seed 9 lost six revisions).
+	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, History: pubsub.MaxHistory}, nodedrain.RequestCodec{})
+	must(t, err)
+	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: pubsub.MaxHistory}, nodedrain.StatusCodec{})
 	must(t, err)
 	w.recorders = []*streamRecorder{w.recordStream(rctx, w.bus.JS, nodedrain.StatusBucket, KindStatus),
 		w.recordStream(rctx, w.bus.JS, nodedrain.RequestsBucket, KindRequest)}
