@@ -413,7 +413,7 @@ func (w *world) kubectl(args ...string) {
 		cmd := exec.Command(filepath.Join(w.c.BinDir, "kubectl"), append([]string{"--kubeconfig", w.c.Kubeconfig}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil && strings.Contains(string(out), "Error from server") {
-			w.t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+			w.logf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 			return nil
 		}
 		if err != nil {

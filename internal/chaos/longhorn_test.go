@@ -125,7 +125,7 @@ func (l *longhorn) set(vi, i int, state, detail string) {
 			break
 		}
 		if attempt == 480 { // two minutes: a kube-apiserver restart
-			l.w.t.Logf("longhorn: write %s: %v", v.replica(i), err)
+			l.w.logf("longhorn: write %s: %v", v.replica(i), err)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -83,6 +83,18 @@ type world struct {
 
 	inflight sync.WaitGroup // faults and reboots under way
 	stopping atomic.Bool    // the run is ending: the supervisor restarts nothing
+
+	logMu  sync.Mutex
+	logEnd bool // the test is ending: background goroutines log no more
+}
+
+// logf logs for the harness's background goroutines, which may outlive the test by a moment.
+func (w *world) logf(format string, args ...any) {
+	w.logMu.Lock()
+	defer w.logMu.Unlock()
+	if !w.logEnd {
+		w.t.Logf(format, args...)
+	}
 }
 
 type clientLinks struct {
@@ -145,6 +157,11 @@ func (w *world) fault(what, target, detail string) {
 func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *world {
 	w := &world{t: t, c: testenv.RequireCluster(t, cluster), rec: &Recorder{}, dir: dir, seed: seed, max: maxConcurrent,
 		rebootRNG: rand.New(rand.NewPCG(seed, 3))}
+	t.Cleanup(func() { // registered first, so it runs last
+		w.logMu.Lock()
+		w.logEnd = true
+		w.logMu.Unlock()
+	})
 	w.nodes = w.c.AddNodes(t, group, nodes)
 	w.ns = w.c.Namespace(t)
 	ctx := context.Background()
@@ -328,7 +345,7 @@ func (a *agentProc) writeToken() {
 	}
 	tok, err := testenv.RequestPodToken(ctx, a.w.c.Client, pod, testenv.AgentAudience, 600)
 	if err != nil {
-		a.w.t.Logf("token for %s: %v", a.node, err)
+		a.w.logf("token for %s: %v", a.node, err)
 		return
 	}
 	_ = os.WriteFile(a.tok+".new", []byte(tok), 0o600)
@@ -490,7 +507,7 @@ func (w *world) retry(what string, do func() error) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Logf("%s: %v", what, err)
+			w.logf("%s: %v", what, err)
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -532,7 +549,7 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 		r.record(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), md.Timestamp)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errs.Add(1) <= 20 {
-			w.t.Logf("recorder of %s: %v", bucket, err)
+			w.logf("recorder of %s: %v", bucket, err)
 		}
 	}))
 	must(w.t, err)
@@ -544,14 +561,14 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 func (r *streamRecorder) finish(ctx context.Context) {
 	info, err := r.stream.Info(ctx)
 	if err != nil {
-		r.w.t.Logf("recorder of %s: %v", r.bucket, err)
+		r.w.logf("recorder of %s: %v", r.bucket, err)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fill(ctx, info.State.LastSeq)
 	if r.readBack > 0 {
-		r.w.t.Logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
+		r.w.logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
 	}
 }
 
