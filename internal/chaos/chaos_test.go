@@ -345,6 +345,11 @@ func (w *world) act(a Action) {
 		if err := w.c.RestartAPIServer(ctx, a.For); err != nil {
 			w.t.Errorf("restart kube-apiserver: %v", err) // the harness's own failure: the run cannot go on fairly
 		}
+		// The scheduler with it: its cache can go wrong across an API restart and leave pods
+		// Pending for good (seed 12), and with them every budget at 0 and every drain failing.
+		if err := w.c.RestartScheduler(); err != nil {
+			w.t.Errorf("restart kube-scheduler: %v", err)
+		}
 		w.fault(a.Kind, "kube-apiserver", "end")
 	case ReplicaFail:
 		vi, i := a.Target/2, a.Target%2

@@ -48,7 +48,7 @@ type ControlPlane struct {
 
 	ca       *certAuthority
 	procs    []*process
-	restarts int // of kube-apiserver (RestartAPIServer)
+	restarts int // of components (RestartAPIServer, RestartScheduler)
 }
 
 // StartControlPlane generates certificates, starts every component on free loopback ports, and
@@ -292,9 +292,25 @@ func (cp *ControlPlane) waitHealthy(ctx context.Context, name, url string, tlsCo
 // fail meanwhile and its watches are made again. The log of the run before is kept beside the
 // new one (kube-apiserver.log.<n>).
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
-	old := cp.process("kube-apiserver")
+	if err := cp.restart("kube-apiserver", down); err != nil {
+		return err
+	}
+	tlsConf, err := rest.TLSConfigFor(cp.Admin)
+	if err != nil {
+		return err
+	}
+	return cp.waitHealthy(ctx, "kube-apiserver", cp.Admin.Host+"/readyz", tlsConf)
+}
+
+// RestartScheduler kills kube-scheduler and starts it again at once, with a fresh cache. After
+// kube-apiserver restarts its cache can go wrong ("Scheduler cache is corrupted") and pods stay
+// Pending for good; a control plane's restart restarts it too.
+func (cp *ControlPlane) RestartScheduler() error { return cp.restart("kube-scheduler", 0) }
+
+func (cp *ControlPlane) restart(name string, down time.Duration) error {
+	old := cp.process(name)
 	if old == nil {
-		return errors.New("control plane: no kube-apiserver")
+		return fmt.Errorf("control plane: no %s", name)
 	}
 	_ = old.cmd.Process.Kill()
 	<-old.done
@@ -310,11 +326,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 			cp.procs[i] = p
 		}
 	}
-	tlsConf, err := rest.TLSConfigFor(cp.Admin)
-	if err != nil {
-		return err
-	}
-	return cp.waitHealthy(ctx, old.name, cp.Admin.Host+"/readyz", tlsConf)
+	return nil
 }
 
 func (cp *ControlPlane) process(name string) *process {
