@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -129,6 +130,15 @@ func TestChaos(t *testing.T) {
 			e.Detail = err.Error()
 		}
 		w.add(e)
+	}
+	// Pods that do not run at the end tell a control plane's trouble (a scheduler stuck, seed 12)
+	// from edgedrain's: they show in every L1 story.
+	if pods, err := w.c.Client.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning {
+				w.add(Event{Kind: KindPhase, What: "pod-not-running", Detail: fmt.Sprintf("%s/%s %s on %q", p.Namespace, p.Name, p.Status.Phase, p.Spec.NodeName)})
+			}
+		}
 	}
 	w.add(Event{Kind: KindPhase, What: "end", Detail: fmt.Sprintf("settled=%v", settled)})
 	time.Sleep(2 * time.Second) // the recorders deliver what was stored before the end
