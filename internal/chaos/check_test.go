@@ -109,9 +109,15 @@ func TestRunOnAStaleComplete(t *testing.T) {
 
 func TestRunOnAnUncordonedNode(t *testing.T) {
 	h := reboot("n1", "r1", 0)
+	h[13].Unschedulable = false // still uncordoned when the machine goes down
 	h = append(h, nodeEv("n1", 4.1, false, true, true))
 	vs := Check(runOf(h), Config{MaxConcurrent: 1})
 	assert.Contains(t, strings.Join(invariants(vs), "\n"), "on a node not cordoned")
+
+	// The harness seeing the cordon a moment late is not an uncordon.
+	late := reboot("n1", "r1", 0)
+	late[6].At = sec(4.5)
+	assert.Empty(t, invariants(Check(runOf(late), Config{MaxConcurrent: 1})))
 
 	// An operator's uncordon excuses it.
 	h = append(h, Event{At: sec(4.05), Kind: KindFault, What: OpUncordon, Target: "n1", Detail: "start"})
