@@ -46,8 +46,9 @@ type ControlPlane struct {
 	// BinDir holds the component binaries and kubectl.
 	BinDir string
 
-	ca    *certAuthority
-	procs []*process
+	ca       *certAuthority
+	procs    []*process
+	restarts int // of components (RestartAPIServer, RestartScheduler)
 }
 
 // StartControlPlane generates certificates, starts every component on free loopback ports, and
@@ -284,6 +285,48 @@ func (cp *ControlPlane) waitHealthy(ctx context.Context, name, url string, tlsCo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL: a crash), waits down, and starts it again
+// with the same flags on the same port, returning once it is ready: every client's requests
+// fail meanwhile and its watches are made again. The log of the run before is kept beside the
+// new one (kube-apiserver.log.<n>).
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	if err := cp.restart("kube-apiserver", down); err != nil {
+		return err
+	}
+	tlsConf, err := rest.TLSConfigFor(cp.Admin)
+	if err != nil {
+		return err
+	}
+	return cp.waitHealthy(ctx, "kube-apiserver", cp.Admin.Host+"/readyz", tlsConf)
+}
+
+// RestartScheduler kills kube-scheduler and starts it again at once, with a fresh cache. After
+// kube-apiserver restarts its cache can go wrong ("Scheduler cache is corrupted") and pods stay
+// Pending for good; a control plane's restart restarts it too.
+func (cp *ControlPlane) RestartScheduler() error { return cp.restart("kube-scheduler", 0) }
+
+func (cp *ControlPlane) restart(name string, down time.Duration) error {
+	old := cp.process(name)
+	if old == nil {
+		return fmt.Errorf("control plane: no %s", name)
+	}
+	_ = old.cmd.Process.Kill()
+	<-old.done
+	time.Sleep(down)
+	cp.restarts++
+	_ = os.Rename(old.logPath, old.logPath+"."+strconv.Itoa(cp.restarts))
+	p, err := startProcess(old.name, old.cmd.Path, cp.Dir, false, old.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	for i := range cp.procs {
+		if cp.procs[i] == old {
+			cp.procs[i] = p
+		}
+	}
+	return nil
 }
 
 func (cp *ControlPlane) process(name string) *process {

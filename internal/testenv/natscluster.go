@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,8 +42,15 @@ func BuildNATSServer(ctx context.Context, dir string) (string, error) {
 // StartNATSCluster starts n servers of bin (BuildNATSServer) with JetStream and full-mesh routes,
 // each configured with extra (e.g. an authorization block), and waits until every server
 // reports JetStream healthy. They are killed when the test ends.
-func StartNATSCluster(t testing.TB, bin string, n int, extra string) *NATSCluster {
+//
+// NoAdvertise keeps the servers from telling clients the others' addresses: a client then uses
+// only the URLs it was given (each server through a proxy of its own, for instance).
+func StartNATSCluster(t testing.TB, bin string, n int, extra string, opts ...NATSClusterOption) *NATSCluster {
 	t.Helper()
+	var o natsClusterOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	c := &NATSCluster{t: t, bin: bin}
 	for i := range n {
 		c.Servers = append(c.Servers, &NATSServer{Name: fmt.Sprintf("nats-%d", i), Port: FreePort(t),
@@ -63,9 +71,10 @@ cluster {
   name: edgedrain-test
   listen: "127.0.0.1:%d"
   routes: [ %s ]
+  no_advertise: %v
 }
 %s
-`, s.Name, s.Port, s.HTTPort, filepath.Join(s.dir, "js"), s.ClusterPort, strings.Join(routes, ", "), extra)
+`, s.Name, s.Port, s.HTTPort, filepath.Join(s.dir, "js"), s.ClusterPort, strings.Join(routes, ", "), o.noAdvertise, extra)
 		s.conf = filepath.Join(s.dir, "nats.conf")
 		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 			t.Fatalf("write %s's configuration: %v", s.Name, err)
@@ -77,6 +86,14 @@ cluster {
 	}
 	return c
 }
+
+// NATSClusterOption changes how StartNATSCluster configures its servers.
+type NATSClusterOption func(*natsClusterOptions)
+
+type natsClusterOptions struct{ noAdvertise bool }
+
+// NoAdvertise is the servers' cluster no_advertise: clients learn no other server's address.
+func NoAdvertise() NATSClusterOption { return func(o *natsClusterOptions) { o.noAdvertise = true } }
 
 // start starts s and waits until it listens on all its ports. A port taken meanwhile (by
 // another test process) is replaced and s started again: the other servers learn its new route
@@ -128,6 +145,11 @@ func (c *NATSCluster) URLs() []string {
 // Kill ends server i with SIGKILL: no goodbye to its routes or clients, files as they were.
 func (c *NATSCluster) Kill(i int) {
 	c.Servers[i].proc.Kill()
+}
+
+// Signal sends sig to server i (SIGSTOP and SIGCONT: a server that hangs, then goes on).
+func (c *NATSCluster) Signal(i int, sig syscall.Signal) {
+	c.Servers[i].proc.Signal(sig)
 }
 
 // Restart starts server i again on its ports and store, after Kill.

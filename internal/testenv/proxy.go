@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -16,6 +15,38 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	cut    bool
+	// stalled[0]: bytes from the client to the target are dropped; stalled[1]: bytes back.
+	// The connections stay open: a one-way partition, which neither side sees until its own
+	// keepalive gives up.
+	stalled [2]bool
+}
+
+// Stall drops the bytes that flow one way (toTarget: from the client to the target; otherwise
+// back), on every connection, until Unstall; nothing is closed.
+func (p *Proxy) Stall(toTarget bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled[dirIndex(toTarget)] = true
+}
+
+// Unstall lets bytes flow both ways again (those dropped meanwhile are lost).
+func (p *Proxy) Unstall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = [2]bool{}
+}
+
+func dirIndex(toTarget bool) int {
+	if toTarget {
+		return 0
+	}
+	return 1
+}
+
+func (p *Proxy) isStalled(toTarget bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled[dirIndex(toTarget)]
 }
 
 // StartProxy listens on 127.0.0.1 and forwards to target; it is cut when the test ends.
@@ -82,8 +113,8 @@ func (p *Proxy) serve(l net.Listener) {
 		if !p.track(in, out) {
 			return
 		}
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(out, in, true)
+		go p.pipe(in, out, false)
 	}
 }
 
@@ -102,8 +133,21 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+// pipe copies src to dst (toTarget: the client's side to the target's), dropping what it reads
+// while that direction is stalled.
+func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.isStalled(toTarget) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 }
