@@ -107,7 +107,8 @@ func TestChaos(t *testing.T) {
 	w := newWorld(t, seed, dir, *flagNodes, *flagMax)
 	w.waitSettled(3*time.Minute, "the start")
 	w.start = time.Now()
-	w.add(Event{At: w.start, Kind: KindPhase, What: "start", Detail: fmt.Sprintf("seed %d", seed)})
+	cfg := Config{Seed: seed, MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge}
+	w.add(Event{At: w.start, Kind: KindPhase, What: "start", Detail: fmt.Sprintf("seed %d", seed), Config: &cfg})
 
 	plan := Schedule(seed, Shape{Duration: *flagDuration, Nodes: len(w.nodes), Coords: len(w.coords), Servers: len(w.nats.Servers),
 		FaultEvery: 6 * time.Second, SentinelEvery: 10 * time.Second})
@@ -152,7 +153,7 @@ func TestChaos(t *testing.T) {
 	must(t, WriteHistory(f, events))
 	must(t, f.Close())
 	t.Log(summary(events, plan))
-	vs := Check(events, Config{Seed: seed, MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge})
+	vs := Check(events, cfg)
 	if len(vs) > 0 {
 		t.Errorf("%d violations (seed %d):%s", len(vs), seed, Report(vs, seed))
 	}
@@ -165,10 +166,11 @@ func TestJudgeHistory(t *testing.T) {
 	}
 	events, err := ReadHistory(*flagHistory)
 	must(t, err)
-	vs := Check(events, Config{MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge})
+	cfg := ConfigOf(events, Config{Seed: *flagSeed, MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge})
+	vs := Check(events, cfg)
 	t.Log(summary(events, nil))
 	if len(vs) > 0 {
-		t.Errorf("%d violations:%s", len(vs), Report(vs, *flagSeed))
+		t.Errorf("%d violations:%s", len(vs), Report(vs, cfg.Seed))
 	}
 }
 

@@ -66,6 +66,10 @@ type Event struct {
 	Kind Kind      `json:"kind"`
 	Node string    `json:"node,omitempty"`
 
+	// Config: the run's own settings, on its "start" phase event, so that a kept history is
+	// judged again as it was (ConfigOf).
+	Config *Config `json:"config,omitempty"`
+
 	// KindStatus and KindRequest: the bucket revision (the stream sequence), and whether the
 	// value carries the coordinator's writer header.
 	Rev     uint64                     `json:"rev,omitempty"`
@@ -152,4 +156,14 @@ func ReadHistory(path string) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, sc.Err()
+}
+
+// ConfigOf returns the settings a history's "start" event recorded, or fallback when it has none.
+func ConfigOf(events []Event, fallback Config) Config {
+	for _, e := range events {
+		if e.Kind == KindPhase && e.What == "start" && e.Config != nil {
+			return *e.Config
+		}
+	}
+	return fallback
 }
