@@ -132,7 +132,7 @@ func (h *history) checkS3() []Violation {
 		}
 		hs := h.holders(e.At)
 		if len(hs) <= h.cfg.MaxConcurrent {
-			// report(e.At, false) // the stretch ends here: it lasted until now
+			report(e.At, false) // the stretch ends here: it lasted until now
 			overSince, overHolders, reported = time.Time{}, nil, false
 			continue
 		}
