@@ -210,7 +210,7 @@ func Check(events []Event, cfg Config) []Violation {
 	out = append(out, h.checkS2()...)
 	out = append(out, h.checkS3()...)
 	out = append(out, h.checkS4()...)
-
+	out = append(out, h.checkOperatorCordons()...)
 	out = append(out, h.checkOnce()...)
 	out = append(out, h.checkAttempts()...)
 	out = append(out, h.checkL1()...)

@@ -170,7 +170,7 @@ const busServers = 3
 // API round trip (Slack). What else follows a fault (a Lease taken over by the other
 // coordinator, at most its LeaseDuration of 10 s) is counted: the bound has room for it.
 func (h *history) s4Grace() time.Duration {
-	return 30 * time.Second
+	return h.cfg.Slack + nodedrain.DefaultPolicy().UncordonRetry
 }
 
 // suspendsS4 reports whether fault kind what on target takes a leader's API or bus away, and
@@ -180,14 +180,14 @@ func suspendsS4(what, target string) (group, key string, ok bool) {
 	case CoordKill, CoordPause, APICut, APIRestart:
 		return "", what + "/" + target, true
 	case NATSKill, NATSPause:
-		return "", what + "/" + target, true
+		return "bus", target, true
 	case LinkStall, LinkCut:
 		client, server, found := strings.Cut(target, "→")
 		if !found || !strings.HasPrefix(client, "coordinator-") {
 			return "", "", false // an agent's link: the coordinators still reach the bus
 		}
 		server, _, _ = strings.Cut(server, " ")
-		return "", what + "/" + target, true
+		return "link/" + client, server, true
 	}
 	return "", "", false
 }
@@ -209,9 +209,6 @@ func (h *history) disrupted(t time.Time) bool {
 	for _, f := range h.faults {
 		if f.At.After(t) {
 			break
-		}
-		if f.What == faultCrash && t.Sub(f.At) < 30*time.Second {
-			return true
 		}
 		group, key, ok := suspendsS4(f.What, f.Target)
 		if !ok {

@@ -182,7 +182,7 @@ func TestCordonLeftBehind(t *testing.T) {
 
 	// A coordinator down meanwhile suspends the bound.
 	h = append(h, Event{At: sec(22), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "start"},
-		Event{At: sec(90), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "end"})
+		Event{At: sec(150), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "end"})
 	got = strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
 	assert.NotContains(t, got, "S4")
 }
@@ -243,4 +243,72 @@ func TestTooManyInMaintenanceBetweenTwoEvents(t *testing.T) {
 	// Shorter than Slack: two views of one handover, no violation.
 	h[2] = st("n1", 1.5, nodedrain.StatusNotRequested, "")
 	assert.NotContains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S3")
+}
+
+func stranded(held float64) []Event {
+	h := reboot("n1", "r1", 0)
+	h = h[:len(h)-2] // withdrawn, the return gate over, but not uncordoned yet
+	return append(h, st("n1", 21, nodedrain.StatusNotRequested, ""), nodeEv("n1", 21+held, false, false, true))
+}
+
+func fault(s float64, what, target, detail string) Event {
+	return Event{At: sec(s), Kind: KindFault, What: what, Target: target, Detail: detail}
+}
+
+func TestCordonLeftBehindThroughFaultsThatKeepTheLeader(t *testing.T) {
+	s4 := func(h []Event) string {
+		for _, v := range Check(runOf(h), Config{MaxConcurrent: 1}) {
+			if v.Invariant == "S4" {
+				return v.What
+			}
+		}
+		return ""
+	}
+	require.Empty(t, s4(stranded(80)), "within the bound")
+	require.NotEmpty(t, s4(stranded(100)))
+
+	// One NATS server out, or one coordinator's link to one server: the others keep the
+	// quorum, the coordinator reaches them, the bound counts.
+	for _, f := range [][]Event{
+		{fault(30, NATSKill, "nats-1", "start"), fault(40, NATSKill, "nats-1", "end")},
+		{fault(30, NATSPause, "nats-2", "start"), fault(40, NATSPause, "nats-2", "end")},
+		{fault(30, LinkCut, "coordinator-a→nats-1", "start"), fault(40, LinkCut, "coordinator-a→nats-1", "end")},
+		{fault(30, LinkStall, "coordinator-a→nats-0 (what it sends)", "start"), fault(40, LinkStall, "coordinator-a→nats-0 (what it sends)", "end")},
+	} {
+		assert.Contains(t, s4(append(stranded(100), f...)), "undisturbed", "%s %s", f[0].What, f[0].Target)
+	}
+	// Two servers out at once: the quorum is lost, the bound waits.
+	quorum := append(stranded(100), fault(30, NATSKill, "nats-1", "start"), fault(32, NATSPause, "nats-2", "start"),
+		fault(50, NATSPause, "nats-2", "end"), fault(55, NATSKill, "nats-1", "end"))
+	assert.Empty(t, s4(quorum))
+
+	// A coordinator down suspends the bound, and only for a retry after it ends.
+	down := append(stranded(110), fault(30, CoordKill, "coordinator-a", "start"), fault(40, CoordKill, "coordinator-a", "end"))
+	assert.Contains(t, s4(down), "1m37s undisturbed")
+
+	// A process that exited on its own is no fault the bound waits for.
+	crash := append(stranded(100), fault(30, "crash", "coordinator-a", "exited on its own (code 2); restarted"))
+	assert.Contains(t, s4(crash), "undisturbed")
+}
+
+func TestOperatorCordonRemoved(t *testing.T) {
+	// An operator cordons n1 from +50 to +80; edgedrain's drain of it comes and goes meanwhile.
+	base := append(reboot("n1", "r1", 0),
+		fault(50, OpCordon, "n1", "start"), nodeEv("n1", 50.2, true, false, true),
+		nodeEv("n1", 79.9, false, false, true), fault(80, OpCordon, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(base), Config{MaxConcurrent: 1})), "the operator's own uncordon")
+
+	removed := append(base, nodeEv("n1", 60, false, false, true), nodeEv("n1", 61, true, false, true))
+	assert.Contains(t, strings.Join(invariants(Check(runOf(removed), Config{MaxConcurrent: 1})), "\n"),
+		"S4: the operator's cordon (seen from +50.200s, kept until +80.000s) was removed at +60.000s")
+
+	// An operator's uncordon meanwhile, or the Node deleted and registered again, excuses it.
+	uncordoned := append(removed, fault(59.9, OpUncordon, "n1", "start"))
+	assert.Empty(t, invariants(Check(runOf(uncordoned), Config{MaxConcurrent: 1})))
+	registered := append(removed, fault(58, NodeDelete, "n1", "start"), fault(59.8, NodeDelete, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(registered), Config{MaxConcurrent: 1})))
+
+	// On a node already cordoned, kubectl cordon changes nothing: the cordon is edgedrain's still.
+	already := append(reboot("n1", "r1", 0), fault(3, OpCordon, "n1", "start"), fault(40, OpCordon, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(already), Config{MaxConcurrent: 1})))
 }
