@@ -101,7 +101,7 @@ func (h *history) checkL1() []Violation {
 // see does), or an operator's withdrawal of a request of the node cancelled it.
 func (h *history) askDone(s Event) bool {
 	for _, r := range h.runs {
-		if r.Node == s.Node && r.At.After(s.At) {
+		if r.Node == s.Node && r.At.After(s.At) && does(r.Op, s.Op) {
 			return true
 		}
 	}

@@ -189,7 +189,7 @@ func TestCordonLeftBehind(t *testing.T) {
 
 func TestAnUpdateDoesNotTakeTheNodeDown(t *testing.T) {
 	h := reboot("n1", "r1", 0)
-	h[11].Op = "update"
+	h[2].Op, h[11].Op = "update", "update"
 	h = append(h[:12], h[16:]...) // no reboot: withdrawn after the command, the return gate
 	vs := Check(runOf(h, reboot("n2", "r2", 30)), Config{MaxConcurrent: 1})
 	assert.Empty(t, invariants(vs))
@@ -311,4 +311,15 @@ func TestOperatorCordonRemoved(t *testing.T) {
 	// On a node already cordoned, kubectl cordon changes nothing: the cordon is edgedrain's still.
 	already := append(reboot("n1", "r1", 0), fault(3, OpCordon, "n1", "start"), fault(40, OpCordon, "n1", "end"))
 	assert.Empty(t, invariants(Check(runOf(already), Config{MaxConcurrent: 1})))
+}
+
+func TestRebootAskedNotDoneByAnUpdate(t *testing.T) {
+	up := reboot("n1", "r2", 30)
+	up[2].Op, up[11].Op = "update", "update"
+	up = append(up[:12], up[16:]...) // an update: the node stays up
+	h := append(reboot("n1", "r1", 0), up...)
+	require.Empty(t, invariants(Check(runOf(h), Config{MaxConcurrent: 1})))
+
+	h = append(h, Event{At: sec(25), Kind: KindAsk, Node: "n1", Op: "reboot"})
+	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "L1: the reboot asked for at +25.000s never ran")
 }
