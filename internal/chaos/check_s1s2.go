@@ -85,10 +85,10 @@ func (h *history) checkRunCordoned() []Violation {
 			continue
 		}
 		since := fresh.At.Add(-h.cfg.Slack)
-		if h.operatorUncordoned(r.Node, since, r.At) {
+		if h.operatorUncordoned(r.Node, since, r.At) || h.registeredAgain(r.Node, since, r.At) {
 			continue
 		}
-		out = append(out, h.around("S1", r.Node, r.At,
+		out = append(out, h.around(InvRunCordoned, r.Node, r.At,
 			"the %s command ran for request %s at %s on a node not cordoned (last Node change seen at %s), no operator's uncordon since its COMPLETE at %s",
 			r.Op, r.RequestID, h.rel(r.At), h.rel(n.At), h.rel(fresh.At)))
 	}

@@ -323,3 +323,20 @@ func TestRebootAskedNotDoneByAnUpdate(t *testing.T) {
 	h = append(h, Event{At: sec(25), Kind: KindAsk, Node: "n1", Op: "reboot"})
 	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "L1: the reboot asked for at +25.000s never ran")
 }
+
+func TestRunOnANodeRegisteredAgain(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[13].Unschedulable = false // still uncordoned when the machine goes down
+	// Deleted after its COMPLETE, registered again (uncordoned) before the command runs.
+	h = append(h, fault(4.05, NodeDelete, "n1", "start"), Event{At: sec(4.08), Kind: KindNode, Node: "n1", Deleted: true},
+		nodeEv("n1", 4.15, false, false, true), fault(4.1, NodeDelete, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(h), Config{MaxConcurrent: 1})))
+
+	// Not deleted: the rule says its own name.
+	uncordoned := reboot("n1", "r1", 0)
+	uncordoned[13].Unschedulable = false
+	uncordoned = append(uncordoned, nodeEv("n1", 4.15, false, true, true))
+	vs := Check(runOf(uncordoned), Config{MaxConcurrent: 1})
+	require.NotEmpty(t, vs)
+	assert.Equal(t, InvRunCordoned, vs[0].Invariant)
+}
