@@ -203,7 +203,7 @@ func Check(events []Event, cfg Config) []Violation {
 	}
 	h := index(events, cfg)
 	var out []Violation
-
+	out = append(out, h.checkHistory()...)
 	out = append(out, h.checkS1()...)
 	out = append(out, h.checkRunCordoned()...)
 	out = append(out, h.checkFenced()...)

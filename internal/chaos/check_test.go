@@ -340,3 +340,18 @@ func TestRunOnANodeRegisteredAgain(t *testing.T) {
 	require.NotEmpty(t, vs)
 	assert.Equal(t, InvRunCordoned, vs[0].Invariant)
 }
+
+func TestIncompleteHistoryOrCrashIsAFinding(t *testing.T) {
+	lost := append(reboot("n1", "r1", 0), Event{At: sec(3), Kind: KindPhase, What: "lost", Detail: "status revision 7: timeout"})
+	vs := Check(runOf(lost), Config{MaxConcurrent: 1})
+	require.Len(t, vs, 1)
+	assert.Equal(t, InvHistory, vs[0].Invariant)
+	assert.Equal(t, 1, vs[0].Lost)
+	assert.Contains(t, Report(vs, 1), "lost 1 revisions")
+
+	crash := append(reboot("n1", "r1", 0), fault(3, "crash", "agent-n1", "exited on its own (code 2); restarted"))
+	vs = Check(runOf(crash), Config{MaxConcurrent: 1})
+	require.Len(t, vs, 1)
+	assert.Equal(t, InvCrash, vs[0].Invariant)
+	assert.Contains(t, vs[0].What, "agent-n1 exited on its own")
+}
