@@ -16,7 +16,7 @@ import (
 // decommission's COMPLETE carries SlotReleased by design, as its go-ahead. The simulation's
 // releasedComplete (internal/sim) is the same rule.
 func releasedComplete(st *nodedrain.NodeDrainStatus) bool {
-	return st.Status == nodedrain.StatusComplete && st.SlotReleased
+	return st.Status == nodedrain.StatusComplete && st.SlotReleased && !st.Decommission
 }
 
 // runClearance finds, for command run r, the first status stored before it that clears its

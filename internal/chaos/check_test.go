@@ -355,3 +355,14 @@ func TestIncompleteHistoryOrCrashIsAFinding(t *testing.T) {
 	assert.Equal(t, InvCrash, vs[0].Invariant)
 	assert.Contains(t, vs[0].What, "agent-n1 exited on its own")
 }
+
+func TestDecommissionRunsOnItsReleasedComplete(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[10].Status.Decommission, h[10].Status.SlotReleased = true, true // its go-ahead
+	h[11].Op = "decommission"
+	assert.NotContains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S1")
+
+	// Any other COMPLETE whose slot was released lets nothing run.
+	h[10].Status.Decommission = false
+	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "no COMPLETE for it that was not slot-released")
+}
