@@ -134,8 +134,10 @@ func TestCompleteWithPodsLeft(t *testing.T) {
 func TestTooManyInMaintenance(t *testing.T) {
 	vs := Check(runOf(reboot("n1", "r1", 0), reboot("n2", "r2", 1)), Config{MaxConcurrent: 1})
 	got := strings.Join(invariants(vs), "\n")
-	assert.Contains(t, got, "S3: 2 nodes in maintenance at once")
-	assert.Equal(t, 1, strings.Count(got, "S3"), "one stretch, one violation")
+	assert.Contains(t, got, "S3: 2 nodes in maintenance at once from +3.200s")
+	// Their return gates overlap from +21 to +22 too: a second stretch, bounded by two events.
+	assert.Contains(t, got, "S3: 2 nodes in maintenance at once from +21.000s (until +22.000s)")
+	assert.Equal(t, 2, strings.Count(got, "S3"), "one violation per stretch")
 }
 
 func TestRunTwice(t *testing.T) {
@@ -180,14 +182,14 @@ func TestCordonLeftBehind(t *testing.T) {
 
 	// A coordinator down meanwhile suspends the bound.
 	h = append(h, Event{At: sec(22), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "start"},
-		Event{At: sec(90), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "end"})
+		Event{At: sec(150), Kind: KindFault, What: CoordKill, Target: "coordinator-a", Detail: "end"})
 	got = strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
 	assert.NotContains(t, got, "S4")
 }
 
 func TestAnUpdateDoesNotTakeTheNodeDown(t *testing.T) {
 	h := reboot("n1", "r1", 0)
-	h[11].Op = "update"
+	h[2].Op, h[11].Op = "update", "update"
 	h = append(h[:12], h[16:]...) // no reboot: withdrawn after the command, the return gate
 	vs := Check(runOf(h, reboot("n2", "r2", 30)), Config{MaxConcurrent: 1})
 	assert.Empty(t, invariants(vs))
@@ -225,4 +227,142 @@ func TestReadyBeforeTheMachineIsRecordedUp(t *testing.T) {
 	h = append(h, Event{At: sec(30), Kind: KindRun, Node: "n9", Op: "update", RequestID: "x"})
 	assert.False(t, index(runOf(h), Config{}).downOrBack("n1", sec(25)))
 	assert.True(t, index(runOf(h), Config{}).downOrBack("n1", sec(10)))
+}
+
+func TestTooManyInMaintenanceBetweenTwoEvents(t *testing.T) {
+	// Both CORDONED for 10 s with no event in between: the stretch is measured when it ends.
+	h := []Event{
+		st("n1", 0, nodedrain.StatusCordoned, "r1"),
+		st("n2", 1, nodedrain.StatusCordoned, "r2"),
+		st("n1", 11, nodedrain.StatusNotRequested, ""),
+		st("n2", 12, nodedrain.StatusNotRequested, ""),
+	}
+	got := strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n")
+	assert.Contains(t, got, "S3: 2 nodes in maintenance at once from +1.000s (until +11.000s)")
+
+	// Shorter than Slack: two views of one handover, no violation.
+	h[2] = st("n1", 1.5, nodedrain.StatusNotRequested, "")
+	assert.NotContains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S3")
+}
+
+func stranded(held float64) []Event {
+	h := reboot("n1", "r1", 0)
+	h = h[:len(h)-2] // withdrawn, the return gate over, but not uncordoned yet
+	return append(h, st("n1", 21, nodedrain.StatusNotRequested, ""), nodeEv("n1", 21+held, false, false, true))
+}
+
+func fault(s float64, what, target, detail string) Event {
+	return Event{At: sec(s), Kind: KindFault, What: what, Target: target, Detail: detail}
+}
+
+func TestCordonLeftBehindThroughFaultsThatKeepTheLeader(t *testing.T) {
+	s4 := func(h []Event) string {
+		for _, v := range Check(runOf(h), Config{MaxConcurrent: 1}) {
+			if v.Invariant == "S4" {
+				return v.What
+			}
+		}
+		return ""
+	}
+	require.Empty(t, s4(stranded(80)), "within the bound")
+	require.NotEmpty(t, s4(stranded(100)))
+
+	// One NATS server out, or one coordinator's link to one server: the others keep the
+	// quorum, the coordinator reaches them, the bound counts.
+	for _, f := range [][]Event{
+		{fault(30, NATSKill, "nats-1", "start"), fault(40, NATSKill, "nats-1", "end")},
+		{fault(30, NATSPause, "nats-2", "start"), fault(40, NATSPause, "nats-2", "end")},
+		{fault(30, LinkCut, "coordinator-a→nats-1", "start"), fault(40, LinkCut, "coordinator-a→nats-1", "end")},
+		{fault(30, LinkStall, "coordinator-a→nats-0 (what it sends)", "start"), fault(40, LinkStall, "coordinator-a→nats-0 (what it sends)", "end")},
+	} {
+		assert.Contains(t, s4(append(stranded(100), f...)), "undisturbed", "%s %s", f[0].What, f[0].Target)
+	}
+	// Two servers out at once: the quorum is lost, the bound waits.
+	quorum := append(stranded(100), fault(30, NATSKill, "nats-1", "start"), fault(32, NATSPause, "nats-2", "start"),
+		fault(50, NATSPause, "nats-2", "end"), fault(55, NATSKill, "nats-1", "end"))
+	assert.Empty(t, s4(quorum))
+
+	// A coordinator down suspends the bound, and only for a retry after it ends.
+	down := append(stranded(110), fault(30, CoordKill, "coordinator-a", "start"), fault(40, CoordKill, "coordinator-a", "end"))
+	assert.Contains(t, s4(down), "1m37s undisturbed")
+
+	// A process that exited on its own is no fault the bound waits for.
+	crash := append(stranded(100), fault(30, "crash", "coordinator-a", "exited on its own (code 2); restarted"))
+	assert.Contains(t, s4(crash), "undisturbed")
+}
+
+func TestOperatorCordonRemoved(t *testing.T) {
+	// An operator cordons n1 from +50 to +80; edgedrain's drain of it comes and goes meanwhile.
+	base := append(reboot("n1", "r1", 0),
+		fault(50, OpCordon, "n1", "start"), nodeEv("n1", 50.2, true, false, true),
+		nodeEv("n1", 79.9, false, false, true), fault(80, OpCordon, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(base), Config{MaxConcurrent: 1})), "the operator's own uncordon")
+
+	removed := append(base, nodeEv("n1", 60, false, false, true), nodeEv("n1", 61, true, false, true))
+	assert.Contains(t, strings.Join(invariants(Check(runOf(removed), Config{MaxConcurrent: 1})), "\n"),
+		"S4: the operator's cordon (seen from +50.200s, kept until +80.000s) was removed at +60.000s")
+
+	// An operator's uncordon meanwhile, or the Node deleted and registered again, excuses it.
+	uncordoned := append(removed, fault(59.9, OpUncordon, "n1", "start"))
+	assert.Empty(t, invariants(Check(runOf(uncordoned), Config{MaxConcurrent: 1})))
+	registered := append(removed, fault(58, NodeDelete, "n1", "start"), fault(59.8, NodeDelete, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(registered), Config{MaxConcurrent: 1})))
+
+	// On a node already cordoned, kubectl cordon changes nothing: the cordon is edgedrain's still.
+	already := append(reboot("n1", "r1", 0), fault(3, OpCordon, "n1", "start"), fault(40, OpCordon, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(already), Config{MaxConcurrent: 1})))
+}
+
+func TestRebootAskedNotDoneByAnUpdate(t *testing.T) {
+	up := reboot("n1", "r2", 30)
+	up[2].Op, up[11].Op = "update", "update"
+	up = append(up[:12], up[16:]...) // an update: the node stays up
+	h := append(reboot("n1", "r1", 0), up...)
+	require.Empty(t, invariants(Check(runOf(h), Config{MaxConcurrent: 1})))
+
+	h = append(h, Event{At: sec(25), Kind: KindAsk, Node: "n1", Op: "reboot"})
+	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "L1: the reboot asked for at +25.000s never ran")
+}
+
+func TestRunOnANodeRegisteredAgain(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[13].Unschedulable = false // still uncordoned when the machine goes down
+	// Deleted after its COMPLETE, registered again (uncordoned) before the command runs.
+	h = append(h, fault(4.05, NodeDelete, "n1", "start"), Event{At: sec(4.08), Kind: KindNode, Node: "n1", Deleted: true},
+		nodeEv("n1", 4.15, false, false, true), fault(4.1, NodeDelete, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(h), Config{MaxConcurrent: 1})))
+
+	// Not deleted: the rule says its own name.
+	uncordoned := reboot("n1", "r1", 0)
+	uncordoned[13].Unschedulable = false
+	uncordoned = append(uncordoned, nodeEv("n1", 4.15, false, true, true))
+	vs := Check(runOf(uncordoned), Config{MaxConcurrent: 1})
+	require.NotEmpty(t, vs)
+	assert.Equal(t, InvRunCordoned, vs[0].Invariant)
+}
+
+func TestIncompleteHistoryOrCrashIsAFinding(t *testing.T) {
+	lost := append(reboot("n1", "r1", 0), Event{At: sec(3), Kind: KindPhase, What: "lost", Detail: "status revision 7: timeout"})
+	vs := Check(runOf(lost), Config{MaxConcurrent: 1})
+	require.Len(t, vs, 1)
+	assert.Equal(t, InvHistory, vs[0].Invariant)
+	assert.Equal(t, 1, vs[0].Lost)
+	assert.Contains(t, Report(vs, 1), "lost 1 revisions")
+
+	crash := append(reboot("n1", "r1", 0), fault(3, "crash", "agent-n1", "exited on its own (code 2); restarted"))
+	vs = Check(runOf(crash), Config{MaxConcurrent: 1})
+	require.Len(t, vs, 1)
+	assert.Equal(t, InvCrash, vs[0].Invariant)
+	assert.Contains(t, vs[0].What, "agent-n1 exited on its own")
+}
+
+func TestDecommissionRunsOnItsReleasedComplete(t *testing.T) {
+	h := reboot("n1", "r1", 0)
+	h[10].Status.Decommission, h[10].Status.SlotReleased = true, true // its go-ahead
+	h[11].Op = "decommission"
+	assert.NotContains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "S1")
+
+	// Any other COMPLETE whose slot was released lets nothing run.
+	h[10].Status.Decommission = false
+	assert.Contains(t, strings.Join(invariants(Check(runOf(h), Config{MaxConcurrent: 1})), "\n"), "no COMPLETE for it that was not slot-released")
 }

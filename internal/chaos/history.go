@@ -1,8 +1,10 @@
 // Package chaos runs the real programs — coordinator replicas, agents, a three-server NATS
 // cluster, the local control plane with kwok nodes — under random real faults drawn from a seed,
 // records what they did (a history), and judges afterwards, from the history alone, whether the
-// invariants of docs/design.md held (issue 24). The harness is a test (chaos_test.go, guarded by
-// the local cluster: `go test -short` skips it); `make chaos DURATION=30m SEED=...` runs a long one.
+// invariants of docs/design.md held: the simulation runs the real decision code, this runs the
+// real processes, whose timing and I/O no model covers. The harness is a test (chaos_test.go,
+// guarded by the local cluster: `go test -short` skips it); `make chaos DURATION=30m SEED=...`
+// runs a long one.
 //
 // This file is the history: every event the harness saw, with its time. Statuses and requests
 // carry the time the NATS server stored them (its stream timestamp); Node, pod and Lease
