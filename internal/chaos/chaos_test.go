@@ -122,19 +122,25 @@ func TestChaos(t *testing.T) {
 		deadline = d.Add(-teardown)
 	}
 
+	// left is what the deadline leaves after the faults and their end (no deadline: no bound);
+	// too little for the shortest fair quiet period fails the run before it judges anything.
+	left := func() time.Duration {
+		if deadline.IsZero() {
+			return 1 << 62
+		}
+		d := time.Until(deadline) - *flagDuration - faultsEnd
+		if d < minQuiet {
+			t.Fatalf("the test's -timeout leaves %s for %s of faults, their end (%s) and a quiet period (%s at least): give it more (logs in %s)",
+				time.Until(deadline).Round(time.Second), *flagDuration, faultsEnd, minQuiet, dir)
+		}
+		return d
+	}
+
 	w := newWorld(t, seed, dir, *flagNodes, *flagMax)
-	if !w.waitSettled(startSettle, "the start") {
+	if !w.waitSettled(min(startSettle, left()-minQuiet+time.Second), "the start") {
 		t.Fatalf("the world did not settle before the faults: the run would judge the harness's start, not edgedrain (logs in %s)", dir)
 	}
-	quiet := *flagQuiet
-	if !deadline.IsZero() {
-		left := time.Until(deadline) - *flagDuration - faultsEnd
-		if left < minQuiet {
-			t.Fatalf("the test's -timeout leaves %s for %s of faults, their end (%s) and a quiet period (%s at least): give it more",
-				time.Until(deadline).Round(time.Second), *flagDuration, faultsEnd, minQuiet)
-		}
-		quiet = min(quiet, left)
-	}
+	quiet := min(*flagQuiet, left())
 	w.start = time.Now()
 	cfg := Config{Seed: seed, MaxConcurrent: *flagMax, ConfirmMaxAge: agent.ConfirmMaxAge}
 	w.add(Event{At: w.start, Kind: KindPhase, What: "start", Detail: fmt.Sprintf("seed %d", seed), Config: &cfg})

@@ -5,9 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -88,9 +93,13 @@ func (w *world) followRuns(a *agentProc, offsets map[string]int64) {
 		if parts[3] != "-" {
 			e.RequestID = parts[3]
 		}
-		if parts[2] != e.Op {
+		switch parts[2] {
+		case e.Op:
+		case "-":
+			e.Detail = "no " + agent.EnvOperation + " in the command's environment"
+		default:
 			// The agent ran one operation's command with another's name in its environment.
-			e.Detail = "environment operation " + parts[2]
+			e.Detail = agent.EnvOperation + "=" + parts[2]
 		}
 		w.add(e)
 		if e.Op == string(agent.OpReboot) || e.Op == string(agent.OpShutdown) {
@@ -117,7 +126,7 @@ func (w *world) reboot(a *agentProc, request string) {
 	a.down.Store(true)
 	a.machineDown.Store(true)
 	a.proc.Kill()
-	w.retry("power off "+a.node, func() error { return testenv.PowerOff(w.ctx, w.c.Client, a.node) })
+	_ = w.retry("power off "+a.node, func() error { return testenv.PowerOff(w.ctx, w.c.Client, a.node) })
 	w.lh.nodeDown(a.node)
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
 	if !w.sleep(downFor) {
@@ -127,7 +136,7 @@ func (w *world) reboot(a *agentProc, request string) {
 	a.withdrawn.Store(false)
 	a.boots++
 	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
-	w.retry("power on "+a.node, func() error { return testenv.PowerOn(w.ctx, w.c.Client, a.node) })
+	_ = w.retry("power on "+a.node, func() error { return testenv.PowerOn(w.ctx, w.c.Client, a.node) })
 	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
 	a.machineDown.Store(false)
 	w.lh.nodeUp(a.node)
@@ -195,5 +204,39 @@ func (w *world) refreshTokens(ctx context.Context) {
 				a.writeToken()
 			}
 		}
+	}
+}
+
+// TestRunRecordNamesTheOperation: each operation's command records itself so that the history
+// says which operation ran for which request, whatever the environment holds.
+func TestRunRecordNamesTheOperation(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran")
+	w := &world{t: t, ctx: context.Background(), rec: &Recorder{}}
+	a := &agentProc{w: w, node: "n", ran: ran}
+	for _, env := range [][]string{
+		{agent.EnvOperation + "=update", agent.EnvRequestID + "=r-1"},
+		{agent.EnvOperation + "=", agent.EnvRequestID + "="},
+		{agent.EnvOperation + "=reboot", agent.EnvRequestID + "=r-2"},
+	} {
+		cmd := exec.Command(agent.Shell, "-c", runRecord(agent.OpUpdate, ran))
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	w.followRuns(a, map[string]int64{})
+	events := w.rec.Events()
+	require.Len(t, events, 3)
+	for i, want := range []struct{ req, detail string }{
+		{"r-1", ""},
+		{"", "no EDGEDRAIN_OPERATION in the command's environment"},
+		{"r-2", "EDGEDRAIN_OPERATION=reboot"},
+	} {
+		e := events[i]
+		require.Equal(t, KindRun, e.Kind)
+		require.Equal(t, "n", e.Node)
+		require.Equal(t, string(agent.OpUpdate), e.Op, "the run does not name the command that ran")
+		require.Equal(t, want.req, e.RequestID)
+		require.Equal(t, want.detail, e.Detail)
+		require.WithinDuration(t, time.Now(), e.At, time.Minute)
 	}
 }
