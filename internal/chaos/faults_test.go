@@ -233,6 +233,9 @@ func (w *world) withdraw(a Action) {
 		w.fault(a.Kind, node, "skipped: "+err.Error())
 		return
 	}
+	// Its sentinel counts as withdrawn only if it was there before: one placed while the
+	// command ran asks for a reboot the withdrawal did not cancel.
+	_, statErr := os.Stat(w.agents[a.Target].sentinel)
 	ctx, cancel = context.WithTimeout(w.ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bins.ctl, "--nats-url", strings.Join(w.urls, ","), "--nats-user", busauth.OperatorUser,
@@ -242,7 +245,9 @@ func (w *world) withdraw(a Action) {
 			Detail: fmt.Sprintf("failed: %v: %s", err, strings.TrimSpace(string(out)))})
 		return
 	}
-	w.agents[a.Target].withdrawn.Store(true)
+	if statErr == nil {
+		w.agents[a.Target].withdrawn.Store(true)
+	}
 	w.add(Event{Kind: KindFault, What: a.Kind, Target: node, RequestID: req.RequestID, Detail: "start"})
 }
 
