@@ -165,9 +165,9 @@ func (l *longhorn) rebuild(vi, i int, why string) {
 	v := l.volumes[vi]
 	l.set(vi, i, replicaRebuilding, why)
 	epoch := v.epoch[i]
-	l.w.inflight.Add(1)
+	l.w.begin()
 	go func() {
-		defer l.w.inflight.Done()
+		defer l.w.done()
 		time.Sleep(rebuildTime)
 		l.mu.Lock()
 		defer l.mu.Unlock()

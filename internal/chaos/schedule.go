@@ -16,7 +16,7 @@ type Action struct {
 	Kind   string
 	Target int           // an index into the coordinators, the NATS servers or the nodes
 	For    time.Duration // how long the fault lasts (0: a one-off)
-	Dir    bool          // LinkStall: true drops what the client sends, false what it is sent
+	Dir    bool          // LinkStall: true stalls what the client sends, false what it is sent
 }
 
 func (a Action) String() string {
@@ -37,7 +37,7 @@ const (
 	PDBBlock    = "pdb-block"    // a workload's budget lets no pod go, for For (0: the Deployment's, 1: the StatefulSet's)
 	NodeDelete  = "node-delete"  // an operator's kubectl delete node; the kubelet registers it again after For
 	OpWithdraw  = "op-withdraw"  // an operator's edgedrainctl withdraw of a node's request (if it has one)
-	LinkStall   = "link-stall"   // one client's link to one NATS server drops the bytes one way (Dir), for For (Target: client*servers + server; clients: the coordinators, then the agents)
+	LinkStall   = "link-stall"   // one client's link to one NATS server carries no bytes one way (Dir), for For, then goes on with nothing lost (Target: client*servers + server; clients: the coordinators, then the agents)
 	LinkCut     = "link-cut"     // one client's link to one NATS server is cut (connection closed, port refused), for For
 	APIRestart  = "api-restart"  // kube-apiserver killed (SIGKILL), started again after For
 	ReplicaFail = "replica-fail" // a Longhorn replica fails, and rebuilds after For (Target: volume*2 + replica)

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,33 +14,29 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/busauth"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
-	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
 // The world of a chaos run: the real programs on the local control plane, as the external-nats
 // overlay deploys them (cmd/agent's natscluster_test.go builds the same thing for scripted
-// tests), played with by the schedule, watched by the recorders.
+// tests), played with by the schedule (faults_test.go), watched by the recorders
+// (recorder_test.go, view_test.go), its machines played by machine_test.go.
 
 const (
 	group   = "chaos"
@@ -51,6 +46,7 @@ const (
 type world struct {
 	t     *testing.T
 	c     *testenv.Cluster
+	ctx   context.Context // ends when the test does: background work stops
 	rec   *Recorder
 	dir   string // the run's directory: every process's log, the history
 	seed  uint64
@@ -81,21 +77,70 @@ type world struct {
 	rebootRNG   *rand.Rand
 	rebootRNGMu sync.Mutex
 
-	inflight sync.WaitGroup // faults and reboots under way
-	stopping atomic.Bool    // the run is ending: the supervisor restarts nothing
+	// inflight counts faults and reboots under way. A counter, not a WaitGroup: a reboot
+	// begins whenever an agent runs its command, also while the test waits for the count to
+	// reach zero, which a WaitGroup forbids.
+	inflight atomic.Int64
+	stopping atomic.Bool // the run is ending: the supervisor restarts nothing, no reboot is played
 
-	logMu  sync.Mutex
-	logEnd bool // the test is ending: background goroutines log no more
+	// tMu guards w.t for the background goroutines, which may outlive the test by a moment:
+	// they use it under a read lock (alive) unless tEnd, which the test's last cleanup sets
+	// under the write lock, after waiting for them.
+	tMu  sync.RWMutex
+	tEnd bool
 }
 
-// logf logs for the harness's background goroutines, which may outlive the test by a moment.
+// alive runs f, which may use w.t (log, fail, start a process), unless the test has ended; it
+// reports whether f ran. Every goroutine but the test's own uses w.t only through it.
+func (w *world) alive(f func()) bool {
+	w.tMu.RLock()
+	defer w.tMu.RUnlock()
+	if w.tEnd {
+		return false
+	}
+	f()
+	return true
+}
+
+// logf logs for the harness's background goroutines.
 func (w *world) logf(format string, args ...any) {
-	w.logMu.Lock()
-	defer w.logMu.Unlock()
-	if !w.logEnd {
-		w.t.Logf(format, args...)
+	w.alive(func() { w.t.Logf(format, args...) })
+}
+
+// errorf fails the run for the harness's own trouble (a process it cannot start again): the
+// run cannot go on fairly. After the test's end it can only say so on stderr.
+func (w *world) errorf(format string, args ...any) {
+	if !w.alive(func() { w.t.Errorf(format, args...) }) {
+		fmt.Fprintf(os.Stderr, "chaos (after the test's end): "+format+"\n", args...)
 	}
 }
+
+// sleep waits d, or less if the test ends; it reports whether the test goes on.
+func (w *world) sleep(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// begin and done bracket a fault or a reboot under way (inflight).
+func (w *world) begin() { w.inflight.Add(1) }
+func (w *world) done()  { w.inflight.Add(-1) }
+
+// waitIdle waits until no fault or reboot is under way, up to until; it reports whether none is.
+func (w *world) waitIdle(until time.Time) bool {
+	for w.inflight.Load() > 0 {
+		if time.Now().After(until) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
+
+var errTestEnded = errors.New("the test has ended")
 
 type clientLinks struct {
 	name    string
@@ -115,6 +160,13 @@ func (w *world) newLinks(client string) string {
 	return strings.Join(urls, ",")
 }
 
+// faultable is a process a kill or pause fault acts on (killOrPause).
+type faultable interface {
+	kill()
+	restart() error
+	signal(syscall.Signal)
+}
+
 type coordProc struct {
 	w    *world
 	id   string
@@ -123,6 +175,25 @@ type coordProc struct {
 	mu   sync.Mutex     // held while a fault or the supervisor acts on it
 	proc *testenv.Proc
 	down bool // killed by the harness, not yet restarted
+}
+
+func (c *coordProc) name() string { return "coordinator-" + c.id }
+
+// start starts the coordinator unless the test has ended (c.mu held, or before the run).
+func (c *coordProc) start() bool {
+	return c.w.alive(func() {
+		c.proc = testenv.StartProc(c.w.t, c.w.dir, c.name(), bins.coord, nil, c.args...)
+		c.down = false
+	})
+}
+
+func (c *coordProc) kill()                   { c.down = true; c.proc.Kill() }
+func (c *coordProc) signal(s syscall.Signal) { c.proc.Signal(s) }
+func (c *coordProc) restart() error {
+	if !c.start() {
+		return errTestEnded
+	}
+	return nil
 }
 
 type agentProc struct {
@@ -139,6 +210,56 @@ type agentProc struct {
 	podMu                                     sync.Mutex
 	pod                                       *corev1.Pod
 	tokenAt                                   time.Time
+}
+
+func (a *agentProc) name() string { return "agent-" + a.node }
+
+// start starts the agent unless the test has ended (a.mu held, or before the run).
+func (a *agentProc) start() bool {
+	return a.w.alive(func() {
+		a.proc = testenv.StartProc(a.w.t, a.w.dir, a.name(), bins.agent, nil, a.args...)
+		a.down.Store(false)
+	})
+}
+
+func (a *agentProc) kill()                   { a.down.Store(true); a.proc.Kill() }
+func (a *agentProc) signal(s syscall.Signal) { a.proc.Signal(s) }
+func (a *agentProc) restart() error {
+	if !a.start() {
+		return errTestEnded
+	}
+	return nil
+}
+
+// tryHold takes a.mu for a fault or an ask unless the agent is down or another holds it; it
+// returns why not ("" when held). The second look at down is for a reboot that held the lock
+// and has just taken the machine down.
+func (a *agentProc) tryHold() string {
+	if a.down.Load() {
+		return a.name() + " is down"
+	}
+	if !a.mu.TryLock() {
+		return a.name() + " is busy"
+	}
+	if a.down.Load() {
+		a.mu.Unlock()
+		return a.name() + " is down"
+	}
+	return ""
+}
+
+// natsServer is server i of the world's NATS cluster, as a fault sees it.
+type natsServer struct {
+	w *world
+	i int
+}
+
+func (s natsServer) kill()                   { s.w.nats.Kill(s.i) }
+func (s natsServer) signal(x syscall.Signal) { s.w.nats.Signal(s.i, x) }
+func (s natsServer) restart() error {
+	err := errTestEnded
+	s.w.alive(func() { err = s.w.nats.TryRestart(s.i) })
+	return err
 }
 
 func (w *world) add(e Event) {
@@ -158,10 +279,13 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 	w := &world{t: t, c: testenv.RequireCluster(t, cluster), rec: &Recorder{}, dir: dir, seed: seed, max: maxConcurrent,
 		rebootRNG: rand.New(rand.NewPCG(seed, 3))}
 	t.Cleanup(func() { // registered first, so it runs last
-		w.logMu.Lock()
-		w.logEnd = true
-		w.logMu.Unlock()
+		w.tMu.Lock()
+		w.tEnd = true
+		w.tMu.Unlock()
 	})
+	rctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w.ctx = rctx
 	w.nodes = w.c.AddNodes(t, group, nodes)
 	w.ns = w.c.Namespace(t)
 	ctx := context.Background()
@@ -201,12 +325,10 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 	// and the recorders of what the bus stored.
 	conn := pubsub.ConnectOptions{URLs: w.urls, User: busauth.CoordinatorUser, Password: password, Name: "chaos-recorder"}
 	w.bus = testenv.OpenBus(t, conn, 3)
-	rctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
 	// Both buckets keep as many values per key as JetStream allows (the coordinators leave a
 	// bucket's history as it is): a recorder that falls behind reads back what it missed. A
-	// blocked drain publishes its progress every second or so, and 20 were too few for a
-	// recorder 10 s behind (seed 9 lost six revisions).
+	// blocked drain publishes its progress every second or so, so a recorder some seconds
+	// behind needs many values per key to find them all.
 	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.RequestsBucket, History: pubsub.MaxHistory}, nodedrain.RequestCodec{})
 	must(t, err)
 	_, err = pubsub.OpenBucket(ctx, w.bus.JS, pubsub.BucketConfig{Name: nodedrain.StatusBucket, History: pubsub.MaxHistory}, nodedrain.StatusCodec{})
@@ -300,12 +422,15 @@ func (w *world) newCoordinator(id string) *coordProc {
 	return &coordProc{w: w, id: id, args: args, api: api}
 }
 
-func (c *coordProc) start() {
-	c.proc = testenv.StartProc(c.w.t, c.w.dir, "coordinator-"+c.id, bins.coord, nil, c.args...)
-	c.down = false
-}
-
 // --- agents ---
+
+// runRecord is the command each operation runs: it writes one line to the agent's record of
+// runs, "<unix time> <operation of the command> <EDGEDRAIN_OPERATION> <EDGEDRAIN_REQUEST_ID>"
+// ("-" for an empty variable, so that the fields stay four), from which followRuns tells which
+// operation ran for which request; the harness then plays the machine (a reboot goes down).
+func runRecord(op agent.Operation, ran string) string {
+	return fmt.Sprintf(`echo "$(date +%%s.%%N) %s ${%s:--} ${%s:--}" >> '%s'`, op, agent.EnvOperation, agent.EnvRequestID, ran)
+}
 
 func (w *world) newAgent(node string) *agentProc {
 	dir := filepath.Join(w.dir, "agent-"+node)
@@ -317,50 +442,25 @@ func (w *world) newAgent(node string) *agentProc {
 	a.writeToken()
 	a.boots = 1
 	must(w.t, os.WriteFile(a.bootFile, []byte("boot-1\n"), 0o644))
-	// The command records itself; the harness then plays the machine going down (reboot).
-	cmd := `echo "$(date +%s.%N) $EDGEDRAIN_OPERATION $EDGEDRAIN_REQUEST_ID" >> ` + a.ran
 	a.args = []string{"--node-name", node, "--nats-url", w.newLinks("agent-" + node), "--nats-token-file", a.tok,
 		"--state-dir", filepath.Join(dir, "state"), "--boot-id-file", a.bootFile, "--force-status-file", filepath.Join(dir, "force.json"),
 		"--socket", a.socket, "--outcome-file", filepath.Join(dir, "command-succeeded"),
-		"--reboot-command", cmd, "--shutdown-command", cmd, "--update-command", cmd, "--reboot-sentinel", a.sentinel,
+		"--reboot-command", runRecord(agent.OpReboot, a.ran), "--shutdown-command", runRecord(agent.OpShutdown, a.ran),
+		"--update-command", runRecord(agent.OpUpdate, a.ran), "--reboot-sentinel", a.sentinel,
 		"--sentinel-interval", "500ms", "--sentinel-jitter", "200ms", "--reboot-timeout", "1h",
+		// A failed drain is asked again within seconds, not after the default 5 minutes (the
+		// whole quiet period): the run judges whether edgedrain gets there, not how long an
+		// agent is told to wait. Doubling stops at 30 s for the same reason.
+		"--drain-retry-backoff", "5s", "--drain-retry-backoff-max", "30s",
 		"--bus-check-interval", "1s", "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}
 	return a
 }
 
-// writeToken writes a token of the node's agent pod (the DaemonSet's pod there now: a Node
-// deleted and registered again has a new one) when the pod changed or the token is 4 minutes
-// old, as the kubelet rotates projected tokens.
-func (a *agentProc) writeToken() {
-	a.podMu.Lock()
-	defer a.podMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pod, err := testenv.AgentPodOn(ctx, a.w.c.Client, a.w.ns, a.node, 5*time.Second)
-	if err != nil {
-		return // no pod now (its Node deleted): the next round
-	}
-	if a.pod != nil && pod.UID == a.pod.UID && time.Since(a.tokenAt) < 4*time.Minute {
-		return
-	}
-	tok, err := testenv.RequestPodToken(ctx, a.w.c.Client, pod, testenv.AgentAudience, 600)
-	if err != nil {
-		a.w.logf("token for %s: %v", a.node, err)
-		return
-	}
-	_ = os.WriteFile(a.tok+".new", []byte(tok), 0o600)
-	_ = os.Rename(a.tok+".new", a.tok) // as the kubelet's atomic writer
-	a.pod, a.tokenAt = pod, time.Now()
-}
-
-func (a *agentProc) start() {
-	a.proc = testenv.StartProc(a.w.t, a.w.dir, "agent-"+a.node, bins.agent, nil, a.args...)
-	a.down.Store(false)
-}
-
 // ask runs `agent request <op>` as a person on the node would.
-func (a *agentProc) ask(op string) error {
-	out, err := exec.Command(bins.agent, "request", op, "--context", "chaos", "--socket", a.socket).CombinedOutput()
+func (a *agentProc) ask(op agent.Operation) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bins.agent, "request", string(op), "--context", "chaos", "--socket", a.socket).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -369,478 +469,12 @@ func (a *agentProc) ask(op string) error {
 
 // status is the agent's own report (`agent status --json`).
 func (a *agentProc) status() (agent.StatusReport, error) {
-	out, err := exec.Command(bins.agent, "status", "--json", "--socket", a.socket).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bins.agent, "status", "--json", "--socket", a.socket).CombinedOutput()
 	if err != nil {
 		return agent.StatusReport{}, fmt.Errorf("%w: %s", err, out)
 	}
 	var st agent.StatusReport
 	return st, json.Unmarshal(out, &st)
-}
-
-// refreshTokens keeps each agent's token that of its pod, and fresh.
-func (w *world) refreshTokens(ctx context.Context) {
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			for _, a := range w.agents {
-				a.writeToken()
-			}
-		}
-	}
-}
-
-// supervise restarts a coordinator or agent that exited on its own, as the kubelet would a
-// crashed container, and says so in the history (a crash the harness did not cause is a
-// finding). It also follows each agent's command record.
-func (w *world) supervise(ctx context.Context) {
-	offsets := map[string]int64{}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	last := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, a := range w.agents {
-			w.followRuns(a, offsets)
-		}
-		if time.Since(last) < time.Second || w.stopping.Load() {
-			continue
-		}
-		last = time.Now()
-		for _, c := range w.coords {
-			if c.mu.TryLock() {
-				if !c.down && c.proc.Exited() {
-					w.fault("crash", "coordinator-"+c.id, fmt.Sprintf("exited on its own (code %d); restarted", c.proc.Wait(0)))
-					c.start()
-				}
-				c.mu.Unlock()
-			}
-		}
-		for _, a := range w.agents {
-			if a.mu.TryLock() {
-				if !a.down.Load() && a.proc.Exited() {
-					w.fault("crash", "agent-"+a.node, fmt.Sprintf("exited on its own (code %d); restarted", a.proc.Wait(0)))
-					a.start()
-				}
-				a.mu.Unlock()
-			}
-		}
-	}
-}
-
-// followRuns reads the new lines of a's command record: each is a run, and a reboot's run is
-// followed by the machine going down.
-func (w *world) followRuns(a *agentProc, offsets map[string]int64) {
-	f, err := os.Open(a.ran)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if _, err := f.Seek(offsets[a.node], 0); err != nil {
-		return
-	}
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return // an incomplete line is read again next time
-		}
-		offsets[a.node] += int64(len(line))
-		parts := strings.Fields(line)
-		if len(parts) < 3 {
-			w.add(Event{Kind: KindRun, Node: a.node, Op: "?", Detail: "unreadable record " + strconv.Quote(line)})
-			continue
-		}
-		sec, _ := strconv.ParseFloat(parts[0], 64)
-		e := Event{At: time.Unix(0, int64(sec*1e9)), Kind: KindRun, Node: a.node, Op: parts[1], RequestID: parts[2]}
-		w.add(e)
-		if e.Op == string(agent.OpReboot) || e.Op == "shutdown" {
-			w.inflight.Add(1)
-			go w.reboot(a, e.RequestID)
-		}
-	}
-}
-
-// reboot plays a's machine rebooting: down (the agent killed, the Node NotReady), a while, up
-// (a new boot ID, /run cleared, the Node Ready, the agent started).
-func (w *world) reboot(a *agentProc, request string) {
-	defer w.inflight.Done()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w.rebootRNGMu.Lock()
-	downFor := between(w.rebootRNG, 3*time.Second, 15*time.Second)
-	w.rebootRNGMu.Unlock()
-	time.Sleep(300 * time.Millisecond) // the command returned; systemd takes the machine down
-	a.down.Store(true)
-	a.machineDown.Store(true)
-	a.proc.Kill()
-	ctx := context.Background()
-	w.retry("power off "+a.node, func() error { return testenv.PowerOff(ctx, w.c.Client, a.node) })
-	w.lh.nodeDown(a.node)
-	w.add(Event{Kind: KindReboot, Node: a.node, What: "down", RequestID: request, Detail: "for " + downFor.Round(time.Millisecond).String()})
-	time.Sleep(downFor)
-	_ = os.Remove(a.sentinel) // /run does not survive a reboot
-	a.withdrawn.Store(false)
-	a.boots++
-	_ = os.WriteFile(a.bootFile, []byte(fmt.Sprintf("boot-%d\n", a.boots)), 0o644)
-	w.retry("power on "+a.node, func() error { return testenv.PowerOn(ctx, w.c.Client, a.node) })
-	w.add(Event{Kind: KindReboot, Node: a.node, What: "up", RequestID: request, Detail: fmt.Sprintf("boot-%d", a.boots)})
-	a.machineDown.Store(false)
-	w.lh.nodeUp(a.node)
-	a.start()
-}
-
-// retry does what the harness must get done through the API (a machine's power, an operator's
-// cordon undone) however long a kube-apiserver restart keeps it from it, up to two minutes.
-func (w *world) retry(what string, do func() error) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := do()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.logf("%s: %v", what, err)
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// --- recorders ---
-
-// streamRecorder records every message a bucket's stream stores, with the server's timestamp:
-// an ordered consumer (re-created after a server's death, from where it was) delivers them, and
-// any revision it skips (seen once after a stream leader's pause) is read back by sequence. A
-// revision gone meanwhile (the bucket keeps 20 values per key) is recorded as lost.
-type streamRecorder struct {
-	w        *world
-	stream   jetstream.Stream
-	bucket   string
-	kind     Kind
-	mu       sync.Mutex
-	next     uint64 // the first revision not recorded yet, or skipped
-	seen     map[uint64]bool
-	readBack int // revisions the consumer skipped, read back by sequence
-}
-
-func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket string, kind Kind) *streamRecorder {
-	stream, err := js.Stream(ctx, "KV_"+bucket)
-	must(w.t, err)
-	r := &streamRecorder{w: w, stream: stream, bucket: bucket, kind: kind, next: 1, seen: map[uint64]bool{}}
-	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	must(w.t, err)
-	var errs atomic.Int64
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		md, err := msg.Metadata()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.fill(ctx, md.Sequence.Stream-1)
-		r.record(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), md.Timestamp)
-	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errs.Add(1) <= 20 {
-			w.logf("recorder of %s: %v", bucket, err)
-		}
-	}))
-	must(w.t, err)
-	go func() { <-ctx.Done(); cc.Stop() }()
-	return r
-}
-
-// finish reads back every revision stored and not delivered yet.
-func (r *streamRecorder) finish(ctx context.Context) {
-	info, err := r.stream.Info(ctx)
-	if err != nil {
-		r.w.logf("recorder of %s: %v", r.bucket, err)
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fill(ctx, info.State.LastSeq)
-	if r.readBack > 0 {
-		r.w.logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
-	}
-}
-
-// fill reads back the revisions from r.next to last not recorded yet (r.mu held).
-func (r *streamRecorder) fill(ctx context.Context, last uint64) {
-	for seq := r.next; seq <= last; seq++ {
-		if r.seen[seq] {
-			continue
-		}
-		var msg *jetstream.RawStreamMsg
-		var err error
-		for range 5 {
-			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			msg, err = r.stream.GetMsg(gctx, seq)
-			cancel()
-			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
-				break
-			}
-		}
-		if err != nil {
-			r.seen[seq] = true
-			r.w.add(Event{Kind: KindPhase, What: "lost", Detail: fmt.Sprintf("%s revision %d: %v", r.bucket, seq, err)})
-			continue
-		}
-		r.readBack++
-		r.record(msg.Sequence, msg.Subject, msg.Header, msg.Data, msg.Time)
-	}
-}
-
-// record adds one stored message to the history (r.mu held).
-func (r *streamRecorder) record(seq uint64, subject string, hdr nats.Header, data []byte, at time.Time) {
-	if r.seen[seq] {
-		return
-	}
-	r.seen[seq] = true
-	r.next = max(r.next, seq+1)
-	e := Event{At: at, Kind: r.kind, Node: strings.TrimPrefix(subject, "$KV."+r.bucket+"."), Rev: seq}
-	switch {
-	case hdr.Get("KV-Operation") != "":
-		e.Deleted = true
-	case r.kind == KindStatus && e.Node == nodedrain.TermKey:
-		e.Kind, e.Node = KindTerm, ""
-		if term, err := (nodedrain.TermCodec{}).Decode(data); err == nil {
-			e.Holder = term.Coordinator
-		} else {
-			e.Detail = "undecodable: " + err.Error()
-		}
-	case r.kind == KindStatus:
-		st, err := nodedrain.DecodeStatus(data)
-		if err != nil {
-			e.Detail = "undecodable: " + err.Error()
-		} else {
-			e.Status = &st
-			e.RequestID = st.RequestID
-		}
-		e.Marked = hdr.Get(nodedrain.StatusWriterMark) != ""
-	default:
-		req, err := nodedrain.DecodeRequest(data)
-		if err != nil {
-			e.Detail = "undecodable: " + err.Error()
-		} else {
-			e.RequestID, e.Detail = req.RequestID, req.Context
-		}
-	}
-	r.w.add(e)
-}
-
-// clusterView is what the harness last recorded of the Nodes and pods: informers and a poller
-// both feed it, and only a change is recorded. The poller is there for the time after a
-// kube-apiserver restart, when informers take their backoff to watch again (seed 9: 50 s blind,
-// a drain's cordon, evictions and COMPLETE unseen, reported as S1 and S2 violations).
-type clusterView struct {
-	mu    sync.Mutex
-	nodes map[string]nodeView
-	pods  map[string]podView   // by UID
-	since map[string]time.Time // when each pod (by UID) or Node (by name) was first recorded
-}
-
-type nodeView struct{ unsched, annotated, ready, deleted bool }
-
-type podView struct {
-	node, name           string
-	evictable            bool
-	terminating, deleted bool
-}
-
-func (w *world) onNode(obj any) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return
-	}
-	v := nodeView{unsched: n.Spec.Unschedulable}
-	_, v.annotated = n.Annotations[coordinator.CordonAnnotation]
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			v.ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	w.view.mu.Lock()
-	defer w.view.mu.Unlock()
-	if old, seen := w.view.nodes[n.Name]; !seen || old != v {
-		if !seen || old.deleted {
-			w.view.since[n.Name] = time.Now()
-		}
-		w.view.nodes[n.Name] = v
-		w.add(Event{Kind: KindNode, Node: n.Name, Unschedulable: v.unsched, Annotated: v.annotated, Ready: v.ready})
-	}
-}
-
-func (w *world) nodeGone(name string) {
-	w.view.mu.Lock()
-	defer w.view.mu.Unlock()
-	if old, seen := w.view.nodes[name]; seen && !old.deleted {
-		w.view.nodes[name] = nodeView{deleted: true}
-		w.add(Event{Kind: KindNode, Node: name, Deleted: true})
-	}
-}
-
-func (w *world) onPod(obj any) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || p.Spec.NodeName == "" {
-		return
-	}
-	v := podView{node: p.Spec.NodeName, name: p.Namespace + "/" + p.Name, evictable: evictable(p), terminating: p.DeletionTimestamp != nil}
-	w.view.mu.Lock()
-	defer w.view.mu.Unlock()
-	if old, seen := w.view.pods[string(p.UID)]; (!seen || old != v) && !old.deleted {
-		if !seen {
-			w.view.since[string(p.UID)] = time.Now()
-		}
-		w.view.pods[string(p.UID)] = v
-		w.add(Event{Kind: KindPod, Node: v.node, Pod: v.name, UID: string(p.UID), Evictable: v.evictable, Terminating: v.terminating})
-	}
-}
-
-func (w *world) podGone(uid string) {
-	w.view.mu.Lock()
-	defer w.view.mu.Unlock()
-	if old, seen := w.view.pods[uid]; seen && !old.deleted {
-		old.deleted = true
-		w.view.pods[uid] = old
-		w.add(Event{Kind: KindPod, Node: old.node, Pod: old.name, UID: uid, Evictable: old.evictable, Deleted: true})
-	}
-}
-
-// watchCluster records Node, pod and Lease changes as informers see them, and as a poller
-// listing them four times a second sees them.
-func (w *world) watchCluster(ctx context.Context) {
-	w.view = &clusterView{nodes: map[string]nodeView{}, pods: map[string]podView{}, since: map[string]time.Time{}}
-	selector := testenv.GroupLabel + "=" + group
-	nodes := informers.NewSharedInformerFactoryWithOptions(w.c.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	_, err := nodes.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: w.onNode, UpdateFunc: func(_, obj any) { w.onNode(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if n, ok := obj.(*corev1.Node); ok {
-				w.nodeGone(n.Name)
-			}
-		},
-	})
-	must(w.t, err)
-	inNS := informers.NewSharedInformerFactoryWithOptions(w.c.Client, 0, informers.WithNamespace(w.ns))
-	_, err = inNS.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: w.onPod, UpdateFunc: func(_, obj any) { w.onPod(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				w.podGone(string(p.UID))
-			}
-		},
-	})
-	must(w.t, err)
-	var mu sync.Mutex
-	holder := ""
-	_, err = inNS.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.onLease(obj, &holder, &mu) },
-		UpdateFunc: func(_, obj any) { w.onLease(obj, &holder, &mu) },
-	})
-	must(w.t, err)
-	nodes.Start(ctx.Done())
-	inNS.Start(ctx.Done())
-	nodes.WaitForCacheSync(ctx.Done())
-	inNS.WaitForCacheSync(ctx.Done())
-	go w.pollCluster(ctx, selector)
-}
-
-// pollCluster lists the Nodes and pods four times a second and records what changed since the
-// harness last saw them.
-func (w *world) pollCluster(ctx context.Context, selector string) {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		listed := time.Now() // a pod first seen after this may be missing from the list: not gone
-		nodes, err := w.c.Client.CoreV1().Nodes().List(lctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil {
-			present := map[string]bool{}
-			for i := range nodes.Items {
-				present[nodes.Items[i].Name] = true
-				w.onNode(&nodes.Items[i])
-			}
-			for _, name := range w.nodes {
-				w.view.mu.Lock()
-				before := w.view.since[name].Before(listed)
-				w.view.mu.Unlock()
-				if !present[name] && before {
-					w.nodeGone(name)
-				}
-			}
-		}
-		pods, err := w.c.Client.CoreV1().Pods(w.ns).List(lctx, metav1.ListOptions{})
-		cancel()
-		if err != nil {
-			continue
-		}
-		present := map[string]bool{}
-		for i := range pods.Items {
-			present[string(pods.Items[i].UID)] = true
-			w.onPod(&pods.Items[i])
-		}
-		w.view.mu.Lock()
-		var gone []string
-		for uid, v := range w.view.pods {
-			if !present[uid] && !v.deleted && w.view.since[uid].Before(listed) {
-				gone = append(gone, uid)
-			}
-		}
-		w.view.mu.Unlock()
-		for _, uid := range gone {
-			w.podGone(uid)
-		}
-	}
-}
-
-// onLease records the coordinators' Lease changing hands.
-func (w *world) onLease(obj any, holder *string, mu *sync.Mutex) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Name != "edgedrain-coordinator" {
-		return
-	}
-	h := ""
-	if l.Spec.HolderIdentity != nil {
-		h = *l.Spec.HolderIdentity
-	}
-	mu.Lock()
-	changed := h != *holder
-	*holder = h
-	mu.Unlock()
-	if changed {
-		w.add(Event{Kind: KindLease, Holder: h})
-	}
-}
-
-// evictable: kubectl drain would evict it (not a DaemonSet's pod, not a mirror pod).
-func evictable(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
 }

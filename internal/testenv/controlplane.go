@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -46,7 +47,10 @@ type ControlPlane struct {
 	// BinDir holds the component binaries and kubectl.
 	BinDir string
 
-	ca       *certAuthority
+	ca *certAuthority
+	// mu guards procs and restarts: a test restarts components from goroutines of its own
+	// (a chaos run's faults) while others look a process up (waitHealthy) or stop them all.
+	mu       sync.Mutex
 	procs    []*process
 	restarts int // of components (RestartAPIServer, RestartScheduler)
 }
@@ -97,7 +101,9 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		if err != nil {
 			return err
 		}
+		cp.mu.Lock()
 		cp.procs = append(cp.procs, p)
+		cp.mu.Unlock()
 		return nil
 	}
 	deadline, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
@@ -209,6 +215,8 @@ func (cp *ControlPlane) UserConfig(user string, groups ...string) (*rest.Config,
 
 // Stop ends every component (TERM, then KILL after 10 s), last started first.
 func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	for i := len(cp.procs) - 1; i >= 0; i-- {
 		cp.procs[i].stop(10 * time.Second)
 	}
@@ -307,8 +315,12 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 // Pending for good; a control plane's restart restarts it too.
 func (cp *ControlPlane) RestartScheduler() error { return cp.restart("kube-scheduler", 0) }
 
+// restart holds cp.mu throughout: two restarts of one component at once would both kill the
+// same process and leave two new ones, one of them no longer in procs (never stopped).
 func (cp *ControlPlane) restart(name string, down time.Duration) error {
-	old := cp.process(name)
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	old := cp.processLocked(name)
 	if old == nil {
 		return fmt.Errorf("control plane: no %s", name)
 	}
@@ -330,6 +342,13 @@ func (cp *ControlPlane) restart(name string, down time.Duration) error {
 }
 
 func (cp *ControlPlane) process(name string) *process {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.processLocked(name)
+}
+
+// processLocked is process with cp.mu held.
+func (cp *ControlPlane) processLocked(name string) *process {
 	for _, p := range cp.procs {
 		if p.name == name {
 			return p
