@@ -322,16 +322,24 @@ func (h *history) checkOperatorCordons() []Violation {
 			continue
 		}
 		node := f.Target
-		end := h.last()
+		end, until := h.last(), time.Time{}
 		for _, g := range h.faults[i+1:] {
-			if g.What == OpCordon && g.Target == node && g.Detail == "end" {
+			if g.What != OpCordon || g.Target != node {
+				continue
+			}
+			if g.Detail == "uncordon" && until.IsZero() {
+				until = g.At // recorded before the operator's kubectl uncordon runs
+			}
+			if g.Detail == "end" || strings.HasPrefix(g.Detail, "failed") {
 				end = g.At
 				break
 			}
 		}
-		// The operator's own uncordon lands just before the harness records the end (kubectl
-		// returns, then the end is written): within a round trip of it.
-		until := end.Add(-h.cfg.Slack)
+		if until.IsZero() {
+			// A history without the record: the operator's uncordon lands just before the
+			// harness records the end, within a round trip of it.
+			until = end.Add(-h.cfg.Slack)
+		}
 		before, ok := at(h.node[node], f.At)
 		if !ok || before.Deleted || before.Unschedulable {
 			continue

@@ -308,6 +308,18 @@ func TestOperatorCordonRemoved(t *testing.T) {
 	registered := append(removed, fault(58, NodeDelete, "n1", "start"), fault(59.8, NodeDelete, "n1", "end"))
 	assert.Empty(t, invariants(Check(runOf(registered), Config{MaxConcurrent: 1})))
 
+	// The operator's uncordon recorded before kubectl runs bounds the cordon: a Node seen
+	// schedulable after that record is the operator's doing, one seen before it is not.
+	recorded := append(reboot("n1", "r1", 0),
+		fault(50, OpCordon, "n1", "start"), nodeEv("n1", 50.2, true, false, true),
+		fault(70, OpCordon, "n1", "uncordon"), nodeEv("n1", 72, false, false, true), fault(80, OpCordon, "n1", "end"))
+	assert.Empty(t, invariants(Check(runOf(recorded), Config{MaxConcurrent: 1})), "uncordoned after the operator's record")
+	early := append(reboot("n1", "r1", 0),
+		fault(50, OpCordon, "n1", "start"), nodeEv("n1", 50.2, true, false, true),
+		nodeEv("n1", 69, false, false, true), fault(70, OpCordon, "n1", "uncordon"), fault(80, OpCordon, "n1", "end"))
+	assert.Contains(t, strings.Join(invariants(Check(runOf(early), Config{MaxConcurrent: 1})), "\n"),
+		"was removed at +69.000s", "uncordoned before the operator's record")
+
 	// On a node already cordoned, kubectl cordon changes nothing: the cordon is edgedrain's still.
 	already := append(reboot("n1", "r1", 0), fault(3, OpCordon, "n1", "start"), fault(40, OpCordon, "n1", "end"))
 	assert.Empty(t, invariants(Check(runOf(already), Config{MaxConcurrent: 1})))

@@ -70,6 +70,9 @@ func (w *world) act(a Action) {
 			return
 		}
 		time.Sleep(a.For)
+		// Recorded before kubectl runs: from here on the cordon may go by the operator's hand
+		// (kubectl retries through an API restart), and the checker must know.
+		w.fault(a.Kind, node, "uncordon")
 		if err := w.kubectl("uncordon", node); err != nil {
 			w.fault(a.Kind, node, "failed: "+err.Error())
 			return
