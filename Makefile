@@ -10,7 +10,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30000x
 TESTFLAGS ?=
 
-.PHONY: all build image demo test test-short fuzz lint sim cluster-bins cluster-up cluster-down bench clean
+.PHONY: all build image demo test test-short fuzz lint sim chaos cluster-bins cluster-up cluster-down bench clean
 
 all: build
 
@@ -42,6 +42,16 @@ SEEDS ?= 10000
 BASE  ?= 1
 sim:
 	$(GO) test -count=1 -timeout 0 -run '^TestSimulation$$' -v ./internal/sim -sim.seeds $(SEEDS) -sim.base $(BASE) -sim.random 0
+
+## chaos: the real programs (two coordinators, an agent per kwok node, a three-server NATS
+## cluster, the local control plane) under random real faults for DURATION, drawn from SEED
+## (empty: a random one, printed), then judged from what they did (internal/chaos). make test
+## runs a short one. The run's logs and history are kept when it fails (KEEP=1: always).
+DURATION ?= 30m
+SEED     ?= 0
+KEEP     ?= 0
+chaos: cluster-bins
+	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos -chaos.duration $(DURATION) -chaos.seed $(SEED) $(if $(filter 1,$(KEEP)),-chaos.keep)
 
 ## test-short: the quick loop, no control plane.
 test-short:

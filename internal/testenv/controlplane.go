@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -46,8 +47,12 @@ type ControlPlane struct {
 	// BinDir holds the component binaries and kubectl.
 	BinDir string
 
-	ca    *certAuthority
-	procs []*process
+	ca *certAuthority
+	// mu guards procs and restarts: a test restarts components from goroutines of its own
+	// (a chaos run's faults) while others look a process up (waitHealthy) or stop them all.
+	mu       sync.Mutex
+	procs    []*process
+	restarts int // of components (RestartAPIServer, RestartScheduler)
 }
 
 // StartControlPlane generates certificates, starts every component on free loopback ports, and
@@ -96,7 +101,9 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		if err != nil {
 			return err
 		}
+		cp.mu.Lock()
 		cp.procs = append(cp.procs, p)
+		cp.mu.Unlock()
 		return nil
 	}
 	deadline, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
@@ -208,6 +215,8 @@ func (cp *ControlPlane) UserConfig(user string, groups ...string) (*rest.Config,
 
 // Stop ends every component (TERM, then KILL after 10 s), last started first.
 func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	for i := len(cp.procs) - 1; i >= 0; i-- {
 		cp.procs[i].stop(10 * time.Second)
 	}
@@ -286,7 +295,60 @@ func (cp *ControlPlane) waitHealthy(ctx context.Context, name, url string, tlsCo
 	}
 }
 
+// RestartAPIServer kills kube-apiserver (SIGKILL: a crash), waits down, and starts it again
+// with the same flags on the same port, returning once it is ready: every client's requests
+// fail meanwhile and its watches are made again. The log of the run before is kept beside the
+// new one (kube-apiserver.log.<n>).
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	if err := cp.restart("kube-apiserver", down); err != nil {
+		return err
+	}
+	tlsConf, err := rest.TLSConfigFor(cp.Admin)
+	if err != nil {
+		return err
+	}
+	return cp.waitHealthy(ctx, "kube-apiserver", cp.Admin.Host+"/readyz", tlsConf)
+}
+
+// RestartScheduler kills kube-scheduler and starts it again at once, with a fresh cache. After
+// kube-apiserver restarts its cache can go wrong ("Scheduler cache is corrupted") and pods stay
+// Pending for good; a control plane's restart restarts it too.
+func (cp *ControlPlane) RestartScheduler() error { return cp.restart("kube-scheduler", 0) }
+
+// restart holds cp.mu throughout: two restarts of one component at once would both kill the
+// same process and leave two new ones, one of them no longer in procs (never stopped).
+func (cp *ControlPlane) restart(name string, down time.Duration) error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	old := cp.processLocked(name)
+	if old == nil {
+		return fmt.Errorf("control plane: no %s", name)
+	}
+	_ = old.cmd.Process.Kill()
+	<-old.done
+	time.Sleep(down)
+	cp.restarts++
+	_ = os.Rename(old.logPath, old.logPath+"."+strconv.Itoa(cp.restarts))
+	p, err := startProcess(old.name, old.cmd.Path, cp.Dir, false, old.cmd.Args[1:]...)
+	if err != nil {
+		return err
+	}
+	for i := range cp.procs {
+		if cp.procs[i] == old {
+			cp.procs[i] = p
+		}
+	}
+	return nil
+}
+
 func (cp *ControlPlane) process(name string) *process {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.processLocked(name)
+}
+
+// processLocked is process with cp.mu held.
+func (cp *ControlPlane) processLocked(name string) *process {
 	for _, p := range cp.procs {
 		if p.name == name {
 			return p

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,8 +42,15 @@ func BuildNATSServer(ctx context.Context, dir string) (string, error) {
 // StartNATSCluster starts n servers of bin (BuildNATSServer) with JetStream and full-mesh routes,
 // each configured with extra (e.g. an authorization block), and waits until every server
 // reports JetStream healthy. They are killed when the test ends.
-func StartNATSCluster(t testing.TB, bin string, n int, extra string) *NATSCluster {
+//
+// NoAdvertise keeps the servers from telling clients the others' addresses: a client then uses
+// only the URLs it was given (each server through a proxy of its own, for instance).
+func StartNATSCluster(t testing.TB, bin string, n int, extra string, opts ...NATSClusterOption) *NATSCluster {
 	t.Helper()
+	var o natsClusterOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	c := &NATSCluster{t: t, bin: bin}
 	for i := range n {
 		c.Servers = append(c.Servers, &NATSServer{Name: fmt.Sprintf("nats-%d", i), Port: FreePort(t),
@@ -63,9 +71,10 @@ cluster {
   name: edgedrain-test
   listen: "127.0.0.1:%d"
   routes: [ %s ]
+  no_advertise: %v
 }
 %s
-`, s.Name, s.Port, s.HTTPort, filepath.Join(s.dir, "js"), s.ClusterPort, strings.Join(routes, ", "), extra)
+`, s.Name, s.Port, s.HTTPort, filepath.Join(s.dir, "js"), s.ClusterPort, strings.Join(routes, ", "), o.noAdvertise, extra)
 		s.conf = filepath.Join(s.dir, "nats.conf")
 		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 			t.Fatalf("write %s's configuration: %v", s.Name, err)
@@ -78,42 +87,73 @@ cluster {
 	return c
 }
 
-// start starts s and waits until it listens on all its ports. A port taken meanwhile (by
-// another test process) is replaced and s started again: the other servers learn its new route
-// address when it connects to them.
+// NATSClusterOption changes how StartNATSCluster configures its servers.
+type NATSClusterOption func(*natsClusterOptions)
+
+type natsClusterOptions struct{ noAdvertise bool }
+
+// NoAdvertise is the servers' cluster no_advertise: clients learn no other server's address.
+func NoAdvertise() NATSClusterOption { return func(o *natsClusterOptions) { o.noAdvertise = true } }
+
+// start starts s for the first time and waits until it listens on all its ports. A port taken
+// meanwhile (by another test process) is replaced and s started again: no client knows its
+// ports yet, and the other servers learn its new route address when it connects to them.
 func (c *NATSCluster) start(s *NATSServer) {
 	c.t.Helper()
+	if err := c.launch(s, true); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// launch starts s and waits until it listens on all its ports. With mayMove a port found taken
+// is replaced by a free one; without, s is started again on the same ports for up to 30 s: a
+// restarted server keeps its ports, since clients and proxies know them (a server that came
+// back elsewhere would leave every proxy to it pointing at nothing).
+func (c *NATSCluster) launch(s *NATSServer, mayMove bool) error {
+	deadline := time.Now().Add(30 * time.Second)
 	for attempt := 0; ; attempt++ {
 		s.starts++
 		s.proc = StartProc(c.t, s.dir, fmt.Sprintf("%s-%d", s.Name, s.starts), c.bin, nil, "-c", s.conf)
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(s.proc.Log(), "Listening for route connections") && !s.proc.Exited() && time.Now().Before(deadline) {
+		ready := time.Now().Add(30 * time.Second)
+		for !strings.Contains(s.proc.Log(), "Listening for route connections") && !s.proc.Exited() && time.Now().Before(ready) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		log := s.proc.Log()
 		switch {
 		case strings.Contains(log, "Listening for route connections") && !s.proc.Exited():
-			return
-		case strings.Contains(log, "address already in use") && attempt < 3:
+			return nil
+		case strings.Contains(log, "address already in use") && !mayMove && time.Now().Before(deadline):
+			s.proc.Kill()
+			time.Sleep(500 * time.Millisecond)
+		case strings.Contains(log, "address already in use") && mayMove && attempt < 3:
 			s.proc.Kill()
 			c.t.Logf("%s: a port was taken; starting it on other ports", s.Name)
-			old := []string{fmt.Sprint(s.Port), fmt.Sprint(s.ClusterPort), fmt.Sprint(s.HTTPort)}
-			s.Port, s.ClusterPort, s.HTTPort = FreePort(c.t), FreePort(c.t), FreePort(c.t)
-			conf, err := os.ReadFile(s.conf)
-			if err != nil {
-				c.t.Fatalf("%s: %v", s.Name, err)
-			}
-			text := string(conf)
-			for i, p := range []int{s.Port, s.ClusterPort, s.HTTPort} {
-				text = strings.ReplaceAll(text, fmt.Sprintf("127.0.0.1:%s\"", old[i]), fmt.Sprintf("127.0.0.1:%d\"", p))
-			}
-			if err := os.WriteFile(s.conf, []byte(text), 0o600); err != nil {
-				c.t.Fatalf("%s: %v", s.Name, err)
+			if err := c.move(s); err != nil {
+				return err
 			}
 		default:
-			c.t.Fatalf("%s did not start:\n%s", s.Name, s.proc.Tail(20))
+			s.proc.Kill()
+			return fmt.Errorf("%s did not start:\n%s", s.Name, s.proc.Tail(20))
 		}
 	}
+}
+
+// move gives s new free ports and writes them into its configuration.
+func (c *NATSCluster) move(s *NATSServer) error {
+	old := []string{fmt.Sprint(s.Port), fmt.Sprint(s.ClusterPort), fmt.Sprint(s.HTTPort)}
+	s.Port, s.ClusterPort, s.HTTPort = FreePort(c.t), FreePort(c.t), FreePort(c.t)
+	conf, err := os.ReadFile(s.conf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	text := string(conf)
+	for i, p := range []int{s.Port, s.ClusterPort, s.HTTPort} {
+		text = strings.ReplaceAll(text, fmt.Sprintf("127.0.0.1:%s\"", old[i]), fmt.Sprintf("127.0.0.1:%d\"", p))
+	}
+	if err := os.WriteFile(s.conf, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return nil
 }
 
 // URLs are the client URLs of every server, as clients list them to fail over.
@@ -130,9 +170,24 @@ func (c *NATSCluster) Kill(i int) {
 	c.Servers[i].proc.Kill()
 }
 
-// Restart starts server i again on its ports and store, after Kill.
+// Signal sends sig to server i (SIGSTOP and SIGCONT: a server that hangs, then goes on).
+func (c *NATSCluster) Signal(i int, sig syscall.Signal) {
+	c.Servers[i].proc.Signal(sig)
+}
+
+// Restart starts server i again on its ports and store, after Kill; it fails the test if the
+// server does not start.
 func (c *NATSCluster) Restart(i int) {
-	c.start(c.Servers[i])
+	c.t.Helper()
+	if err := c.TryRestart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TryRestart is Restart for a goroutine other than the test's: it returns why the server did
+// not start instead of failing the test. The server keeps its ports.
+func (c *NATSCluster) TryRestart(i int) error {
+	return c.launch(c.Servers[i], false)
 }
 
 // Index returns the index of the server named name, or -1.
