@@ -343,10 +343,11 @@ func TestRegressions(t *testing.T) {
 			[][]string{{"node-2.edge COMPLETE", "decommissioned"}, {"whole-cluster shutdown = true"},
 				{"node-1.edge COMPLETE", "went down under the declared whole-cluster shutdown"}, {"node-0.edge NOTSUPPORTED"}}},
 		{"a coordinator that cannot read the requests afresh (NATS down) releases no slot under a declared whole-cluster " +
-			"shutdown; the declaration ended meanwhile, and the last node is drained as any other (R2, simulator, seed 931624)", 931624,
+			"shutdown; the declaration ended meanwhile (the nodes that went down are back), and the last node is drained as any other (R2, " +
+			"simulator, seed 931624)", 931624,
 			configOneSlotWithWait(931624),
 			Plan{{At: sec(68.3), Kind: ClusterShutdown}, {At: sec(116.2), Kind: BusOutage, Target: 2, For: 39 * time.Second}},
-			[][]string{{"NATS is down"}, {"NATS is back"}, {"whole-cluster shutdown = false"},
+			[][]string{{"NATS is down"}, {"whole-cluster shutdown = false"}, {"NATS is back"},
 				{"node-0.edge STARTING"}, {"node-0.edge COMPLETE", "node drained"}}},
 		{"a release under a declared whole-cluster shutdown decided in the event that made the declaration (R2 check, simulator, seed 931687)", 931687, configOneSlotWithWait(931687),
 			Plan{{At: sec(96.6), Kind: ClusterShutdown}},
@@ -946,6 +947,15 @@ func TestRegressions(t *testing.T) {
 				{At: 145595129309, Kind: OverrideUnsupported, Target: 1, For: 13 * time.Second}},
 			[][]string{{"an operator writes the override file on node-1.edge: NOTSUPPORTED"}, {"node-1.edge is powered off for good"},
 				{"node-0.edge REQUESTED", "node-1.edge in maintenance"}, {"node-1.edge CORDONED", "waiting for 1 volume(s)"}}},
+		{"a node back from a declared whole-cluster shutdown (Ready again after its slot was released as it went down) " +
+			"declares it no more, though its request stays on the bus (a withdrawal the coordinator, cut from NATS, did " +
+			"not see, then a replay of the request): no second node is admitted while one is down (R2 check, simulator, " +
+			"seed 3309148)", 3309148, ConfigFor(3309148),
+			Plan{{At: 32134817538, Kind: ClusterShutdown}, {At: 42612904484, Kind: CoordBusCut, Target: 0, For: 28 * time.Second},
+				{At: 63339464163, Kind: OperatorReplaysRequest, Target: 0, For: 57 * time.Second}},
+			[][]string{{"coordinator-0: whole-cluster shutdown = true"}, {"node-0.edge is up again"},
+				{"coordinator-0: whole-cluster shutdown = false"}, {"puts request node-0.edge-req1"},
+				{"node-1.edge goes down"}, {"node-1.edge is up again"}, {"node-3.edge STARTING"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -140,6 +140,13 @@ func AdmitWith(in AdmitInput) Admission {
 			a.WholeCluster = false
 			break
 		}
+		if d.Status.Status == StatusComplete && d.Status.SlotReleased && n.Ready {
+			// Back from the shutdown (its slot released as it went down, its Node Ready again): it
+			// declares nothing more, whatever keeps its request on the bus (a withdrawal not seen
+			// yet, a replay of the request by a bus identity that may write requests).
+			a.WholeCluster = false
+			break
+		}
 		declaring++
 	}
 	a.WholeCluster = a.WholeCluster && declaring > 0
