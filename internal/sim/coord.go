@@ -39,7 +39,7 @@ type coord struct {
 	snapshot     map[string]*nodedrain.NodeDrainRequest
 	unpublished  map[string]bool
 	unlanded     map[string]unlandedComplete // Engine.unlanded
-	landed       map[string]string           // Engine.landed
+	landed       coordinator.Landed          // Engine.landed
 	fence        uint64                      // the revision the last status write was fenced on
 	apiDownSince time.Time
 	// apiBack is when this run last saw the API answer again after it had not for apiDownFor
@@ -312,9 +312,9 @@ func (c *coord) resume() {
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}
-	c.unlanded, c.landed = map[string]unlandedComplete{}, map[string]string{}
+	c.unlanded, c.landed = map[string]unlandedComplete{}, coordinator.Landed{}
 	for _, st := range in.Statuses {
-		c.noteWritten(st)
+		c.landed.Note(st)
 	}
 	c.apiBack, c.apiDownFor = time.Time{}, 0
 	s.w.logf("%s resumes: %d request(s), %d status(es), %d node(s) cordoned by edgedrain", c.name, len(in.Requests), len(in.Statuses), len(in.CordonedByUs))
@@ -565,7 +565,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
-	c.noteWritten(st)
+	c.landed.Note(st)
 	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
 	c.completesNotLanded(st, c.fence)
 	if (c.stillLeading() || c.outage) && c.core.Announce(st) { // Engine.announce
@@ -600,7 +600,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 		c.fenced(st)
 		return
 	}
-	stale := st.Status == nodedrain.StatusComplete && c.now().Sub(st.UpdatedAt) > nodedrain.MaxAnswerAge && c.landed[st.Node] != st.RequestID
+	stale := !c.landed.MayRewrite(st, c.now())
 	then := "writing again after it"
 	if stale {
 		then = "not written again: the COMPLETE rests on checks a pause made old"
@@ -716,13 +716,4 @@ func (c *coord) completesNotLanded(written nodedrain.NodeDrainStatus, fence uint
 			c.act(c.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
 		}
 	}
-}
-
-// noteWritten is Engine.noteWritten: the COMPLETE a coordinator is known to have written.
-func (c *coord) noteWritten(st nodedrain.NodeDrainStatus) {
-	if st.Status == nodedrain.StatusComplete {
-		c.landed[st.Node] = st.RequestID
-		return
-	}
-	delete(c.landed, st.Node)
 }

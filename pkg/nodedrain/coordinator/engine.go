@@ -65,10 +65,8 @@ type Engine struct {
 	// unlanded holds the COMPLETEs whose publication failed, each with the bucket revision its
 	// write was fenced on (see completesNotLanded).
 	unlanded map[string]unlandedComplete
-	// landed holds, per node, the request of the COMPLETE a coordinator is known to have
-	// written there (this run's acknowledged write, or the status read at resume): written
-	// again after a refusal, it acts on nothing new (staleComplete).
-	landed map[string]string
+	// landed: the COMPLETEs on the bus, which a refused write may put back at once (Landed).
+	landed Landed
 
 	// warnings samples the warnings about single bus payloads; metrics count them all.
 	warnings ratelog.Limiter
@@ -163,7 +161,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: map[string]string{}, recheck: map[string]bool{}, repairs: map[string]bool{},
+		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: Landed{}, recheck: map[string]bool{}, repairs: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}}
 	e.ops = newExecutor(e)
 	return e, nil
@@ -208,7 +206,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
 	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
-	e.unlanded, e.landed = map[string]unlandedComplete{}, map[string]string{}
+	e.unlanded, e.landed = map[string]unlandedComplete{}, Landed{}
 	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
@@ -400,7 +398,7 @@ func (e *Engine) resume(ctx context.Context, watcher *pubsub.Watcher[nodedrain.N
 		return err
 	}
 	for _, st := range statuses {
-		e.noteWritten(st)
+		e.landed.Note(st)
 	}
 	// A node carrying our cordon annotation is ours to uncordon even if its status was lost.
 	nodes, err := e.nodes.List(labels.Everything())

@@ -315,7 +315,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 			err = fmt.Errorf("%w; and then: %w", err, ferr)
 		case !e.mayAct(ctx):
 			return // (the refusal came late: the Lease lapsed meanwhile)
-		case staleComplete(st, e.cfg.Now()) && e.landed[st.Node] != st.RequestID:
+		case !e.landed.MayRewrite(st, e.cfg.Now()):
 			// The first write may land late after a pause (a residual of any check before an
 			// act); this one would be a second act on the same old checks.
 			err = fmt.Errorf("%w; not written again: the COMPLETE rests on checks %s old (this process was held up "+
@@ -339,7 +339,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	}
 	e.lastSeq = max(e.lastSeq, rev)
 	e.ownRevs[st.Node] = rev
-	e.noteWritten(st)
+	e.landed.Note(st)
 	delete(e.unpublished, st.Node)
 	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
 	e.completesNotLanded(ctx, st, fence)
@@ -444,20 +444,4 @@ func (e *Engine) completesNotLanded(ctx context.Context, written nodedrain.NodeD
 			e.act(ctx, e.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, e.cfg.Now()))
 		}
 	}
-}
-
-// staleComplete reports whether st is a COMPLETE decided longer than MaxAnswerAge before now: a
-// write of it after a refusal would rest on checks older than the drain takes before COMPLETE,
-// unless that COMPLETE is on the bus already (landed: a repair puts it back).
-func staleComplete(st nodedrain.NodeDrainStatus, now time.Time) bool {
-	return st.Status == nodedrain.StatusComplete && now.Sub(st.UpdatedAt) > nodedrain.MaxAnswerAge
-}
-
-// noteWritten records in landed what a coordinator's status st on the bus says of its node.
-func (e *Engine) noteWritten(st nodedrain.NodeDrainStatus) {
-	if st.Status == nodedrain.StatusComplete {
-		e.landed[st.Node] = st.RequestID
-		return
-	}
-	delete(e.landed, st.Node)
 }
