@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -44,23 +46,24 @@ func (w *world) supervise(ctx context.Context) {
 		}
 		last = time.Now()
 		for _, c := range w.coords {
-			if c.mu.TryLock() {
-				if !c.down && c.proc.Exited() {
-					w.fault("crash", c.name(), fmt.Sprintf("exited on its own (code %d); restarted", c.proc.Wait(time.Second)))
-					c.start()
-				}
-				c.mu.Unlock()
-			}
+			w.restartCrashed(&c.mu, func() bool { return c.down }, func() *testenv.Proc { return c.proc }, c.name(), func() { c.start() })
 		}
 		for _, a := range w.agents {
-			if a.mu.TryLock() {
-				if !a.down.Load() && a.proc.Exited() {
-					w.fault("crash", a.name(), fmt.Sprintf("exited on its own (code %d); restarted", a.proc.Wait(time.Second)))
-					a.start()
-				}
-				a.mu.Unlock()
-			}
+			w.restartCrashed(&a.mu, a.down.Load, func() *testenv.Proc { return a.proc }, a.name(), func() { a.start() })
 		}
+	}
+}
+
+// restartCrashed records and restarts a process that exited on its own (a finding), unless a
+// fault holds it (mu busy) or took it down on purpose.
+func (w *world) restartCrashed(mu *sync.Mutex, down func() bool, proc func() *testenv.Proc, name string, start func()) {
+	if !mu.TryLock() {
+		return
+	}
+	defer mu.Unlock()
+	if p := proc(); !down() && p.Exited() {
+		w.fault("crash", name, fmt.Sprintf("exited on its own (code %d); restarted", p.Wait(time.Second)))
+		start()
 	}
 }
 
@@ -193,18 +196,11 @@ func (a *agentProc) writeToken() {
 
 // refreshTokens keeps each agent's token that of its pod, and fresh.
 func (w *world) refreshTokens(ctx context.Context) {
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			for _, a := range w.agents {
-				a.writeToken()
-			}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		for _, a := range w.agents {
+			a.writeToken()
 		}
-	}
+	}, 10*time.Second)
 }
 
 // TestRunRecordNamesTheOperation: each operation's command records itself so that the history

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
@@ -143,53 +144,57 @@ func (w *world) watchCluster(ctx context.Context) {
 // pollCluster lists the Nodes and pods four times a second and records what changed since the
 // harness last saw them.
 func (w *world) pollCluster(ctx context.Context, selector string) {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		listed := time.Now() // a pod first seen after this may be missing from the list: not gone
-		nodes, err := w.c.Client.CoreV1().Nodes().List(lctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil {
-			present := map[string]bool{}
-			for i := range nodes.Items {
-				present[nodes.Items[i].Name] = true
-				w.onNode(&nodes.Items[i])
-			}
-			for _, name := range w.nodes {
-				w.view.mu.Lock()
-				before := w.view.since[name].Before(listed)
-				w.view.mu.Unlock()
-				if !present[name] && before {
-					w.nodeGone(name)
-				}
-			}
-		}
-		pods, err := w.c.Client.CoreV1().Pods(w.ns).List(lctx, metav1.ListOptions{})
-		cancel()
-		if err != nil {
-			continue
-		}
-		present := map[string]bool{}
-		for i := range pods.Items {
-			present[string(pods.Items[i].UID)] = true
-			w.onPod(&pods.Items[i])
-		}
+		defer cancel()
+		listed := time.Now() // a Node or pod first seen after this may be missing from the list: not gone
+		w.pollNodes(lctx, selector, listed)
+		w.pollPods(lctx, listed)
+	}, 250*time.Millisecond)
+}
+
+// pollNodes records the harness's Nodes as listed, and those missing from the list as gone.
+func (w *world) pollNodes(ctx context.Context, selector string, listed time.Time) {
+	nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return
+	}
+	present := map[string]bool{}
+	for i := range nodes.Items {
+		present[nodes.Items[i].Name] = true
+		w.onNode(&nodes.Items[i])
+	}
+	for _, name := range w.nodes {
 		w.view.mu.Lock()
-		var gone []string
-		for uid, v := range w.view.pods {
-			if !present[uid] && !v.deleted && w.view.since[uid].Before(listed) {
-				gone = append(gone, uid)
-			}
-		}
+		before := w.view.since[name].Before(listed)
 		w.view.mu.Unlock()
-		for _, uid := range gone {
-			w.podGone(uid)
+		if !present[name] && before {
+			w.nodeGone(name)
 		}
+	}
+}
+
+// pollPods records the workload's pods as listed, and those missing from the list as gone.
+func (w *world) pollPods(ctx context.Context, listed time.Time) {
+	pods, err := w.c.Client.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	present := map[string]bool{}
+	for i := range pods.Items {
+		present[string(pods.Items[i].UID)] = true
+		w.onPod(&pods.Items[i])
+	}
+	w.view.mu.Lock()
+	var gone []string
+	for uid, v := range w.view.pods {
+		if !present[uid] && !v.deleted && w.view.since[uid].Before(listed) {
+			gone = append(gone, uid)
+		}
+	}
+	w.view.mu.Unlock()
+	for _, uid := range gone {
+		w.podGone(uid)
 	}
 }
 
