@@ -34,10 +34,7 @@ func (c *coord) recordSeen(n *node) (bool, string) {
 		return live.record, rvString(live.rv, true)
 	}
 	if last := q[len(q)-1]; last.rv != live.rv {
-		live.at = c.now().Add(time.Duration(c.s.vrng.Int64N(int64(maxViewLag))))
-		if live.at.Before(last.at) {
-			live.at = last.at
-		}
+		live.at = later(c.now().Add(time.Duration(c.s.vrng.Int64N(int64(maxViewLag)))), last.at)
 		q = append(q, live)
 	}
 	// Drop what a later delivered view hides; the first is the view now.
