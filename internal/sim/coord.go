@@ -514,7 +514,7 @@ func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 		return
 	}
 	if !c.conn.connected() || (s.bus.lossy && s.w.chance(0.1)) || s.bus.writeFails() {
-		c.unpublished[st.Node] = true
+		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
 			c.noteUnlanded(st, c.lastSeq)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
@@ -556,7 +556,7 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 		return
 	}
 	if s.bus.lossy && s.w.chance(0.1) || s.bus.ackLost() {
-		c.unpublished[st.Node] = true              // written, but the reply was lost: written again
+		c.failedWrite(st.Node)                     // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
 			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
@@ -580,7 +580,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	// Engine.fenceRefused: LastRevision (the stream's info) failed, or answered behind the
 	// revision the refusal names: written again at the next try.
 	if last, ok := s.bus.streamInfo(bucketStatus); !ok || last < s.bus.buckets[bucketStatus].last {
-		c.unpublished[st.Node] = true
+		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete {
 			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
@@ -589,7 +589,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	}
 	over, read := c.termTakenOver()
 	if !read { // Engine.fenceRefused: the term record could not be read
-		c.unpublished[st.Node] = true
+		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete {
 			c.noteUnlanded(st, c.fence)
 			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
@@ -618,7 +618,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 			return
 		}
 	}
-	c.unpublished[st.Node] = true
+	c.failedWrite(st.Node)
 	if st.Status == nodedrain.StatusComplete {
 		c.noteUnlanded(st, c.fence)
 		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
@@ -716,4 +716,11 @@ func (c *coord) completesNotLanded(written nodedrain.NodeDrainStatus, fence uint
 			c.act(c.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
 		}
 	}
+}
+
+// failedWrite is the engine's failed status write of node's key: published again later, and its
+// COMPLETE unknown on the bus (Landed.Forget).
+func (c *coord) failedWrite(node string) {
+	c.unpublished[node] = true
+	c.landed.Forget(node)
 }

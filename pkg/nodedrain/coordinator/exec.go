@@ -329,6 +329,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	}
 	if err != nil {
 		e.unpublished[st.Node] = true
+		e.landed.Forget(st.Node)
 		e.log.WithFields(statusFields(st)).WithError(err).Warn("publishing status failed; will retry")
 		if st.Status == nodedrain.StatusComplete {
 			e.unlanded = noteUnlanded(e.unlanded, e.core, st, fence)

@@ -57,7 +57,7 @@ func (e *Engine) fenceRefused(ctx context.Context, what string, refusal error) e
 	}
 	e.log.WithField("write", what).Warn("write to the status bucket refused: the bucket was written since this coordinator's " +
 		"last acknowledged write, by no other coordinator (a write of its own whose reply was lost, or a value no coordinator " +
-		"wrote, repaired separately); writing again after it")
+		"wrote, repaired separately); writing again after it, unless it is a COMPLETE on checks too old to act on again")
 	e.lastSeq = max(e.lastSeq, last)
 	return nil
 }

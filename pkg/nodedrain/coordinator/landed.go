@@ -7,8 +7,12 @@ import (
 )
 
 // Landed holds, per node, the request of the COMPLETE a coordinator is known to have written
-// there: an acknowledged write of this run, or the status read at resume. The engine and the
-// simulation's coordinator keep one each.
+// there and not replaced by a later write of its own: an acknowledged write of this run, or the
+// status read at resume. A write to the node's key that failed makes it unknown (Forget): the
+// write may have landed (a lost reply) and replaced the COMPLETE, and a COMPLETE decided again
+// for the same request would otherwise pass for the one on the bus. (A forger's value over it
+// does not: putting the coordinator's COMPLETE back is the same act again, judged as of its
+// decision.) The engine and the simulation's coordinator keep one each.
 type Landed map[string]string
 
 // Note records what a coordinator's status st, known to be on the bus, says of its node.
@@ -28,3 +32,6 @@ func (l Landed) Note(st nodedrain.NodeDrainStatus) {
 func (l Landed) MayRewrite(st nodedrain.NodeDrainStatus, now time.Time) bool {
 	return st.Status != nodedrain.StatusComplete || now.Sub(st.UpdatedAt) <= nodedrain.MaxAnswerAge || l[st.Node] == st.RequestID
 }
+
+// Forget makes node's COMPLETE unknown: a write to its key failed.
+func (l Landed) Forget(node string) { delete(l, node) }

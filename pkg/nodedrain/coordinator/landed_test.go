@@ -32,4 +32,9 @@ func TestARefusedCompleteIsRewrittenOnlyOnFreshChecksOrWhenLanded(t *testing.T) 
 	assert.False(t, l.MayRewrite(other, now), "another request's COMPLETE")
 	l.Note(cordoned)
 	assert.False(t, l.MayRewrite(complete, now), "a later status replaced it")
+
+	// A failed write to the key (it may have landed): the COMPLETE may be off the bus.
+	l.Note(complete)
+	l.Forget("a")
+	assert.False(t, l.MayRewrite(complete, now), "forgotten: maybe replaced")
 }
