@@ -286,6 +286,9 @@ func (s *stepper) reconcile(edge bool) {
 // no operation (a state file lost, a request left from before a restart).
 func (s *stepper) idle(edge bool) {
 	b := s.m.Bus
+	if b != nil && b.RequestID == s.m.Withdrew && b.Status != nodedrain.StatusComplete {
+		s.m.Withdrew = "" // the coordinator has caught up: a COMPLETE of it from now on is a replay
+	}
 	if !edge || b == nil || !s.m.BusSynced || !s.m.State.mine(b.RequestID) ||
 		b.Status == nodedrain.StatusNotRequested || b.Status == nodedrain.StatusUnknown {
 		return // nothing of ours is served (another agent's request is not ours to withdraw)

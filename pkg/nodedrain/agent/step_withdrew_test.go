@@ -28,6 +28,11 @@ func TestACompleteForTheRequestJustWithdrawnIsNoWarning(t *testing.T) {
 	require.Len(t, ws, 2, "withdrawn as the operation ended, and again for the COMPLETE still shown")
 	assert.Equal(t, "r1", ws[0].RequestID)
 
+	// Once the coordinator has shown the withdrawal, a COMPLETE of r1 again is a replay.
+	_, _, acts = playFrom(t, back, t0, testPolicy(), []step{now(EvStart{BootID: "b2"}), now(wdOK), now(EvBusSnapshot{}),
+		now(status(nodedrain.StatusNotRequested, "r1")), now(status(nodedrain.StatusComplete, "r1"))})
+	assert.Len(t, warnings(acts), 1, "a COMPLETE of the withdrawn request after the coordinator caught up: %v", warnings(acts))
+
 	_, _, acts = playFrom(t, back, t0, testPolicy(), []step{now(EvStart{BootID: "b2"}), now(wdOK), now(EvBusSnapshot{}),
 		now(status(nodedrain.StatusStarting, "r1"))})
 	assert.Len(t, warnings(acts), 1, "the withdrawn request served anew: %v", warnings(acts))
