@@ -119,6 +119,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos run: seed %d, %s of faults, %d nodes, max-concurrent-drains %d; logs in %s", seed, *flagDuration, *flagNodes, *flagMax, dir)
 	t.Cleanup(func() {
 		if t.Failed() || *flagKeep {
+			keepControlPlaneLogs(t, cluster.Dir, filepath.Join(dir, "control-plane"))
 			t.Logf("the run's logs and history are kept in %s (replay the schedule with -chaos.seed %d)", dir, seed)
 			return
 		}
@@ -319,4 +320,25 @@ func summary(events []Event, plan []Action) string {
 	sort.Strings(kinds)
 	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v; revisions the recorder lost: %d",
 		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped, lost)
+}
+
+// keepControlPlaneLogs copies the control plane's logs (kwok's, the API server's and the
+// controllers', rotated ones too) into the kept run's directory: the cluster outlives the test
+// and its directory is removed with it, and a verdict about a Node's health or a Lease can be
+// the simulated kubelet's doing.
+func keepControlPlaneLogs(t *testing.T, from, to string) {
+	logs, _ := filepath.Glob(filepath.Join(from, "*.log*"))
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Logf("keep the control plane's logs: %v", err)
+		return
+	}
+	for _, src := range logs {
+		data, err := os.ReadFile(src)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(to, filepath.Base(src)), data, 0o600)
+		}
+		if err != nil {
+			t.Logf("keep the control plane's logs: %v", err)
+		}
+	}
 }

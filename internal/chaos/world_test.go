@@ -93,6 +93,7 @@ type world struct {
 // alive runs f, which may use w.t (log, fail, start a process), unless the test has ended; it
 // reports whether f ran. Every goroutine but the test's own uses w.t only through it.
 func (w *world) alive(f func()) bool {
+	w.t.Helper()
 	w.tMu.RLock()
 	defer w.tMu.RUnlock()
 	if w.tEnd {
@@ -104,7 +105,8 @@ func (w *world) alive(f func()) bool {
 
 // logf logs for the harness's background goroutines.
 func (w *world) logf(format string, args ...any) {
-	w.alive(func() { w.t.Logf(format, args...) })
+	w.t.Helper() // the line logged is the caller's
+	w.alive(func() { w.t.Helper(); w.t.Logf(format, args...) })
 }
 
 // errorf fails the run for the harness's own trouble (a process it cannot start again): the
