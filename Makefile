@@ -70,9 +70,10 @@ lint:
 	$(GO) vet $(PKGS)
 	cd hack/tools/image && $(GO) vet ./...
 
-## cluster-bins: build (first use) or find the local cluster's pinned binaries.
+## cluster-bins: build (first use) or find the local cluster's pinned binaries, the real nodes'
+## (kubelet, kube-proxy, CoreDNS) too.
 cluster-bins:
-	@bash hack/cluster-bins.sh >/dev/null
+	@bash hack/cluster-bins.sh --real-node >/dev/null
 
 ## cluster-up / cluster-down: a local cluster with 3 simulated nodes for people to poke at.
 cluster-up: cluster-bins

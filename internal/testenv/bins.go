@@ -30,14 +30,14 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// BuildClusterBinaries runs hack/cluster-bins.sh, which builds the pinned cluster binaries on first
+// BuildClusterBinaries runs hack/cluster-bins.sh (with args, e.g. --real-node), which builds the pinned cluster binaries on first
 // use (about 10 minutes; progress on stderr) and returns the cache directory holding them.
-func BuildClusterBinaries(ctx context.Context) (string, error) {
+func BuildClusterBinaries(ctx context.Context, args ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "cluster-bins.sh"))
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(root, "hack", "cluster-bins.sh")}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -33,11 +33,17 @@ type Cluster struct {
 // StartCluster starts a control plane in a fresh temporary directory and installs the Longhorn
 // and KubeVirt CRDs. The returned stop function ends it and removes the directory.
 func StartCluster(ctx context.Context) (*Cluster, func(), error) {
+	return startCluster(ctx, ControlPlaneConfig{})
+}
+
+// startCluster is StartCluster with the control plane's settings (Dir is made here).
+func startCluster(ctx context.Context, cfg ControlPlaneConfig) (*Cluster, func(), error) {
 	dir, err := os.MkdirTemp("", "edgedrain-cluster-")
 	if err != nil {
 		return nil, nil, err
 	}
-	cp, err := StartControlPlane(ctx, ControlPlaneConfig{Dir: dir})
+	cfg.Dir = dir
+	cp, err := StartControlPlane(ctx, cfg)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err

@@ -33,6 +33,10 @@ type ControlPlaneConfig struct {
 	Detached bool
 	// StartTimeout bounds the wait for every component to report healthy. Zero: 90 s.
 	StartTimeout time.Duration
+	// AdvertiseAddress is where pods of real nodes reach the API server: the kubernetes
+	// Service's endpoint, an address in their network namespace that the test forwards to the
+	// API server's loopback port (RealCluster). Empty: loopback, and no such endpoint.
+	AdvertiseAddress string
 }
 
 // ControlPlane is a running etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -87,7 +91,7 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		return nil, err
 	}
 	etcdPort, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
-	files, err := cp.writeCredentials(apiPort)
+	files, err := cp.writeCredentials(cfg.AdvertiseAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +127,15 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		return nil, err
 	}
 
-	if err := start("kube-apiserver",
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+	advertise := []string{"--advertise-address=127.0.0.1",
 		// With a loopback advertise address the default lease reconciler refuses to start.
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type=none"}
+	if cfg.AdvertiseAddress != "" {
+		advertise = []string{"--advertise-address=" + cfg.AdvertiseAddress}
+	}
+	if err := start("kube-apiserver", append(advertise,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--tls-cert-file="+files.serverCert, "--tls-private-key-file="+files.serverKey,
 		"--client-ca-file="+files.caCert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -137,7 +145,7 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		// Pods need no default ServiceAccount to exist yet: tests create pods right after start.
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
-	); err != nil {
+	)...); err != nil {
 		return nil, err
 	}
 	adminTLS, err := cp.tlsClientConfig("kubernetes-admin", "system:masters")
@@ -225,13 +233,16 @@ func (cp *ControlPlane) Stop() {
 
 type credentialFiles struct{ caCert, serverCert, serverKey, saKey, saPub string }
 
-func (cp *ControlPlane) writeCredentials(apiPort int) (credentialFiles, error) {
+func (cp *ControlPlane) writeCredentials(advertise string) (credentialFiles, error) {
 	dir := filepath.Join(cp.Dir, "pki")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return credentialFiles{}, fmt.Errorf("create %s: %w", dir, err)
 	}
-	serverCert, serverKey, err := cp.ca.issue("kube-apiserver", nil,
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}
+	if advertise != "" {
+		ips = append(ips, net.ParseIP(advertise))
+	}
+	serverCert, serverKey, err := cp.ca.issue("kube-apiserver", nil, ips,
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"})
 	if err != nil {
 		return credentialFiles{}, err

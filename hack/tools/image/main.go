@@ -31,8 +31,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// The programs in the image, at its root; the first is the entrypoint.
-var programs = []string{"coordinator", "agent", "edgedrainctl"}
+// The programs in edgedrain's image, at its root; the first is the entrypoint.
+var defaultPrograms = "coordinator,agent,edgedrainctl"
 
 // The unprivileged user and group the image runs as (the coordinator's Deployment names it too).
 const (
@@ -44,7 +44,8 @@ const usage = `usage: image --bin-dir DIR --platforms linux/amd64,linux/arm64 --
 
 Assembles edgedrain's OCI image from binaries built beforehand in DIR/<os>_<arch>/ (coordinator,
 agent, edgedrainctl: static, CGO_ENABLED=0). Writes an OCI image layout to --out (its index.json
-names the image index by --tag) and the same layout as a tar archive to --archive.
+names the image index by --tag) and the same layout as a tar archive to --archive. With
+--programs it assembles another image the same way (the tests' images for real nodes).
 
 Flags:
 `
@@ -54,6 +55,7 @@ type options struct {
 	platforms                []v1.Platform
 	repo, tag, revision, src string
 	created                  time.Time
+	programs                 []string // the first is the entrypoint
 }
 
 func main() {
@@ -107,7 +109,7 @@ func parse(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	var platforms, created string
+	var platforms, created, programs string
 	fs.StringVar(&o.binDir, "bin-dir", "", "directory with one <os>_<arch> directory of binaries per platform (required)")
 	fs.StringVar(&platforms, "platforms", "linux/amd64", "comma-separated os/arch list")
 	fs.StringVar(&o.out, "out", "", "OCI image layout directory to write; replaced if present (required)")
@@ -117,6 +119,7 @@ func parse(args []string) (*options, error) {
 	fs.StringVar(&o.revision, "revision", "", "source revision (git commit) for the labels")
 	fs.StringVar(&o.src, "source", "https://github.com/edgedrain/edgedrain", "source URL for the labels")
 	fs.StringVar(&created, "created", "0", "creation time, Unix seconds (e.g. the commit's time, for a reproducible image)")
+	fs.StringVar(&programs, "programs", defaultPrograms, "comma-separated binaries of --bin-dir to put at the image's root; the first is its entrypoint")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -134,6 +137,13 @@ func parse(args []string) (*options, error) {
 		errs = append(errs, fmt.Errorf("--created %q: want Unix seconds", created))
 	}
 	o.created = time.Unix(secs, 0).UTC()
+	for _, p := range strings.Split(programs, ",") {
+		if p = strings.TrimSpace(p); p == "" || strings.ContainsAny(p, "/\\") {
+			errs = append(errs, fmt.Errorf("--programs: %q is not a file name", p))
+			continue
+		}
+		o.programs = append(o.programs, p)
+	}
 	for _, p := range strings.Split(platforms, ",") {
 		goos, arch, ok := strings.Cut(strings.TrimSpace(p), "/")
 		if !ok || goos == "" || arch == "" || strings.Contains(arch, "/") {
@@ -176,7 +186,7 @@ func (o *options) image(p v1.Platform) (v1.Image, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	created := v1.Time{Time: o.created}
 	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: v1.History{
-		Created: created, CreatedBy: "hack/image.sh: " + strings.Join(programs, ", ") + ", passwd, group, /tmp",
+		Created: created, CreatedBy: "hack/image.sh: " + strings.Join(o.programs, ", ") + ", passwd, group, /tmp",
 		Comment: "static Go binaries, no base image"}})
 	if err != nil {
 		return nil, err
@@ -189,7 +199,7 @@ func (o *options) image(p v1.Platform) (v1.Image, error) {
 	cf.OS, cf.Architecture, cf.Created = p.OS, p.Architecture, created
 	cf.Author = "edgedrain"
 	cf.Config = v1.Config{
-		Entrypoint: []string{"/" + programs[0]},
+		Entrypoint: []string{"/" + o.programs[0]},
 		User:       fmt.Sprintf("%d:%d", uid, uid),
 		WorkingDir: "/",
 		Env:        []string{"PATH=/"},
@@ -233,7 +243,7 @@ func (o *options) rootfs(binDir string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	names := append([]string(nil), programs...)
+	names := append([]string(nil), o.programs...)
 	sort.Strings(names)
 	for _, name := range names {
 		body, err := os.ReadFile(filepath.Join(binDir, name))

@@ -1,0 +1,308 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RealNode is a real Kubernetes node: Debian's containerd and runc and a real kubelet, running
+// as a machine of its own would. It lives in a PID and a mount namespace of its own (its PID 1
+// is the boot script below) inside the cluster's network namespace, with its own disk (its
+// /var/lib, /var/log and /persist are directories of the test's), its own /run (emptied at each
+// boot) and its own boot ID: the file the kernel's /proc/sys/kernel/random/boot_id shows inside
+// the node, new at each boot, as systemd-nspawn gives its containers. Killing its PID 1 is a
+// power cut: the kernel ends every process of the node, pods and shims too, and its mounts go
+// with its mount namespace.
+type RealNode struct {
+	Name string
+	// IP is the node's InternalIP, in the cluster's network namespace.
+	IP string
+	// PodCIDR is the range its pods take addresses from, on its own bridge.
+	PodCIDR string
+	// Dir is the node's disk: run/, var-lib/, var-log/, persist/ are its /run, /var/lib,
+	// /var/log and /persist.
+	Dir string
+
+	cfg      realNodeConfig
+	mu       sync.Mutex
+	boot     *process // the node's PID 1 (through nsenter and unshare)
+	bootID   string
+	boots    int
+	cgroupOf string // the kubelet's cgroupRoot, in every hierarchy
+}
+
+// realNodeConfig is what the cluster gives each node.
+type realNodeConfig struct {
+	binDir     string
+	ns         *NetNS
+	kubeconfig string // the kubelet's, with the node's own client certificate
+	clusterDNS string
+	index      int
+	sandbox    string // the pause image
+	labels     map[string]string
+}
+
+// nodeDirs are the node's own directories, bound over the machine's inside the node.
+var nodeDirs = map[string]string{"run": "/run", "var-lib": "/var/lib", "var-log": "/var/log", "persist": "/persist"}
+
+// bootScript is the node's PID 1, run by unshare in fresh PID and mount namespaces (with a /proc
+// of the new PID namespace). Mounts made here are private to the node and end with it.
+const bootScript = `set -eu
+for d in run var-lib var-log persist; do
+	case $d in run) to=/run ;; var-lib) to=/var/lib ;; var-log) to=/var/log ;; persist) to=/persist ;; esac
+	mount --bind "$NODE_DIR/$d" "$to"
+done
+mount --bind "$NODE_DIR/boot_id" /proc/sys/kernel/random/boot_id
+mkdir -p /run/containerd /var/lib/kubelet /var/log/pods
+containerd --config "$NODE_DIR/containerd.toml" >"$NODE_DIR/containerd.log" 2>&1 &
+for i in $(seq 1 100); do
+	[ -S /run/containerd/containerd.sock ] && break
+	sleep 0.1
+done
+kubelet --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_DIR/kubelet.kubeconfig" \
+	--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels="$NODE_LABELS" --v=1 >"$NODE_DIR/kubelet.log" 2>&1 &
+wait -n
+echo "node $NODE_NAME: a process ended: $?" >&2
+exit 1
+`
+
+// Boot starts the node: a new boot ID, an empty /run, then containerd and the kubelet.
+func (n *RealNode) Boot(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.boot != nil && !n.boot.exited() {
+		return fmt.Errorf("node %s is running", n.Name)
+	}
+	if err := os.RemoveAll(filepath.Join(n.Dir, "run")); err != nil {
+		return fmt.Errorf("node %s: clear /run: %w", n.Name, err)
+	}
+	for d := range nodeDirs {
+		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	id, err := newBootID()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(n.Dir, "boot_id"), []byte(id+"\n"), 0o444); err != nil {
+		return fmt.Errorf("node %s: boot ID: %w", n.Name, err)
+	}
+	n.boots++
+	if err := n.makeCgroups(); err != nil {
+		return err
+	}
+	labels := make([]string, 0, len(n.cfg.labels))
+	for k, v := range n.cfg.labels {
+		labels = append(labels, k+"="+v)
+	}
+	sort.Strings(labels)
+	// nsenter enters the cluster's network; unshare makes the node's PID and mount namespaces
+	// and, when it dies (the test's end, or the test process killed: Pdeathsig), kills the
+	// node's PID 1, which takes the whole PID namespace with it.
+	p, err := startProcess(fmt.Sprintf("node-%s-boot-%d", n.Name, n.boots), "nsenter", n.Dir, false,
+		"--net="+n.cfg.ns.Path, "--", "unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc",
+		"--propagation", "private", "--", "env", "NODE_DIR="+n.Dir, "NODE_NAME="+n.Name, "NODE_IP="+n.IP, "NODE_LABELS="+strings.Join(labels, ","),
+		"PATH="+n.cfg.binDir+":/usr/sbin:/usr/bin:/sbin:/bin", "bash", "-c", bootScript)
+	if err != nil {
+		return err
+	}
+	n.boot, n.bootID = p, id
+	return nil
+}
+
+// newBootID returns a random UUID, as the kernel makes one at each boot.
+func newBootID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+// BootID is the boot ID the node's processes read now.
+func (n *RealNode) BootID() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bootID
+}
+
+// Path is where the node's path p (under /run, /var/lib, /var/log or /persist) is on the test's disk.
+func (n *RealNode) Path(p string) (string, error) {
+	for d, to := range nodeDirs {
+		if p == to || strings.HasPrefix(p, to+"/") {
+			return filepath.Join(n.Dir, d, strings.TrimPrefix(p, to)), nil
+		}
+	}
+	return "", fmt.Errorf("node %s: %s is not on the node's own disk (%v)", n.Name, p, nodeDirs)
+}
+
+// PowerOff cuts the node's power: every process of it ends at once, with no shutdown.
+func (n *RealNode) PowerOff() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.boot == nil {
+		return
+	}
+	_ = n.boot.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.boot.done
+	n.removeCgroups()
+}
+
+// removeCgroups removes the cgroup directories the kubelet and runc made under the node's
+// cgroupRoot, deepest first (a directory goes only once empty, and its processes are gone).
+func (n *RealNode) removeCgroups() {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		root := filepath.Join(h, n.cgroupOf)
+		var dirs []string
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = rmdirRetry(dirs[i])
+		}
+	}
+}
+
+// rmdirRetry removes an empty cgroup directory; the kernel may take a moment after its last
+// process ended.
+func rmdirRetry(dir string) error {
+	var err error
+	for range 50 {
+		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// makeCgroups creates the kubelet's cgroupRoot in every hierarchy: the kubelet refuses one that
+// does not exist.
+func (n *RealNode) makeCgroups() error {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		if err := os.MkdirAll(filepath.Join(h, n.cgroupOf), 0o755); err != nil {
+			return fmt.Errorf("node %s: cgroup %s: %w", n.Name, n.cgroupOf, err)
+		}
+	}
+	return nil
+}
+
+// waitContainerd waits until the node's containerd answers on its socket.
+func (n *RealNode) waitContainerd(ctx context.Context) error {
+	sock := filepath.Join(n.Dir, "run", "containerd", "containerd.sock")
+	var out []byte
+	var err error
+	for range 300 {
+		out, err = exec.CommandContext(ctx, "ctr", "--address", sock, "version").CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if n.boot.exited() {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s: containerd not answering: %v: %s\n%s\n%s", n.Name, err, out, n.boot.tail(20), n.Log(20))
+}
+
+// Log is the last lines of the node's kubelet and containerd logs, for a failure's message.
+func (n *RealNode) Log(lines int) string {
+	return "kubelet:\n" + tailFile(filepath.Join(n.Dir, "kubelet.log"), lines) +
+		"\ncontainerd:\n" + tailFile(filepath.Join(n.Dir, "containerd.log"), lines)
+}
+
+// Import loads an image archive (OCI or docker, as `make image` writes) into the node's
+// containerd, where the kubelet finds it: pods use it with imagePullPolicy Never or IfNotPresent.
+func (n *RealNode) Import(ctx context.Context, archive string) error {
+	sock := filepath.Join(n.Dir, "run", "containerd", "containerd.sock")
+	out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "k8s.io",
+		"images", "import", "--all-platforms", archive).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("node %s: ctr images import %s: %w: %s", n.Name, archive, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// writeConfigs writes containerd's, the CNI network's and the kubelet's configuration.
+func (n *RealNode) writeConfigs() error {
+	containerd := fmt.Sprintf(`version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "/var/lib/containerd-opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # Without CAP_SYS_RESOURCE a sandbox cannot lower its oom_score_adj below ours.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "/var/lib/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+`, n.cfg.sandbox)
+	// Each node its own bridge and range; the bridges share the cluster's network namespace,
+	// so pods of every node reach one another through its routing table. host-local's
+	// allocations live in /run: a boot starts with none, as the node's pods are gone.
+	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "edgedrain-%[1]s", "plugins": [
+  {"type": "bridge", "bridge": "cni%[2]d", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam", "ranges": [[{"subnet": %[3]q}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}
+]}`, n.Name, n.cfg.index, n.PodCIDR)
+	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# containerd 1.6 cannot tell the kubelet its cgroup driver: the kubelet's own setting stands.
+cgroupDriver: cgroupfs
+cgroupRoot: %[1]s
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+port: %[2]d
+readOnlyPort: 0
+healthzPort: 0
+podCIDR: %[3]s
+clusterDNS: [%[4]s]
+clusterDomain: cluster.local
+resolvConf: ""
+podLogsDir: /var/log/pods
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+# The machine's disk is the test machine's: never evict pods or delete images for its sake.
+evictionHard: {memory.available: "1Mi", nodefs.available: "0%%", imagefs.available: "0%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+`, n.cgroupOf, 10250+n.cfg.index, n.PodCIDR, n.cfg.clusterDNS)
+	netd := filepath.Join(n.Dir, "var-lib", "cni", "net.d")
+	if err := os.MkdirAll(netd, 0o755); err != nil {
+		return err
+	}
+	return writeFiles(map[string][]byte{
+		filepath.Join(n.Dir, "containerd.toml"):      []byte(containerd),
+		filepath.Join(netd, "10-edgedrain.conflist"): []byte(cni),
+		filepath.Join(n.Dir, "kubelet.yaml"):         []byte(kubelet),
+		filepath.Join(n.Dir, "kubelet.kubeconfig"):   []byte(n.cfg.kubeconfig),
+	})
+}
