@@ -131,13 +131,17 @@ func (c *Cluster) AddNodes(t testing.TB, group string, n int) []string {
 	return names
 }
 
-// CreateNode creates a node that kwok simulates, with the given extra labels.
-func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string]string) error {
+// KwokTaint keeps off kwok's nodes the pods that do not tolerate it: beside real nodes, a
+// program that must really run (edgedrain's own pods) cannot land where nothing runs.
+var KwokTaint = corev1.Taint{Key: KwokNodeAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+
+// CreateNode creates a node that kwok simulates, with the given extra labels and taints.
+func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string]string, taints ...corev1.Taint) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
 		Labels:      map[string]string{corev1.LabelHostname: name, "type": "kwok"},
 		Annotations: map[string]string{KwokNodeAnnotation: "fake"},
-	}}
+	}, Spec: corev1.NodeSpec{Taints: taints}}
 	for k, v := range labels {
 		node.Labels[k] = v
 	}

@@ -129,8 +129,12 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 
 	advertise := []string{"--advertise-address=127.0.0.1",
 		// With a loopback advertise address the default lease reconciler refuses to start.
-		"--endpoint-reconciler-type=none"}
+		"--endpoint-reconciler-type=none",
+		// Pods need no default ServiceAccount to exist yet: tests create pods right after start.
+		"--disable-admission-plugins=ServiceAccount"}
 	if cfg.AdvertiseAddress != "" {
+		// Pods that really run get what a real cluster gives them: the kubernetes Service's
+		// endpoint, and their ServiceAccount's API token mounted (ServiceAccount admission).
 		advertise = []string{"--advertise-address=" + cfg.AdvertiseAddress}
 	}
 	if err := start("kube-apiserver", append(advertise,
@@ -142,8 +146,6 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		"--service-account-key-file="+files.saPub, "--service-account-signing-key-file="+files.saKey,
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--authorization-mode=RBAC",
-		// Pods need no default ServiceAccount to exist yet: tests create pods right after start.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 	)...); err != nil {
 		return nil, err

@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 )
 
@@ -40,6 +42,9 @@ type RealClusterConfig struct {
 	Nodes int
 	// Labels are set on every real node (the kubelet's --node-labels).
 	Labels map[string]string
+	// SystemBus runs a system D-Bus (dbus-daemon) on every real node, at its
+	// /run/dbus/system_bus_socket, for an agent's logind reboot.
+	SystemBus bool
 }
 
 // RealCluster is a local control plane with real nodes beside kwok's: kubelets on containerd
@@ -293,7 +298,7 @@ func (rc *RealCluster) startNodes(ctx context.Context, cfg RealClusterConfig) er
 		n := &RealNode{Name: name, IP: realNodeIP(i), PodCIDR: realPodCIDR(i), Dir: filepath.Join(rc.Dir, name),
 			cgroupOf: realNodeCgroup(rc.NS.Name, i),
 			cfg: realNodeConfig{binDir: rc.BinDir, ns: rc.NS, kubeconfig: string(kc), clusterDNS: realDNSAddress,
-				index: i, sandbox: pause.Name, labels: cfg.Labels}}
+				index: i, sandbox: pause.Name, labels: cfg.Labels, systemBus: cfg.SystemBus}}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return err
 		}
@@ -338,4 +343,19 @@ func (rc *RealCluster) stop() {
 	if rc.persist {
 		_ = os.Remove("/persist")
 	}
+}
+
+// Namespace creates a namespace for the test, as Cluster.Namespace does, and waits until its
+// default ServiceAccount exists: with ServiceAccount admission, a pod is refused before that.
+func (rc *RealCluster) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := rc.Cluster.Namespace(t)
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := rc.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("namespace %s: no default ServiceAccount: %v", ns, err)
+	}
+	return ns
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,44 @@ type realNodeConfig struct {
 	index      int
 	sandbox    string // the pause image
 	labels     map[string]string
+	systemBus  bool
+}
+
+// nodeBusConfig is the node's system D-Bus (Debian's dbus-daemon) at the usual socket: anyone on
+// the node may call, only root may own a name (the test's stand-in logind does).
+const nodeBusConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=/run/dbus/system_bus_socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+  <policy user="root">
+    <allow own="*"/>
+  </policy>
+</busconfig>
+`
+
+// SystemBus is the address of the node's system D-Bus, as the test process reaches it; it
+// waits until the bus answers. Only for a cluster started with RealClusterConfig.SystemBus.
+func (n *RealNode) SystemBus(ctx context.Context) (string, error) {
+	if !n.cfg.systemBus {
+		return "", fmt.Errorf("node %s has no system bus (RealClusterConfig.SystemBus)", n.Name)
+	}
+	sock := filepath.Join(n.Dir, "run", "dbus", "system_bus_socket")
+	for ctx.Err() == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			_ = c.Close()
+			return "unix:path=" + sock, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", fmt.Errorf("node %s: no system bus at %s: %w\n%s", n.Name, sock, ctx.Err(), tailFile(filepath.Join(n.Dir, "dbus.log"), 10))
 }
 
 // nodeDirs are the node's own directories, bound over the machine's inside the node.
@@ -63,7 +102,10 @@ for d in run var-lib var-log persist; do
 	mount --bind "$NODE_DIR/$d" "$to"
 done
 mount --bind "$NODE_DIR/boot_id" /proc/sys/kernel/random/boot_id
-mkdir -p /run/containerd /var/lib/kubelet /var/log/pods
+mkdir -p /run/containerd /run/dbus /var/lib/kubelet /var/log/pods
+if [ -f "$NODE_DIR/dbus.conf" ]; then
+	dbus-daemon --config-file="$NODE_DIR/dbus.conf" --nofork --nopidfile >"$NODE_DIR/dbus.log" 2>&1 &
+fi
 containerd --config "$NODE_DIR/containerd.toml" >"$NODE_DIR/containerd.log" 2>&1 &
 for i in $(seq 1 100); do
 	[ -S /run/containerd/containerd.sock ] && break
@@ -229,6 +271,19 @@ func (n *RealNode) Log(lines int) string {
 		"\ncontainerd:\n" + tailFile(filepath.Join(n.Dir, "containerd.log"), lines)
 }
 
+// ContainerLogs is the last lines of every container log on the node (the kubelet's
+// /var/log/pods), for a failure's message: the API server cannot reach a real node's kubelet
+// for kubectl logs.
+func (n *RealNode) ContainerLogs(lines int) string {
+	logs, _ := filepath.Glob(filepath.Join(n.Dir, "var-log", "pods", "*", "*", "*.log"))
+	var b strings.Builder
+	for _, l := range logs {
+		rel, _ := filepath.Rel(filepath.Join(n.Dir, "var-log", "pods"), l)
+		fmt.Fprintf(&b, "--- %s: %s\n%s\n", n.Name, rel, tailFile(l, lines))
+	}
+	return b.String()
+}
+
 // Import loads an image archive (OCI or docker, as `make image` writes) into the node's
 // containerd, where the kubelet finds it: pods use it with imagePullPolicy Never or IfNotPresent.
 func (n *RealNode) Import(ctx context.Context, archive string) error {
@@ -295,6 +350,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 localStorageCapacityIsolation: false
 `, n.cgroupOf, 10250+n.cfg.index, n.PodCIDR, n.cfg.clusterDNS)
+	if n.cfg.systemBus {
+		if err := os.WriteFile(filepath.Join(n.Dir, "dbus.conf"), []byte(nodeBusConfig), 0o644); err != nil {
+			return err
+		}
+	}
 	netd := filepath.Join(n.Dir, "var-lib", "cni", "net.d")
 	if err := os.MkdirAll(netd, 0o755); err != nil {
 		return err
