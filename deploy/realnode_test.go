@@ -58,9 +58,9 @@ func localBusVolume(t *testing.T, rc *testenv.RealCluster, node *testenv.RealNod
 	_, err = rc.Client.CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "edgedrain-bus"},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:         corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: busClass,
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:       busClass,
 			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: path}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname,
