@@ -60,10 +60,10 @@ type RealCluster struct {
 	// PauseImage is the pod sandbox's image on every real node.
 	PauseImage string
 
-	procs   []*process
-	fwd     net.Listener
-	fwdWG   sync.WaitGroup
-	persist bool // the machine had no /persist: made for the nodes' mounts, removed at the end
+	procs  []*process
+	fwd    net.Listener
+	fwdWG  sync.WaitGroup
+	mounts *mountPoints
 }
 
 // RealNodeSkipReason says why this machine cannot run real nodes, or "" when it can.
@@ -274,11 +274,8 @@ func (rc *RealCluster) startNodes(ctx context.Context, cfg RealClusterConfig) er
 	if err != nil {
 		return fmt.Errorf("bind system:node: %w", err)
 	}
-	if _, err := os.Stat("/persist"); errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir("/persist", 0o755); err != nil {
-			return fmt.Errorf("the nodes' /persist mount point: %w", err)
-		}
-		rc.persist = true
+	if rc.mounts, err = holdMountPoints(); err != nil {
+		return err
 	}
 	pause, err := buildTestImage(ctx, rc.Dir, "idle")
 	if err != nil {
@@ -340,9 +337,7 @@ func (rc *RealCluster) stop() {
 	if rc.NS != nil {
 		_ = rc.NS.Delete()
 	}
-	if rc.persist {
-		_ = os.Remove("/persist")
-	}
+	rc.mounts.release()
 }
 
 // Namespace creates a namespace for the test, as Cluster.Namespace does, and waits until its
