@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -47,14 +48,21 @@ func edgedrainImage(t *testing.T) (archive, tag string) {
 }
 
 // localBusVolume is the PersistentVolume the embedded bus's claim binds: a local volume on node,
-// as a local-path or Longhorn class would give on a real cluster. Its node affinity places the
-// coordinator there.
+// of the cluster's default StorageClass (as a local-path or Longhorn class would give on a real
+// cluster; the claim names no class). Its node affinity places the coordinator there.
 func localBusVolume(t *testing.T, rc *testenv.RealCluster, node *testenv.RealNode) {
 	t.Helper()
 	path := "/var/lib/edgedrain-bus"
 	onDisk, err := node.Path(path)
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(onDisk, 0o755))
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	_, err = rc.Client.StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: busClass,
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wait,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	_, err = rc.Client.CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "edgedrain-bus"},
 		Spec: corev1.PersistentVolumeSpec{
@@ -169,16 +177,55 @@ func maintenance(n *corev1.Node) string {
 	return ""
 }
 
-// TestHelmInstallDrainsARealNodeForItsReboot installs edgedrain with the unchanged chart onto a
-// cluster with two real nodes, as an operator would (only the image, and the bus's storage
-// class), and reboots one of them the way edgedrain exists for: the agent's request, real
-// evictions within a budget, the pods rescheduled, COMPLETE, the agent's logind reboot, a power
-// cycle with a new boot ID, the agent back by the kubelet, the node uncordoned.
+// installer installs edgedrain onto rc as an operator would, with the image tag given, and
+// returns the namespace it runs in.
+type installer func(t *testing.T, rc *testenv.RealCluster, tag string) string
+
+// TestHelmInstallDrainsARealNodeForItsReboot installs edgedrain with the unchanged chart, setting
+// only the image tag, onto a cluster with two real nodes, and reboots one of them the way
+// edgedrain exists for (drainsARealNode).
 func TestHelmInstallDrainsARealNodeForItsReboot(t *testing.T) {
+	drainsARealNode(t, func(t *testing.T, rc *testenv.RealCluster, tag string) string {
+		helmBinary(t)
+		_, stderr, err := runHelmIn(t, rc.Kubeconfig, "install", releaseName, "charts/edgedrain", "--namespace", realNamespace,
+			"--create-namespace", "--set", "image.tag="+tag)
+		require.NoError(t, err, "helm install: %s", stderr)
+		return realNamespace
+	})
+}
+
+// TestKustomizeBaseDrainsARealNodeForItsReboot does the same with deploy/base, through an
+// overlay that only sets the image's tag (kustomize edit set image), applied with kubectl.
+func TestKustomizeBaseDrainsARealNodeForItsReboot(t *testing.T) {
+	drainsARealNode(t, func(t *testing.T, rc *testenv.RealCluster, tag string) string {
+		root, err := testenv.RepoRoot()
+		require.NoError(t, err)
+		overlay := t.TempDir()
+		base, err := filepath.Rel(overlay, filepath.Join(root, "deploy", "base")) // kustomize refuses an absolute one
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), fmt.Appendf(nil, `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- name: ghcr.io/edgedrain/edgedrain
+  newTag: %s
+`, base, tag), 0o644))
+		out, err := exec.Command(filepath.Join(rc.BinDir, "kubectl"), "--kubeconfig", rc.Kubeconfig, "apply", "-k", overlay).CombinedOutput()
+		require.NoError(t, err, "kubectl apply -k: %s", out)
+		return namespace
+	})
+}
+
+// drainsARealNode installs edgedrain with install onto a cluster with two real nodes and reboots
+// one of them the way edgedrain exists for: the agent's request, real evictions within a budget,
+// the pods rescheduled, COMPLETE, the agent's logind reboot, a power cycle with a new boot ID,
+// the agent back by the kubelet, the node uncordoned.
+func drainsARealNode(t *testing.T, install installer) {
 	if why := testenv.RealNodeSkipReason(); why != "" {
 		t.Skip(why)
 	}
-	helmBinary(t) // skips under -short
+	testenv.RequireCluster(t, cluster) // skips under -short
 	ctx := context.Background()
 	rc, stop, err := testenv.StartRealCluster(ctx, testenv.RealClusterConfig{Nodes: 2, SystemBus: true})
 	require.NoError(t, err)
@@ -204,24 +251,22 @@ func TestHelmInstallDrainsARealNodeForItsReboot(t *testing.T) {
 	reboots.serve(ctx)
 
 	installed := time.Now()
-	_, stderr, err := runHelmIn(t, rc.Kubeconfig, "install", releaseName, "charts/edgedrain", "--namespace", realNamespace,
-		"--create-namespace", "--set", "image.tag="+tag, "--set", "nats.embedded.storage.storageClassName="+busClass)
-	require.NoError(t, err, "helm install: %s\n%s", stderr, describe())
+	ns := install(t, rc, tag)
 	agentReady := func(node string) func(context.Context) bool {
 		return func(ctx context.Context) bool {
-			pods, err := client.CoreV1().Pods(realNamespace).List(ctx, metav1.ListOptions{
+			pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
 				LabelSelector: "app.kubernetes.io/name=edgedrain-agent", FieldSelector: "spec.nodeName=" + node})
 			return err == nil && len(pods.Items) == 1 && podReady(&pods.Items[0])
 		}
 	}
 	until(t, 3*time.Minute, "the agent on "+drained.Name+" ready", agentReady(drained.Name), describe)
 	ready := time.Since(installed)
-	t.Logf("helm install to the agent ready on %s: %s", drained.Name, ready.Round(time.Millisecond))
+	t.Logf("install to the agent ready on %s: %s", drained.Name, ready.Round(time.Millisecond))
 
-	ns := rc.Namespace(t)
-	webOnNode(t, rc, ns, drained.Name, 3)
+	work := rc.Namespace(t)
+	webOnNode(t, rc, work, drained.Name, 3)
 	until(t, 2*time.Minute, "web's 3 pods ready on "+drained.Name, func(ctx context.Context) bool {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		n := 0
 		for _, p := range pods.Items {
 			if err == nil && p.Spec.NodeName == drained.Name && podReady(&p) {
@@ -254,7 +299,7 @@ func TestHelmInstallDrainsARealNodeForItsReboot(t *testing.T) {
 	complete := until(t, 3*time.Minute, drained.Name+" COMPLETE", func(ctx context.Context) bool {
 		return maintenance(node(ctx)) == "COMPLETE"
 	}, describe)
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
 		require.NotEqual(t, drained.Name, p.Spec.NodeName, "web pod %s still on the drained node at COMPLETE", p.Name)
