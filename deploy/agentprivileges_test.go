@@ -15,8 +15,8 @@ import (
 
 // The agent reboots through logind on the host's D-Bus and so runs with no privileges but root's
 // uid: not privileged, not in the host's PID namespace, no capabilities, a read-only root; the
-// bus socket it is told to use is on its mount of the host's /run, and its local socket has a
-// writable directory; it reads the trusted public keys and holds no Secret, so never the
+// bus socket it is told to use is on its mount of the host's /run, its boot ID is the host's (read
+// only), and its local socket has a writable directory; it reads the trusted public keys and holds no Secret, so never the
 // coordinator's signing key. So in the kustomize base, its external-NATS overlay and the Helm
 // chart's defaults; the nsenter-reboot component alone brings the old privileges back.
 func TestAgentRunsWithoutPrivileges(t *testing.T) {
@@ -61,8 +61,12 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 					hostPaths[v.Name] = v.HostPath.Path
 				}
 			}
-			var onHostRun, socketDir bool
+			var onHostRun, socketDir, bootID bool
 			for _, m := range ctr.VolumeMounts {
+				if hostPaths[m.Name] == "/proc/sys/kernel/random" && env["EDGEDRAIN_BOOT_ID_FILE"] == m.MountPath+"/boot_id" {
+					bootID = true
+					assert.True(t, m.ReadOnly, "the host's /proc/sys/kernel/random is mounted read-only")
+				}
 				if hostPaths[m.Name] == "/run" && strings.HasPrefix(socket, m.MountPath+"/") {
 					onHostRun = true
 					assert.True(t, m.ReadOnly, "the host's /run is mounted read-only")
@@ -75,6 +79,8 @@ func TestAgentRunsWithoutPrivileges(t *testing.T) {
 			}
 			assert.True(t, onHostRun, "the D-Bus socket %s is not on a mount of the host's /run", socket)
 			assert.True(t, socketDir, "no writable /run/edgedrain for the agent's socket (%s)", agent.DefaultSocket)
+			assert.True(t, bootID, "EDGEDRAIN_BOOT_ID_FILE %q is not the host's boot ID (a read-only mount of its /proc/sys/kernel/random): "+
+				"in a sandboxed runtime the container's own changes with every pod restart", env["EDGEDRAIN_BOOT_ID_FILE"])
 			assertAgentTrustsWithoutSigning(t, pod)
 		})
 	}

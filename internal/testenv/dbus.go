@@ -107,20 +107,33 @@ type Logind struct {
 // there until the test ends; onCall (may be nil) runs after each call is recorded.
 func StartLogind(t testing.TB, address string, onCall func(LogindCall)) *Logind {
 	t.Helper()
+	l, stop, err := ServeLogind(address, onCall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return l
+}
+
+// ServeLogind is StartLogind for a caller that is not the test's goroutine (a node's logind
+// served again after its reboot): it returns the error, and a stop function to call.
+func ServeLogind(address string, onCall func(LogindCall)) (*Logind, func(), error) {
 	conn, err := dbus.Connect(address)
 	if err != nil {
-		t.Fatalf("connecting the stand-in logind: %v", err)
+		return nil, nil, fmt.Errorf("connecting the stand-in logind: %w", err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	stop := func() { _ = conn.Close() }
 	l := &Logind{onCall: onCall}
 	if err := conn.Export(logindManager{l}, "/org/freedesktop/login1", "org.freedesktop.login1.Manager"); err != nil {
-		t.Fatal(err)
+		stop()
+		return nil, nil, err
 	}
 	reply, err := conn.RequestName("org.freedesktop.login1", dbus.NameFlagDoNotQueue)
 	if err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
-		t.Fatalf("the stand-in logind could not own its name: %v (reply %d)", err, reply)
+		stop()
+		return nil, nil, fmt.Errorf("the stand-in logind could not own its name: %v (reply %d)", err, reply)
 	}
-	return l
+	return l, stop, nil
 }
 
 // Calls returns the calls received so far.

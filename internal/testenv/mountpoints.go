@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,31 +24,32 @@ var nodeMountPoints = []string{"/persist"}
 // mountPoints is one cluster's hold on the nodes' mount points.
 type mountPoints struct{ lock *os.File }
 
-// holdMountPoints makes the mount points that are missing and holds them until release.
+// holdMountPoints makes the mount points that are missing and holds them until release. The
+// shared lock comes first: a cluster being released (exclusive) cannot remove a mount point
+// this one is about to use.
 func holdMountPoints() (*mountPoints, error) {
+	if err := os.MkdirAll(filepath.Dir(mountPointsLock), 0o755); err != nil {
+		return nil, fmt.Errorf("the real nodes' mount points: %w", err)
+	}
 	f, err := os.OpenFile(mountPointsLock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("the real nodes' mount points: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("the real nodes' mount points: lock: %w", err)
 	}
 	for _, p := range nodeMountPoints {
-		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-			if err := os.Mkdir(p, 0o755); err != nil {
-				_ = f.Close()
-				return nil, fmt.Errorf("the real nodes' mount point %s: %w", p, err)
-			}
+		switch err := os.Mkdir(p, 0o755); {
+		case err == nil:
 			if err := os.WriteFile(mountPointsMarker, []byte(p+"\n"), 0o600); err != nil {
 				_ = f.Close()
 				return nil, err
 			}
+		case !errors.Is(err, os.ErrExist):
+			_ = f.Close()
+			return nil, fmt.Errorf("the real nodes' mount point %s: %w", p, err)
 		}
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil { // others may use them too now
-		_ = f.Close()
-		return nil, fmt.Errorf("the real nodes' mount points: lock: %w", err)
 	}
 	return &mountPoints{lock: f}, nil
 }
@@ -58,6 +60,7 @@ func (m *mountPoints) release() {
 		return
 	}
 	defer m.lock.Close()
+	// The conversion may drop the shared lock before it fails: this cluster is done either way.
 	if unix.Flock(int(m.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return // another cluster still uses them
 	}

@@ -65,17 +65,6 @@ func (ns *NetNS) Listen(addr string) (net.Listener, error) {
 	return l, err
 }
 
-// Dial connects to a TCP address inside the namespace, as Listen does.
-func (ns *NetNS) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := ns.do(func() error {
-		var err error
-		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		return err
-	})
-	return c, err
-}
-
 // do runs f on an OS thread that is in the namespace for f's length. A thread that cannot be
 // moved back stays locked, and Go ends it with the goroutine rather than reuse it.
 func (ns *NetNS) do(f func() error) error {

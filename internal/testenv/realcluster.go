@@ -29,6 +29,10 @@ const (
 	realAPIAddress = "10.77.0.1"
 	realDNSAddress = "10.77.0.10"
 	realPodRanges  = "10.88.0.0/16"
+	// maxRealNodes is the most real nodes a cluster has (their addresses are made up front).
+	maxRealNodes = 8
+	// realNetNSPrefix names the clusters' network namespaces (and their nodes' cgroups).
+	realNetNSPrefix = "edgedrain-"
 )
 
 func realNodeIP(i int) string                { return "10.77.0." + strconv.Itoa(2+i) }
@@ -62,8 +66,9 @@ type RealCluster struct {
 
 	procs  []*process
 	fwd    net.Listener
-	fwdWG  sync.WaitGroup
+	fwdWG  sync.WaitGroup // the forwarder's accept loop
 	mounts *mountPoints
+	lock   *os.File // held for the cluster's life (janitor.go)
 }
 
 // RealNodeSkipReason says why this machine cannot run real nodes, or "" when it can.
@@ -89,8 +94,8 @@ func StartRealCluster(ctx context.Context, cfg RealClusterConfig) (rc *RealClust
 	if why := RealNodeSkipReason(); why != "" {
 		return nil, nil, errors.New(why)
 	}
-	if cfg.Nodes < 1 {
-		return nil, nil, errors.New("real cluster: at least one node")
+	if cfg.Nodes < 1 || cfg.Nodes > maxRealNodes {
+		return nil, nil, fmt.Errorf("real cluster: 1 to %d nodes, not %d", maxRealNodes, cfg.Nodes)
 	}
 	binDir, err := BuildClusterBinaries(ctx, "--real-node")
 	if err != nil {
@@ -110,7 +115,12 @@ func StartRealCluster(ctx context.Context, cfg RealClusterConfig) (rc *RealClust
 			stop()
 		}
 	}()
-	if rc.NS, err = NewNetNS(ctx, "edgedrain-"+rand.String(6)); err != nil {
+	removeDeadClusters()
+	name := realNetNSPrefix + rand.String(6)
+	if rc.lock, err = holdClusterLock(name); err != nil {
+		return nil, nil, err
+	}
+	if rc.NS, err = NewNetNS(ctx, name); err != nil {
 		return nil, nil, err
 	}
 	if err = rc.network(ctx); err != nil {
@@ -137,7 +147,7 @@ func (rc *RealCluster) network(ctx context.Context) error {
 		{"link", "set", "edge0", "up"},
 		{"link", "set", "edge1", "up"},
 	}
-	for i := range 8 { // the most nodes a test asks for; unused addresses cost nothing
+	for i := range maxRealNodes { // unused addresses cost nothing
 		steps = append(steps, []string{"addr", "add", realNodeIP(i) + "/32", "dev", "edge1"})
 	}
 	for _, s := range steps {
@@ -326,18 +336,20 @@ func (rc *RealCluster) startNodes(ctx context.Context, cfg RealClusterConfig) er
 // stop ends the nodes, the network's services and the namespace, and removes what they made.
 func (rc *RealCluster) stop() {
 	for _, n := range rc.Nodes {
-		n.PowerOff()
+		n.stop()
 	}
 	for _, p := range rc.procs {
 		p.stop(5 * time.Second)
 	}
 	if rc.fwd != nil {
 		_ = rc.fwd.Close()
+		rc.fwdWG.Wait()
 	}
 	if rc.NS != nil {
 		_ = rc.NS.Delete()
 	}
 	rc.mounts.release()
+	releaseClusterLock(rc.lock)
 }
 
 // Namespace creates a namespace for the test, as Cluster.Namespace does, and waits until its

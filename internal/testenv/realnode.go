@@ -3,13 +3,13 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +37,7 @@ type RealNode struct {
 	cfg      realNodeConfig
 	mu       sync.Mutex
 	boot     *process // the node's PID 1 (through nsenter and unshare)
+	stopped  bool     // the cluster is stopping: no boot any more
 	bootID   string
 	boots    int
 	cgroupOf string // the kubelet's cgroupRoot, in every hierarchy
@@ -53,26 +54,6 @@ type realNodeConfig struct {
 	labels     map[string]string
 	systemBus  bool
 }
-
-// nodeBusConfig is the node's system D-Bus (Debian's dbus-daemon) at the usual socket: anyone on
-// the node may call, only root may own a name (the test's stand-in logind does).
-const nodeBusConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=/run/dbus/system_bus_socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-  <policy user="root">
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`
 
 // SystemBus is the address of the node's system D-Bus, as the test process reaches it; it
 // waits until the bus answers. Only for a cluster started with RealClusterConfig.SystemBus.
@@ -95,27 +76,35 @@ func (n *RealNode) SystemBus(ctx context.Context) (string, error) {
 var nodeDirs = map[string]string{"run": "/run", "var-lib": "/var/lib", "var-log": "/var/log", "persist": "/persist"}
 
 // bootScript is the node's PID 1, run by unshare in fresh PID and mount namespaces (with a /proc
-// of the new PID namespace). Mounts made here are private to the node and end with it.
-const bootScript = `set -eu
+// of the new PID namespace). Mounts made here are private to the node and end with it. It ends
+// (and with it the node) when containerd, the kubelet or the bus daemon ends, saying which.
+const bootScript = `set -u
+fail() { echo "node $NODE_NAME: $*" >&2; exit 1; }
 for d in run var-lib var-log persist; do
 	case $d in run) to=/run ;; var-lib) to=/var/lib ;; var-log) to=/var/log ;; persist) to=/persist ;; esac
-	mount --bind "$NODE_DIR/$d" "$to"
+	mount --bind "$NODE_DIR/$d" "$to" || fail "mount $to"
 done
-mount --bind "$NODE_DIR/boot_id" /proc/sys/kernel/random/boot_id
+mount --bind "$NODE_DIR/boot_id" /proc/sys/kernel/random/boot_id || fail "mount the boot ID"
+for f in "$NODE_DIR"/sysctl/*; do
+	mount --bind "$f" "/proc/sys/$(basename "$f" | tr . /)" || fail "mount $f"
+done
 mkdir -p /run/containerd /run/dbus /var/lib/kubelet /var/log/pods
 if [ -f "$NODE_DIR/dbus.conf" ]; then
 	dbus-daemon --config-file="$NODE_DIR/dbus.conf" --nofork --nopidfile >"$NODE_DIR/dbus.log" 2>&1 &
 fi
 containerd --config "$NODE_DIR/containerd.toml" >"$NODE_DIR/containerd.log" 2>&1 &
-for i in $(seq 1 100); do
-	[ -S /run/containerd/containerd.sock ] && break
+containerd=$!
+# The kubelet gives up at once on a runtime that does not answer: wait for it, however loaded
+# the machine is.
+until ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1; do
+	kill -0 $containerd 2>/dev/null || fail "containerd ended before it answered"
 	sleep 0.1
 done
 kubelet --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_DIR/kubelet.kubeconfig" \
 	--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels="$NODE_LABELS" --v=1 >"$NODE_DIR/kubelet.log" 2>&1 &
-wait -n
-echo "node $NODE_NAME: a process ended: $?" >&2
-exit 1
+code=0
+wait -n || code=$?
+fail "a process of the node ended (exit $code): see kubelet.log, containerd.log, dbus.log"
 `
 
 // Boot starts the node: a new boot ID, an empty /run, then containerd and the kubelet.
@@ -124,6 +113,9 @@ func (n *RealNode) Boot(ctx context.Context) error {
 	defer n.mu.Unlock()
 	if n.boot != nil && !n.boot.exited() {
 		return fmt.Errorf("node %s is running", n.Name)
+	}
+	if n.stopped {
+		return fmt.Errorf("node %s: the cluster is stopping", n.Name)
 	}
 	if err := os.RemoveAll(filepath.Join(n.Dir, "run")); err != nil {
 		return fmt.Errorf("node %s: clear /run: %w", n.Name, err)
@@ -191,60 +183,52 @@ func (n *RealNode) Path(p string) (string, error) {
 	return "", fmt.Errorf("node %s: %s is not on the node's own disk (%v)", n.Name, p, nodeDirs)
 }
 
-// PowerOff cuts the node's power: every process of it ends at once, with no shutdown.
+// PowerOff cuts the node's power: every process of it ends at once, with no shutdown. It
+// returns once they have: the node's PID 1 exits only after the kernel has ended every other
+// process of its PID namespace.
 func (n *RealNode) PowerOff() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.boot == nil {
-		return
+	if n.boot != nil {
+		init := n.bootInit()
+		_ = n.boot.cmd.Process.Signal(syscall.SIGKILL) // unshare: --kill-child kills the node's PID 1
+		<-n.boot.done
+		for deadline := time.Now().Add(30 * time.Second); init > 0 && running(init) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	_ = n.boot.cmd.Process.Signal(syscall.SIGKILL)
-	<-n.boot.done
 	n.removeCgroups()
 }
 
-// removeCgroups removes the cgroup directories the kubelet and runc made under the node's
-// cgroupRoot, deepest first (a directory goes only once empty, and its processes are gone).
-func (n *RealNode) removeCgroups() {
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, h := range hierarchies {
-		root := filepath.Join(h, n.cgroupOf)
-		var dirs []string
-		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = rmdirRetry(dirs[i])
-		}
-	}
+// stop powers the node off for good: a boot asked for later (a reboot played after the test's
+// end) is refused.
+func (n *RealNode) stop() {
+	n.mu.Lock()
+	n.stopped = true
+	n.mu.Unlock()
+	n.PowerOff()
 }
 
-// rmdirRetry removes an empty cgroup directory; the kernel may take a moment after its last
-// process ended.
-func rmdirRetry(dir string) error {
-	var err error
-	for range 50 {
-		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
+// bootInit is the node's PID 1 as the machine numbers it: unshare's child.
+func (n *RealNode) bootInit() int {
+	pid := n.boot.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
 	}
-	return err
+	child, _ := strconv.Atoi(strings.TrimSpace(strings.Fields(string(b) + " 0")[0]))
+	return child
 }
 
-// makeCgroups creates the kubelet's cgroupRoot in every hierarchy: the kubelet refuses one that
-// does not exist.
-func (n *RealNode) makeCgroups() error {
-	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, h := range hierarchies {
-		if err := os.MkdirAll(filepath.Join(h, n.cgroupOf), 0o755); err != nil {
-			return fmt.Errorf("node %s: cgroup %s: %w", n.Name, n.cgroupOf, err)
-		}
+// running reports whether pid is a process that has not exited (a zombie has).
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
 	}
-	return nil
+	// The state follows the command name's closing parenthesis.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // waitContainerd waits until the node's containerd answers on its socket.
@@ -267,8 +251,16 @@ func (n *RealNode) waitContainerd(ctx context.Context) error {
 
 // Log is the last lines of the node's kubelet and containerd logs, for a failure's message.
 func (n *RealNode) Log(lines int) string {
-	return "kubelet:\n" + tailFile(filepath.Join(n.Dir, "kubelet.log"), lines) +
-		"\ncontainerd:\n" + tailFile(filepath.Join(n.Dir, "containerd.log"), lines)
+	n.mu.Lock()
+	boot := n.boot
+	n.mu.Unlock()
+	var b strings.Builder
+	if boot != nil {
+		b.WriteString("boot:\n" + boot.tail(lines) + "\n")
+	}
+	b.WriteString("kubelet:\n" + tailFile(filepath.Join(n.Dir, "kubelet.log"), lines) +
+		"\ncontainerd:\n" + tailFile(filepath.Join(n.Dir, "containerd.log"), lines))
+	return b.String()
 }
 
 // ContainerLogs is the last lines of every container log on the node (the kubelet's
@@ -294,75 +286,4 @@ func (n *RealNode) Import(ctx context.Context, archive string) error {
 		return fmt.Errorf("node %s: ctr images import %s: %w: %s", n.Name, archive, err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// writeConfigs writes containerd's, the CNI network's and the kubelet's configuration.
-func (n *RealNode) writeConfigs() error {
-	containerd := fmt.Sprintf(`version = 2
-root = "/var/lib/containerd"
-state = "/run/containerd"
-[grpc]
-  address = "/run/containerd/containerd.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "/var/lib/containerd-opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # Without CAP_SYS_RESOURCE a sandbox cannot lower its oom_score_adj below ours.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "/var/lib/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-`, n.cfg.sandbox)
-	// Each node its own bridge and range; the bridges share the cluster's network namespace,
-	// so pods of every node reach one another through its routing table. host-local's
-	// allocations live in /run: a boot starts with none, as the node's pods are gone.
-	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "edgedrain-%[1]s", "plugins": [
-  {"type": "bridge", "bridge": "cni%[2]d", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam", "ranges": [[{"subnet": %[3]q}]],
-            "routes": [{"dst": "0.0.0.0/0"}]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}
-]}`, n.Name, n.cfg.index, n.PodCIDR)
-	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-# containerd 1.6 cannot tell the kubelet its cgroup driver: the kubelet's own setting stands.
-cgroupDriver: cgroupfs
-cgroupRoot: %[1]s
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-port: %[2]d
-readOnlyPort: 0
-healthzPort: 0
-podCIDR: %[3]s
-clusterDNS: [%[4]s]
-clusterDomain: cluster.local
-resolvConf: ""
-podLogsDir: /var/log/pods
-authentication:
-  anonymous: {enabled: true}
-  webhook: {enabled: false}
-authorization: {mode: AlwaysAllow}
-# The machine's disk is the test machine's: never evict pods or delete images for its sake.
-evictionHard: {memory.available: "1Mi", nodefs.available: "0%%", imagefs.available: "0%%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-`, n.cgroupOf, 10250+n.cfg.index, n.PodCIDR, n.cfg.clusterDNS)
-	if n.cfg.systemBus {
-		if err := os.WriteFile(filepath.Join(n.Dir, "dbus.conf"), []byte(nodeBusConfig), 0o644); err != nil {
-			return err
-		}
-	}
-	netd := filepath.Join(n.Dir, "var-lib", "cni", "net.d")
-	if err := os.MkdirAll(netd, 0o755); err != nil {
-		return err
-	}
-	return writeFiles(map[string][]byte{
-		filepath.Join(n.Dir, "containerd.toml"):      []byte(containerd),
-		filepath.Join(netd, "10-edgedrain.conflist"): []byte(cni),
-		filepath.Join(n.Dir, "kubelet.yaml"):         []byte(kubelet),
-		filepath.Join(n.Dir, "kubelet.kubeconfig"):   []byte(n.cfg.kubeconfig),
-	})
 }

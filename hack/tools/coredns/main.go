@@ -1,6 +1,6 @@
 // Command coredns is the DNS server of the local test cluster with real nodes: CoreDNS with only
-// the plugins that resolve Services and pods by name (kubernetes), answer health checks and log
-// errors. hack/cluster-bins.sh builds it from this module, which pins the release; it is not part
+// the plugin that resolves Services and pods by name (kubernetes), and errors, log and health for
+// a Corefile that wants them. hack/cluster-bins.sh builds it from this module, which pins the release; it is not part
 // of edgedrain.
 package main
 

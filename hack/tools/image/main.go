@@ -32,7 +32,7 @@ import (
 )
 
 // The programs in edgedrain's image, at its root; the first is the entrypoint.
-var defaultPrograms = "coordinator,agent,edgedrainctl"
+const defaultPrograms = "coordinator,agent,edgedrainctl"
 
 // The unprivileged user and group the image runs as (the coordinator's Deployment names it too).
 const (
