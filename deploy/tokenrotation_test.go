@@ -42,7 +42,8 @@ func TestAgentKeepsTheBusAcrossTokenRotations(t *testing.T) {
 	node := in.rc.Nodes[0]
 	pod, ok := in.agentPod(ctx, node.Name)
 	require.True(t, ok)
-	path, err := node.Path(filepath.Join("/var/lib/kubelet/pods", string(pod.UID), "volumes/kubernetes.io~projected/bus-token/token"))
+	// A projected volume is a memory file system the kubelet mounts inside the node.
+	path, err := node.Seen(filepath.Join("/var/lib/kubelet/pods", string(pod.UID), "volumes/kubernetes.io~projected/bus-token/token"))
 	require.NoError(t, err)
 	read := func() string {
 		b, err := os.ReadFile(path)

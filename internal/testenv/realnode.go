@@ -183,6 +183,22 @@ func (n *RealNode) Path(p string) (string, error) {
 	return "", fmt.Errorf("node %s: %s is not on the node's own disk (%v)", n.Name, p, nodeDirs)
 }
 
+// Seen is where the node's path p is as its processes see it now, mounts made inside the node
+// included (a pod's secret and token volumes are memory file systems mounted there, not on the
+// node's disk): through its PID 1's root. Only while the node runs.
+func (n *RealNode) Seen(p string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.boot == nil || n.boot.exited() {
+		return "", fmt.Errorf("node %s is not running", n.Name)
+	}
+	init := n.bootInit()
+	if init == 0 {
+		return "", fmt.Errorf("node %s: no PID 1 found", n.Name)
+	}
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", init), p), nil
+}
+
 // PowerOff cuts the node's power: every process of it ends at once, with no shutdown. It
 // returns once they have: the node's PID 1 exits only after the kernel has ended every other
 // process of its PID namespace.
