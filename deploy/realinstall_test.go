@@ -125,10 +125,7 @@ type installation struct {
 // edgedrain with install, and waits until the agents on both are ready.
 func installOnRealNodes(t *testing.T, install installer) *installation {
 	t.Helper()
-	if why := testenv.RealNodeSkipReason(); why != "" {
-		t.Skip(why)
-	}
-	testenv.RequireCluster(t, cluster) // skips under -short
+	requireRealNodes(t)
 	ctx := context.Background()
 	rc, stop, err := testenv.StartRealCluster(ctx, testenv.RealClusterConfig{Nodes: 2, SystemBus: true})
 	require.NoError(t, err)
@@ -148,6 +145,16 @@ func installOnRealNodes(t *testing.T, install installer) *installation {
 	}
 	in.took = time.Since(start)
 	return in
+}
+
+// requireRealNodes skips the test where real nodes cannot run (not root, no containerd: the
+// reason says what to install) and under -short.
+func requireRealNodes(t *testing.T) {
+	t.Helper()
+	if why := testenv.RealNodeSkipReason(); why != "" {
+		t.Skip(why)
+	}
+	testenv.RequireCluster(t, cluster) // skips under -short
 }
 
 // agentPod is the agent's pod on node, if there is one.

@@ -75,6 +75,7 @@ func TestKustomizeBaseDrainsARealNodeForItsReboot(t *testing.T) { drainsARealNod
 // the pods rescheduled, COMPLETE, the agent's logind reboot, a power cycle with a new boot ID,
 // the agent back by the kubelet, the node uncordoned.
 func drainsARealNode(t *testing.T, install installer) {
+	t.Parallel() // each on a cluster of its own; the token-rotation test's 20 minutes run meanwhile
 	in := installOnRealNodes(t, install)
 	rc, ctx, client := in.rc, context.Background(), in.rc.Client
 	drained, describe, reboots := rc.Nodes[0], in.describe, in.logind[rc.Nodes[0].Name]

@@ -21,9 +21,9 @@ import (
 // is the boot script below) inside the cluster's network namespace, with its own disk (its
 // /var/lib, /var/log and /persist are directories of the test's), its own /run (emptied at each
 // boot) and its own boot ID: the file the kernel's /proc/sys/kernel/random/boot_id shows inside
-// the node, new at each boot, as systemd-nspawn gives its containers. Killing its PID 1 is a
-// power cut: the kernel ends every process of the node, pods and shims too, and its mounts go
-// with its mount namespace.
+// the node, as systemd-nspawn gives its containers — the machine's at the first boot, new at
+// every later one. Killing its PID 1 is a power cut: the kernel ends every process of the node,
+// pods and shims too, and its mounts go with its mount namespace.
 type RealNode struct {
 	Name string
 	// IP is the node's InternalIP, in the cluster's network namespace.
@@ -125,11 +125,23 @@ func (n *RealNode) Boot(ctx context.Context) error {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
-	id, err := newBootID()
-	if err != nil {
-		return err
+	// The first boot is the machine's own: what a container reads from its own /proc (the
+	// kernel's boot ID, as an agent of an older release does) agrees with the node until the
+	// node's first reboot. Every later boot gets a new one.
+	var id string
+	var err error
+	if n.boots == 0 {
+		var b []byte
+		b, err = os.ReadFile("/proc/sys/kernel/random/boot_id")
+		id = strings.TrimSpace(string(b))
+	} else {
+		id, err = newBootID()
 	}
-	if err := os.WriteFile(filepath.Join(n.Dir, "boot_id"), []byte(id+"\n"), 0o444); err != nil {
+	if err != nil {
+		return fmt.Errorf("node %s: boot ID: %w", n.Name, err)
+	}
+	// 0644: a file mode the next boot may replace.
+	if err := os.WriteFile(filepath.Join(n.Dir, "boot_id"), []byte(id+"\n"), 0o644); err != nil {
 		return fmt.Errorf("node %s: boot ID: %w", n.Name, err)
 	}
 	n.boots++
