@@ -28,20 +28,28 @@ const (
 	busClass      = "edgedrain-test-local"
 )
 
-// edgedrainImage builds edgedrain's image as `make image` does, for this machine's platform
-// only, and returns its archive and tag.
+// edgedrainImage builds this checkout's image as `make image` does, for this machine's
+// platform only, and returns its archive and tag.
 func edgedrainImage(t *testing.T) (archive, tag string) {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
+	return buildImage(t, root, "e2e"), "e2e"
+}
+
+// buildImage runs the hack/image.sh of the source tree at tree for this machine's platform and
+// returns the archive of the image tagged tag.
+func buildImage(t *testing.T, tree, tag string, env ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	tag = "e2e"
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "image.sh"))
-	cmd.Env = append(os.Environ(), "IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "IMAGE_TAG="+tag,
-		"IMAGE_OUT="+filepath.Join(dir, "layout"), "IMAGE_ARCHIVE="+filepath.Join(dir, "edgedrain.tar"))
+	archive := filepath.Join(dir, "edgedrain.tar")
+	cmd := exec.Command("bash", filepath.Join(tree, "hack", "image.sh"))
+	cmd.Dir = tree
+	cmd.Env = append(append(os.Environ(), "IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "IMAGE_TAG="+tag,
+		"IMAGE_OUT="+filepath.Join(dir, "layout"), "IMAGE_ARCHIVE="+archive), env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "hack/image.sh: %s", out)
-	return filepath.Join(dir, "edgedrain.tar"), tag
+	require.NoError(t, err, "%s/hack/image.sh: %s", tree, out)
+	return archive
 }
 
 // localBusVolume is the PersistentVolume the embedded bus's claim binds: a local volume on node,
@@ -145,6 +153,70 @@ func installOnRealNodes(t *testing.T, install installer) *installation {
 	}
 	in.took = time.Since(start)
 	return in
+}
+
+// webReady counts web's pods in ns that are ready, not going, and on a node where says yes.
+func (in *installation) webReady(ctx context.Context, ns string, where func(node string) bool) int {
+	pods, err := in.rc.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if where(p.Spec.NodeName) && p.DeletionTimestamp == nil && podReady(&p) {
+			n++
+		}
+	}
+	return n
+}
+
+// addKwokNodes adds two simulated nodes for a drain to move pods to; tainted, so that only pods
+// that tolerate them (web's) land there.
+func (in *installation) addKwokNodes(t *testing.T) {
+	t.Helper()
+	for i := range 2 {
+		require.NoError(t, in.rc.CreateNode(context.Background(), fmt.Sprintf("kwok-%d", i), nil, testenv.KwokTaint))
+	}
+}
+
+// node is the Node object of name now, or an empty one when it cannot be read.
+func (in *installation) node(ctx context.Context, name string) *corev1.Node {
+	n, err := in.rc.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return &corev1.Node{}
+	}
+	return n
+}
+
+// askReboot places the reboot sentinel on node's /run, where the agent's DaemonSet looks.
+func askReboot(t *testing.T, node *testenv.RealNode) time.Time {
+	t.Helper()
+	sentinel, err := node.Path("/run/reboot-required")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(sentinel, nil, 0o644))
+	return time.Now()
+}
+
+// backAfterOneReboot waits for node's reboot (asked of its logind, played as a power cycle),
+// then for the node uncordoned with its maintenance over and the kubelet reporting the new boot
+// ID; it requires that exactly one reboot was asked for. It returns when the reboot was asked,
+// when the node was up again and when it was uncordoned.
+func (in *installation) backAfterOneReboot(t *testing.T, node *testenv.RealNode) (at, up, uncordoned time.Time) {
+	t.Helper()
+	reboots := in.logind[node.Name]
+	until(t, 3*time.Minute, node.Name+" rebooted by its agent", func(context.Context) bool {
+		_, up, errs := reboots.calls()
+		require.Empty(t, errs)
+		return len(up) > 0
+	}, in.describe)
+	uncordoned = until(t, 4*time.Minute, node.Name+" uncordoned, maintenance over", func(ctx context.Context) bool {
+		n := in.node(ctx, node.Name)
+		return !n.Spec.Unschedulable && maintenance(n) == "" && n.Status.NodeInfo.BootID == node.BootID()
+	}, in.describe)
+	ats, ups, errs := reboots.calls()
+	require.Empty(t, errs)
+	require.Len(t, ats, 1, "one reboot asked for, once")
+	return ats[0], ups[0], uncordoned
 }
 
 // requireRealNodes skips the test where real nodes cannot run (not root, no containerd: the

@@ -2,8 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -78,83 +76,41 @@ func drainsARealNode(t *testing.T, install installer) {
 	t.Parallel() // each on a cluster of its own; the token-rotation test's 20 minutes run meanwhile
 	in := installOnRealNodes(t, install)
 	rc, ctx, client := in.rc, context.Background(), in.rc.Client
-	drained, describe, reboots := rc.Nodes[0], in.describe, in.logind[rc.Nodes[0].Name]
+	drained, describe := rc.Nodes[0], in.describe
 	t.Logf("install to every agent on a real node ready: %s", in.took.Round(time.Millisecond))
+	on := func(node string) bool { return node == drained.Name }
+	elsewhere := func(node string) bool { return node != drained.Name }
 
 	work := rc.Namespace(t)
 	webOnNode(t, rc, work, drained.Name, 3)
 	until(t, 2*time.Minute, "web's 3 pods ready on "+drained.Name, func(ctx context.Context) bool {
-		pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		n := 0
-		for _, p := range pods.Items {
-			if err == nil && p.Spec.NodeName == drained.Name && podReady(&p) {
-				n++
-			}
-		}
-		return n == 3
+		return in.webReady(ctx, work, on) == 3
 	}, describe)
-	// Now the simulated nodes the drain moves the pods to.
-	for i := range 2 {
-		require.NoError(t, rc.CreateNode(ctx, fmt.Sprintf("kwok-%d", i), nil, testenv.KwokTaint))
-	}
+	in.addKwokNodes(t) // now that web's pods are on the real node
 
-	bootBefore := drained.BootID()
-	sentinel, err := drained.Path("/run/reboot-required")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(sentinel, nil, 0o644))
-	requested := time.Now()
-	node := func(ctx context.Context) *corev1.Node {
-		n, err := client.CoreV1().Nodes().Get(ctx, drained.Name, metav1.GetOptions{})
-		if err != nil {
-			return &corev1.Node{}
-		}
-		return n
-	}
+	requested := askReboot(t, drained)
 	// The agent looks for its sentinel every --sentinel-interval (1 m, plus jitter).
 	asked := until(t, 3*time.Minute, "the agent's request for "+drained.Name, func(ctx context.Context) bool {
-		return maintenance(node(ctx)) != ""
+		return maintenance(in.node(ctx, drained.Name)) != ""
 	}, describe)
 	complete := until(t, 3*time.Minute, drained.Name+" COMPLETE", func(ctx context.Context) bool {
-		return maintenance(node(ctx)) == "COMPLETE"
+		return maintenance(in.node(ctx, drained.Name)) == "COMPLETE"
 	}, describe)
 	pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
 		require.NotEqual(t, drained.Name, p.Spec.NodeName, "web pod %s still on the drained node at COMPLETE", p.Name)
 	}
-	require.True(t, node(ctx).Spec.Unschedulable, "COMPLETE on a node that is not cordoned")
+	require.True(t, in.node(ctx, drained.Name).Spec.Unschedulable, "COMPLETE on a node that is not cordoned")
 	until(t, 30*time.Second, "web's 3 pods ready on the other nodes", func(ctx context.Context) bool {
-		pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		n := 0
-		for _, p := range pods.Items {
-			if err == nil && p.Spec.NodeName != drained.Name && p.DeletionTimestamp == nil && podReady(&p) {
-				n++
-			}
-		}
-		return n == 3
+		return in.webReady(ctx, work, elsewhere) == 3
 	}, describe)
 	t.Logf("sentinel to the request seen: %s; request to COMPLETE with 3 real pods evicted: %s",
 		asked.Sub(requested).Round(time.Millisecond), complete.Sub(asked).Round(time.Millisecond))
 
-	until(t, 2*time.Minute, "the agent's logind reboot", func(context.Context) bool {
-		at, _, _ := reboots.calls()
-		return len(at) > 0
-	}, describe)
-	until(t, 2*time.Minute, drained.Name+" up again", func(context.Context) bool {
-		_, up, errs := reboots.calls()
-		require.Empty(t, errs)
-		return len(up) > 0
-	}, describe)
-	require.NotEqual(t, bootBefore, drained.BootID())
-	uncordoned := until(t, 4*time.Minute, drained.Name+" uncordoned, maintenance over", func(ctx context.Context) bool {
-		n := node(ctx)
-		return !n.Spec.Unschedulable && maintenance(n) == "" && n.Status.NodeInfo.BootID == drained.BootID()
-	}, describe)
-	at, up, errs := reboots.calls()
-	require.Empty(t, errs)
-	require.Len(t, at, 1, "one reboot asked for, once")
+	at, up, uncordoned := in.backAfterOneReboot(t, drained)
 	t.Logf("request seen to the agent's reboot: %s; its node booted again %s later; uncordoned %s after the boot (%s from the sentinel to the end)",
-		at[0].Sub(asked).Round(time.Millisecond), up[0].Sub(at[0]).Round(time.Millisecond),
-		uncordoned.Sub(up[0]).Round(time.Millisecond), uncordoned.Sub(requested).Round(time.Millisecond))
+		at.Sub(asked).Round(time.Millisecond), up.Sub(at).Round(time.Millisecond),
+		uncordoned.Sub(up).Round(time.Millisecond), uncordoned.Sub(requested).Round(time.Millisecond))
 	require.True(t, in.agentReady(drained.Name)(ctx), "the agent on %s not ready after its reboot", drained.Name)
 }

@@ -6,14 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 )
@@ -38,13 +37,7 @@ func previousChart(t *testing.T) (chart, archive string) {
 	archiveCmd := exec.Command("bash", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "-", root, previousRelease, tree)
 	out, err := archiveCmd.CombinedOutput()
 	require.NoError(t, err, "git archive %s: %s", previousRelease, out)
-	archive = filepath.Join(dir, "previous.tar")
-	build := exec.Command("bash", filepath.Join(tree, "hack", "image.sh"))
-	build.Dir = tree
-	build.Env = append(os.Environ(), "IMAGE_PLATFORMS=linux/"+runtime.GOARCH, "IMAGE_TAG=previous", "IMAGE_REVISION="+previousRelease,
-		"SOURCE_DATE_EPOCH=0", "IMAGE_OUT="+filepath.Join(dir, "layout"), "IMAGE_ARCHIVE="+archive)
-	out, err = build.CombinedOutput()
-	require.NoError(t, err, "the previous release's hack/image.sh: %s", out)
+	archive = buildImage(t, tree, "previous", "IMAGE_REVISION="+previousRelease, "SOURCE_DATE_EPOCH=0")
 	return filepath.Join(tree, "charts", "edgedrain"), archive
 }
 
@@ -67,16 +60,13 @@ func TestHelmUpgradeKeepsADrainUnderWay(t *testing.T) {
 		return realNamespace
 	})
 	rc, ctx, client := in.rc, context.Background(), in.rc.Client
-	drained, reboots := rc.Nodes[0], in.logind[rc.Nodes[0].Name]
+	drained := rc.Nodes[0]
 	work := rc.Namespace(t)
 	webOnNode(t, rc, work, drained.Name, 3)
 	until(t, 2*time.Minute, "web's 3 pods ready on "+drained.Name, func(ctx context.Context) bool {
-		pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		return err == nil && len(pods.Items) == 3 && podReady(&pods.Items[0]) && podReady(&pods.Items[1]) && podReady(&pods.Items[2])
+		return in.webReady(ctx, work, func(node string) bool { return node == drained.Name }) == 3
 	}, in.describe)
-	for i := range 2 {
-		require.NoError(t, rc.CreateNode(ctx, fmt.Sprintf("kwok-%d", i), nil, testenv.KwokTaint))
-	}
+	in.addKwokNodes(t)
 	// The budget lets no pod go: the drain waits, evicting nothing, until it is lifted.
 	setBudget := func(max int) {
 		patch := fmt.Appendf(nil, `{"spec":{"maxUnavailable":%d}}`, max)
@@ -84,34 +74,24 @@ func TestHelmUpgradeKeepsADrainUnderWay(t *testing.T) {
 		require.NoError(t, err)
 	}
 	setBudget(0)
-	node := func(ctx context.Context) *corev1.Node {
-		n, err := client.CoreV1().Nodes().Get(ctx, drained.Name, metav1.GetOptions{})
-		if err != nil {
-			return &corev1.Node{}
-		}
-		return n
-	}
-	sentinel, err := drained.Path("/run/reboot-required")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(sentinel, nil, 0o644))
+	askReboot(t, drained)
 	until(t, 3*time.Minute, drained.Name+" cordoned by the drain", func(ctx context.Context) bool {
-		n := node(ctx)
+		n := in.node(ctx, drained.Name)
 		return n.Spec.Unschedulable && maintenance(n) != "" && maintenance(n) != "COMPLETE"
 	}, in.describe)
 
-	// The upgrade, while the drain waits; the node stays cordoned throughout.
+	// The upgrade, while the drain waits; the node must stay cordoned until its reboot.
 	uncordoned := make(chan string, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go func() {
-		for watchCtx.Err() == nil {
-			if n := node(watchCtx); n.Name != "" && !n.Spec.Unschedulable {
-				uncordoned <- "uncordoned during the upgrade, maintenance " + maintenance(n)
-				return
+	go wait.UntilWithContext(watchCtx, func(ctx context.Context) {
+		if n := in.node(ctx, drained.Name); n.Name != "" && !n.Spec.Unschedulable {
+			select {
+			case uncordoned <- "uncordoned before its reboot, maintenance " + maintenance(n):
+			default:
 			}
-			time.Sleep(200 * time.Millisecond)
 		}
-	}()
+	}, 200*time.Millisecond)
 	_, stderr, err := runHelmIn(t, rc.Kubeconfig, "upgrade", releaseName, "charts/edgedrain", "--namespace", realNamespace,
 		"--set", "image.tag=e2e")
 	require.NoError(t, err, "helm upgrade: %s", stderr)
@@ -126,19 +106,15 @@ func TestHelmUpgradeKeepsADrainUnderWay(t *testing.T) {
 		return err == nil && len(pods.Items) == 1 && podReady(&pods.Items[0]) &&
 			pods.Items[0].Spec.Containers[0].Image == "ghcr.io/edgedrain/edgedrain:e2e"
 	}, in.describe)
-	require.Contains(t, []string{"CORDONED", "DRAINRETRYING"}, maintenance(node(ctx)), "the drain is not waiting on the budget after the upgrade")
-	pods, err := client.CoreV1().Pods(work).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-	require.NoError(t, err)
-	for _, p := range pods.Items {
-		require.Equal(t, drained.Name, p.Spec.NodeName, "a pod left while the budget allowed none")
-	}
+	require.Contains(t, []string{"CORDONED", "DRAINRETRYING"}, maintenance(in.node(ctx, drained.Name)), "the drain is not waiting on the budget after the upgrade")
+	require.Equal(t, 3, in.webReady(ctx, work, func(node string) bool { return node == drained.Name }), "a pod left while the budget allowed none")
 
 	setBudget(1)
 	until(t, 3*time.Minute, drained.Name+" COMPLETE after the upgrade", func(ctx context.Context) bool {
-		return maintenance(node(ctx)) == "COMPLETE"
+		return maintenance(in.node(ctx, drained.Name)) == "COMPLETE"
 	}, in.describe)
-	until(t, 2*time.Minute, drained.Name+" rebooted", func(context.Context) bool {
-		_, up, errs := reboots.calls()
+	until(t, 3*time.Minute, drained.Name+" rebooted by its agent", func(context.Context) bool {
+		_, up, errs := in.logind[drained.Name].calls()
 		require.Empty(t, errs)
 		return len(up) > 0
 	}, in.describe)
@@ -148,10 +124,5 @@ func TestHelmUpgradeKeepsADrainUnderWay(t *testing.T) {
 		t.Fatalf("%s: %s", drained.Name, why)
 	default:
 	}
-	until(t, 4*time.Minute, drained.Name+" uncordoned, maintenance over", func(ctx context.Context) bool {
-		n := node(ctx)
-		return !n.Spec.Unschedulable && maintenance(n) == "" && n.Status.NodeInfo.BootID == drained.BootID()
-	}, in.describe)
-	at, _, _ := reboots.calls()
-	require.Len(t, at, 1, "one reboot asked for, once")
+	in.backAfterOneReboot(t, drained)
 }

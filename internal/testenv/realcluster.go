@@ -298,13 +298,9 @@ func (rc *RealCluster) startNodes(ctx context.Context, cfg RealClusterConfig) er
 		if err != nil {
 			return err
 		}
-		kc, err := os.ReadFile(kubeconfig)
-		if err != nil {
-			return err
-		}
 		n := &RealNode{Name: name, IP: realNodeIP(i), PodCIDR: realPodCIDR(i), Dir: filepath.Join(rc.Dir, name),
 			cgroupOf: realNodeCgroup(rc.NS.Name, i),
-			cfg: realNodeConfig{binDir: rc.BinDir, ns: rc.NS, kubeconfig: string(kc), clusterDNS: realDNSAddress,
+			cfg: realNodeConfig{binDir: rc.BinDir, ns: rc.NS, kubeconfig: kubeconfig, clusterDNS: realDNSAddress,
 				index: i, sandbox: pause.Name, labels: cfg.Labels, systemBus: cfg.SystemBus}}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return err

@@ -47,7 +47,7 @@ type RealNode struct {
 type realNodeConfig struct {
 	binDir     string
 	ns         *NetNS
-	kubeconfig string // the kubelet's, with the node's own client certificate
+	kubeconfig string // the kubelet's file, with the node's own client certificate
 	clusterDNS string
 	index      int
 	sandbox    string // the pause image
@@ -100,7 +100,7 @@ until ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1; do
 	kill -0 $containerd 2>/dev/null || fail "containerd ended before it answered"
 	sleep 0.1
 done
-kubelet --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_DIR/kubelet.kubeconfig" \
+kubelet --config="$NODE_DIR/kubelet.yaml" --kubeconfig="$NODE_KUBECONFIG" \
 	--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --node-labels="$NODE_LABELS" --v=1 >"$NODE_DIR/kubelet.log" 2>&1 &
 code=0
 wait -n || code=$?
@@ -158,7 +158,7 @@ func (n *RealNode) Boot(ctx context.Context) error {
 	// node's PID 1, which takes the whole PID namespace with it.
 	p, err := startProcess(fmt.Sprintf("node-%s-boot-%d", n.Name, n.boots), "nsenter", n.Dir, false,
 		"--net="+n.cfg.ns.Path, "--", "unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc",
-		"--propagation", "private", "--", "env", "NODE_DIR="+n.Dir, "NODE_NAME="+n.Name, "NODE_IP="+n.IP, "NODE_LABELS="+strings.Join(labels, ","),
+		"--propagation", "private", "--", "env", "NODE_DIR="+n.Dir, "NODE_NAME="+n.Name, "NODE_IP="+n.IP, "NODE_KUBECONFIG="+n.cfg.kubeconfig, "NODE_LABELS="+strings.Join(labels, ","),
 		"PATH="+n.cfg.binDir+":/usr/sbin:/usr/bin:/sbin:/bin", "bash", "-c", bootScript)
 	if err != nil {
 		return err

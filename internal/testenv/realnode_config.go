@@ -118,6 +118,5 @@ localStorageCapacityIsolation: false
 		filepath.Join(n.Dir, "containerd.toml"):      []byte(containerd),
 		filepath.Join(netd, "10-edgedrain.conflist"): []byte(cni),
 		filepath.Join(n.Dir, "kubelet.yaml"):         []byte(kubelet),
-		filepath.Join(n.Dir, "kubelet.kubeconfig"):   []byte(n.cfg.kubeconfig),
 	})
 }
