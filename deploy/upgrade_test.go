@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 
 // previousRelease is the version a helm upgrade starts from: the last one before the chart
 // mounted the host's boot ID and gave the agent a readiness probe (no release is tagged yet).
-const previousRelease = "3fc69ef"
+const previousRelease = "3fc69effa7775cea7e5dfa6ae5356f09ab9e52a0"
 
 // previousChart checks out the chart and builds the image of previousRelease, and returns the
 // chart's directory and the image archive (tagged "previous").
@@ -28,8 +29,11 @@ func previousChart(t *testing.T) (chart, archive string) {
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
 	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", previousRelease+"^{commit}").CombinedOutput(); err != nil {
-		// A shallow clone: the previous version cannot be built here (git fetch --unshallow).
-		t.Skipf("the upgrade test needs the repository's history (a full clone) for %s: %v: %s", previousRelease, err, out)
+		shallow, _ := exec.Command("git", "-C", root, "rev-parse", "--is-shallow-repository").Output()
+		if strings.TrimSpace(string(shallow)) == "true" {
+			t.Skipf("the upgrade test needs the repository's history for %s (git fetch --unshallow)", previousRelease)
+		}
+		t.Fatalf("the previous version %s is not in the repository's history: %v: %s", previousRelease, err, out)
 	}
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")

@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,26 +28,34 @@ func idlePod(name, node string, args ...string) *corev1.Pod {
 	}
 }
 
-// podPhase waits until the pod reaches phase, failing on any other end.
-func podPhase(t *testing.T, rc *RealCluster, ns, name string, phase corev1.PodPhase, timeout time.Duration) *corev1.Pod {
+// podPhase waits until the pod reaches phase, and fails at once if it ends in another.
+func podPhase(t *testing.T, rc *RealCluster, ns, name string, phase corev1.PodPhase, timeout time.Duration) {
 	t.Helper()
 	var pod *corev1.Pod
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		pod, err = rc.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := rc.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		return pod.Status.Phase == phase, nil
+		pod = p
+		switch p.Status.Phase {
+		case phase:
+			return true, nil
+		case corev1.PodSucceeded, corev1.PodFailed:
+			return false, fmt.Errorf("ended %s", p.Status.Phase)
+		}
+		return false, nil
 	})
 	if err != nil {
-		var nodeLog string
-		for _, n := range rc.Nodes {
-			nodeLog += n.Name + ":\n" + n.Log(15) + "\n"
+		var b strings.Builder
+		if pod != nil {
+			b.WriteString(Describe([]corev1.Pod{*pod}) + "\n")
 		}
-		t.Fatalf("pod %s not %s: %v\n%s\n%s", name, phase, err, Describe([]corev1.Pod{*pod}), nodeLog)
+		for _, n := range rc.Nodes {
+			b.WriteString(n.Name + ":\n" + n.Log(15) + "\n" + n.ContainerLogs(10))
+		}
+		t.Fatalf("pod %s not %s: %v\n%s", name, phase, err, b.String())
 	}
-	return pod
 }
 
 // TestRealNodesRunPodsThatReachAServiceByName starts two real nodes and shows what the tests on
