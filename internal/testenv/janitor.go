@@ -17,23 +17,26 @@ import (
 const realClusterLocks = "/run/lock/edgedrain-real-cluster-"
 
 // holdClusterLock takes the lock of the cluster whose namespace is ns; closing it releases it.
-func holdClusterLock(ns string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(realClusterLocks), 0o755); err != nil {
+func holdClusterLock(ns string) (*os.File, error) { return holdLock(realClusterLocks + ns) }
+
+// holdLock takes the exclusive lock file at path without waiting; closing it releases it.
+func holdLock(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(realClusterLocks+ns, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("real cluster %s: lock: %w", ns, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("real cluster %s: lock: %w", ns, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
 }
 
-// releaseClusterLock removes and releases a live cluster's lock, at its end.
-func releaseClusterLock(f *os.File) {
+// releaseLock removes and releases a live test resource's lock, at its end.
+func releaseLock(f *os.File) {
 	if f != nil {
 		_ = os.Remove(f.Name())
 		_ = f.Close()
@@ -61,6 +64,6 @@ func removeDeadClusters() {
 				removeCgroupTree(d)
 			}
 		}
-		releaseClusterLock(f)
+		releaseLock(f)
 	}
 }

@@ -345,7 +345,7 @@ func (rc *RealCluster) stop() {
 		_ = rc.NS.Delete()
 	}
 	rc.mounts.release()
-	releaseClusterLock(rc.lock)
+	releaseLock(rc.lock)
 }
 
 // Namespace creates a namespace for the test, as Cluster.Namespace does, and waits until its
