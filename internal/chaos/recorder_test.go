@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,24 +18,26 @@ import (
 
 // streamRecorder records every message a bucket's stream stores, with the server's timestamp:
 // an ordered consumer (re-created after a server's death, from where it was) delivers them, and
-// any revision it skips (seen once after a stream leader's pause) is read back by sequence. A
-// revision gone meanwhile (the bucket keeps pubsub.MaxHistory, 64, values per key; an older
-// one is dropped) is recorded as lost.
+// any revision it skips (seen once after a stream leader's pause) is read back by sequence from
+// the stream's leader. A revision gone meanwhile (the bucket keeps pubsub.MaxHistory, 64, values
+// per key; an older one is dropped) is recorded as lost.
 type streamRecorder struct {
 	w        *world
 	stream   jetstream.Stream
+	nc       *nats.Conn
 	bucket   string
 	kind     Kind
 	mu       sync.Mutex
 	next     uint64 // the first revision not recorded yet, or skipped
 	seen     map[uint64]bool
 	readBack int // revisions the consumer skipped, read back by sequence
+	skips    int // sequences that never held a message (see skipped)
 }
 
 func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket string, kind Kind) *streamRecorder {
 	stream, err := js.Stream(ctx, "KV_"+bucket)
 	must(w.t, err)
-	r := &streamRecorder{w: w, stream: stream, bucket: bucket, kind: kind, next: 1, seen: map[uint64]bool{}}
+	r := &streamRecorder{w: w, stream: stream, nc: js.Conn(), bucket: bucket, kind: kind, next: 1, seen: map[uint64]bool{}}
 	cons, err := js.OrderedConsumer(ctx, "KV_"+bucket, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	must(w.t, err)
 	var errs atomic.Int64
@@ -70,6 +73,9 @@ func (r *streamRecorder) finish(ctx context.Context) {
 	if r.readBack > 0 {
 		r.w.logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
 	}
+	if r.skips > 0 {
+		r.w.logf("recorder of %s: %d sequences held no message (skipped by a new stream leader)", r.bucket, r.skips)
+	}
 }
 
 // fill reads back the revisions from r.next to last not recorded yet (r.mu held).
@@ -82,10 +88,19 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64) {
 		var err error
 		for range 5 {
 			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			msg, err = r.stream.GetMsg(gctx, seq)
+			msg, err = leaderGet(gctx, r.nc, r.stream.CachedInfo().Config.Name, seq)
 			cancel()
 			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
 				break
+			}
+		}
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			if skipped, serr := r.skipped(ctx, seq); serr != nil {
+				err = fmt.Errorf("%w; and deciding whether it ever held a message: %w", err, serr)
+			} else if skipped {
+				r.seen[seq] = true
+				r.skips++
+				continue
 			}
 		}
 		if err != nil {
@@ -96,6 +111,87 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64) {
 		r.readBack++
 		r.record(msg.Sequence, msg.Subject, msg.Header, msg.Data, msg.Time)
 	}
+}
+
+// skipped reports whether sequence seq, which the stream's leader does not have, never held a
+// message. A clustered stream skips sequences (a new stream leader's skip entries: seen after a
+// server's restart); a message that was stored goes away only when its key passes the bucket's
+// per-key limit (nothing here deletes messages or rolls a key up). So seq held none if no key has
+// dropped a message at or past it: each key below the limit, or its oldest kept message older
+// than seq. (Checked after the miss: a key's oldest kept message only moves forward.)
+func (r *streamRecorder) skipped(ctx context.Context, seq uint64) (bool, error) {
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := r.stream.Info(ictx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return false, err
+	}
+	limit := info.Config.MaxMsgsPerSubject
+	if limit <= 0 {
+		return true, nil
+	}
+	for subject, n := range info.State.Subjects {
+		if n < uint64(limit) {
+			continue
+		}
+		oldest, err := leaderRequest(ictx, r.nc, info.Config.Name, map[string]any{"seq": 1, "next_by_subj": subject})
+		if err != nil {
+			return false, fmt.Errorf("oldest message of %s: %w", subject, err)
+		}
+		if oldest.Sequence > seq {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// leaderGet reads one message of a stream by sequence from the stream's leader. Not
+// Stream.GetMsg: on a bucket's stream (direct gets allowed) that asks any of its replicas, and a
+// server just restarted and still catching up answers "message not found" for messages the
+// others committed.
+func leaderGet(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	return leaderRequest(ctx, nc, stream, map[string]any{"seq": seq})
+}
+
+// leaderRequest asks the stream's leader for one message (the JetStream API's message get).
+func leaderRequest(ctx context.Context, nc *nats.Conn, stream string, ask map[string]any) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(ask)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Message *struct {
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs"`
+			Data     []byte    `json:"data"`
+			Time     time.Time `json:"time"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("stream %s message %v: %w", stream, ask, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, resp.Error
+	case resp.Message == nil:
+		return nil, fmt.Errorf("stream %s message %v: an answer with neither message nor error", stream, ask)
+	}
+	m := resp.Message
+	var hdr nats.Header
+	if len(m.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(m.Header); err != nil {
+			return nil, fmt.Errorf("stream %s message %v: headers: %w", stream, ask, err)
+		}
+	}
+	return &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: m.Sequence, Header: hdr, Data: m.Data, Time: m.Time}, nil
 }
 
 // record adds one stored message to the history (r.mu held).
