@@ -25,6 +25,7 @@ type options struct {
 	busCheck  time.Duration
 	logFormat string
 	logLevel  string
+	catch     string
 }
 
 func registerRunFlags(fs *flag.FlagSet) *options {
@@ -40,6 +41,16 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	}
 	fs.StringVar(&o.apiProbe, "api-probe-url", agent.InClusterAPIURL(), "URL the agent asks (any HTTP answer counts) before it acts on a COMPLETE of the coordinator's API-unreachable rule: if the Kubernetes API answers from this node, the coordinator alone is cut off and the operation does not run undrained (default: the in-cluster API server's /readyz; empty: no probe, such a COMPLETE is taken as it is)")
 	fs.StringVar(&c.SystemBus, "system-bus", c.SystemBus, "address of the host's system D-Bus, where the logind: commands reach systemd-logind (the default is DBUS_SYSTEM_BUS_ADDRESS when set)")
+	fs.StringVar(&o.catch, "catch-shutdown", string(c.CatchShutdown), "reboots and power-offs started outside edgedrain on this node (an administrator's systemctl reboot, unattended-upgrades,\n"+
+		"a power button): off lets them go ahead undrained; delay holds a logind delay lock on shutdown, so logind announces\n"+
+		"them and waits (at most its InhibitDelayMaxSec, see --inhibit-delay-max) while the agent asks for the drain, and goes on\n"+
+		"at COMPLETE, or at once after a failed drain; block also holds a block lock that refuses the callers logind checks\n"+
+		"(non-root users; root too from systemd 257), telling them to use \"agent request reboot\". reboot -f, a panic or a power\n"+
+		"cut are never seen. Needs --system-bus")
+	fs.DurationVar(&c.InhibitDelayMax, "inhibit-delay-max", 10*time.Minute, "with --catch-shutdown: how long logind may hold a shutdown back for the drain; if its InhibitDelayMaxSec is\n"+
+		"shorter, the agent raises it with a drop-in in --logind-conf-dir while it runs (removed when it stops); 0: logind's own.\n"+
+		"A drain not done by then: the node goes down undrained (metric edgedrain_agent_caught_shutdowns_total{outcome=\"undrained\"})")
+	fs.StringVar(&c.LogindConfDir, "logind-conf-dir", c.LogindConfDir, "the host's logind drop-in directory, where --inhibit-delay-max is written")
 	fs.DurationVar(&c.SentinelInterval, "sentinel-interval", c.SentinelInterval, "how often the sentinel files are checked")
 	fs.DurationVar(&c.SentinelJitter, "sentinel-jitter", c.SentinelJitter, "random extra wait of up to this much before each sentinel check, so a fleet does not ask at once")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory of the state file that keeps a deferred operation across agent restarts (a hostPath)")
@@ -101,6 +112,11 @@ func (o *options) validate() error {
 		}
 	}
 	var errs []error
+	if mode, err := agent.ParseCatchMode(o.catch); err != nil {
+		errs = append(errs, fmt.Errorf("--catch-shutdown: %w", err))
+	} else {
+		o.cfg.CatchShutdown = mode
+	}
 	cfg := o.cfg
 	if cfg.Node == "" {
 		errs = append(errs, errors.New("--node-name is required (or EDGEDRAIN_NODE_NAME, or NODE_NAME from the downward API)"))

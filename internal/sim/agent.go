@@ -143,6 +143,11 @@ func (a *agentProc) crash(why string) {
 		a.watch.stop()
 		a.watch = nil
 	}
+	if why == "machine down" || why == "machine retired" {
+		a.f.caught = nil
+	} else {
+		a.lockLost()
+	}
 }
 
 func (a *agentProc) pollSentinels() {
@@ -274,6 +279,10 @@ func (a *agentProc) perform(act agent.Action) {
 		a.onReadAsked()
 	case agent.RunCommand:
 		a.runCommand(x)
+	case agent.LetShutdownProceed:
+		a.letProceed(x)
+	case agent.UndrainedShutdown:
+		s.w.logf("agent of %s: the %s for request %s went ahead undrained (drain %s)", name, x.Operation, x.RequestID, x.Phase)
 	case agent.RemoveOverride:
 		a.removeOverride()
 	case agent.Report:

@@ -86,6 +86,8 @@ func appendAgentFaults(p Plan, cfg Config, rng *rand.Rand, at func() time.Durati
 // agentFaultState is an agent process's side of the agent faults, and what the checks follow of
 // its reads, runs and overrides.
 type agentFaultState struct {
+	// caught: a typed reboot logind holds back for this process's lock (typedreboot.go).
+	caught *caughtShutdown
 	// paused: the process handles nothing; held are the things that happened to it meanwhile.
 	paused   bool
 	pauseEnd time.Time

@@ -149,6 +149,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.Selector { // after them, for the same reason
 		p = append(p, selectorFaults(cfg, rng, at)...)
 	}
+	if cfg.TypedReboots { // after them, for the same reason
+		p = append(p, typedRebootFaults(cfg, rng, at)...)
+	}
 	return p
 }
 
@@ -351,6 +354,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyClockFault(f)
 	case SelectorLeave, SelectorLeaveForGood, SelectorJoinLate, Unmanaged:
 		s.applySelectorFault(f)
+	case TypedReboot:
+		s.applyTypedReboot(ag(f.Target))
 	case PowerCycle:
 		a := ag(f.Target)
 		w.logf("%s loses power (not edgedrain's doing)", a.node.name)

@@ -56,6 +56,12 @@ func ConfigFor(seed uint64) Config {
 	cfg.Clocks = rand.New(rand.NewPCG(seed, 0xc10c)).IntN(2) == 0
 	// --node-selector changes (selector.go), from a stream of their own: in one run in three.
 	cfg.Selector = rand.New(rand.NewPCG(seed, 0x5e1ec7)).IntN(3) == 0
+	// Reboots typed by an administrator (typedreboot.go), in one run in two; the agents catch
+	// them in three of four of those, logind holding a reboot back from 20 s to 10 min.
+	if trng := rand.New(rand.NewPCG(seed, 0x7eb007)); trng.IntN(2) == 0 {
+		cfg.TypedReboots, cfg.CatchShutdown = true, trng.IntN(4) > 0
+		cfg.InhibitDelay = time.Duration(20+trng.IntN(580)) * time.Second
+	}
 	return cfg
 }
 

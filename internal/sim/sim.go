@@ -88,6 +88,12 @@ type Config struct {
 	// Selector adds --node-selector changes to random plans (selector.go): nodes the coordinator
 	// does not manage, nodes that stop or start matching mid-drain.
 	Selector bool
+	// TypedReboots adds to random plans reboots an administrator types on a node
+	// (typedreboot.go); CatchShutdown says the agents hold logind's delay lock and catch them,
+	// for at most InhibitDelay.
+	TypedReboots  bool
+	CatchShutdown bool
+	InhibitDelay  time.Duration
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.

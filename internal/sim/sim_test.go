@@ -83,7 +83,8 @@ func TestSimulation(t *testing.T) {
 
 // shareKinds are the fault kinds whose share of runs TestSimulation reports.
 var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds,
-	[]weightedKind{{k: OperatorPutsRequest}, {k: OperatorReplaysRequest}, {k: FollowerLags}, {k: StreamElection}, {k: QuorumLoss}})
+	[]weightedKind{{k: OperatorPutsRequest}, {k: OperatorReplaysRequest}, {k: FollowerLags}, {k: StreamElection}, {k: QuorumLoss},
+		{k: TypedReboot}})
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
@@ -106,6 +107,21 @@ func TestRegressions(t *testing.T) {
 		plan    Plan
 		happens [][]string
 	}{
+		{"a reboot typed while an update waits for its drain is held back until COMPLETE, then goes ahead in the update's " +
+			"place; the update is not taken for done and runs once the node is back (L1, simulator)", 1, caught(three(1, volumes.PolicyWait)),
+			Plan{{At: sec(2), Kind: PDBBlocks, For: 60 * time.Second}, {At: sec(5), Kind: Update, Target: 1}, {At: sec(40), Kind: TypedReboot, Target: 1}},
+			[][]string{{"an administrator reboots node-1.edge", "logind holds it back"}, {"caught while the update was deferred"},
+				{"node-1.edge COMPLETE"}, {"lets the reboot proceed for request node-1.edge-req1", "drained true"},
+				{"node-1.edge goes down for request node-1.edge-req1"}, {"took the place of the update"}, {"runs the update command"}}},
+		{"a reboot typed while the agent's disk is read-only is not let through by an override COMPLETE whose file cannot be " +
+			"removed (left, it would let the next operation run without a drain); the agent crashing on its failing disk " +
+			"meanwhile lets logind go on, and the node goes down undrained, as in a power cut (O1, simulator)", 1, caught(three(1, volumes.PolicyWait)),
+			Plan{{At: sec(2), Kind: PDBBlocks, For: 60 * time.Second}, {At: sec(5), Kind: Reboot, Target: 1},
+				{At: sec(30), Kind: DiskReadOnly, Target: 1, For: 40 * time.Second}, {At: sec(35), Kind: TypedReboot, Target: 1},
+				{At: sec(40), Kind: Override, Target: 1}},
+			[][]string{{"an administrator reboots node-1.edge"}, {"override COMPLETE for request node-1.edge-req1"},
+				{"the reboot for request node-1.edge-req1 was not started"}, {"agent of node-1.edge stops (crash while its disk fails)"},
+				{"logind goes on"}, {"node-1.edge goes down undrained"}, {"node-1.edge is up again"}}},
 		{"kernel-update day is not a whole-cluster shutdown (S3, seed 2)", 2, three(2, volumes.PolicyWait),
 			Plan{{At: sec(76.7), Kind: KernelDay}},
 			[][]string{{"every node gets /var/run/reboot-required"}, {"node-0.edge goes down"}, {"node-1.edge goes down"}, {"node-2.edge goes down"}}},
@@ -1013,6 +1029,12 @@ func beforePolicy(cfg Config) Config {
 // each): the regressions whose scenario needs a late delivery to reach the agent keep it.
 func beforeReads(cfg Config) Config {
 	cfg.UncheckedDeliveries = true
+	return cfg
+}
+
+// caught is cfg with agents that catch the reboots typed on their node (typedreboot.go).
+func caught(cfg Config) Config {
+	cfg.TypedReboots, cfg.CatchShutdown, cfg.InhibitDelay = true, true, 5*time.Minute
 	return cfg
 }
 

@@ -20,7 +20,14 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 	case ReadStatus:
 		a.busOp(busOp{read: true})
 	case RunCommand:
+		if a.catcher != nil {
+			a.catcher.releaseBlock() // (the agent's own command would be refused by its own block lock)
+		}
 		a.startCommand(ctx, act)
+	case LetShutdownProceed:
+		a.letProceed(act)
+	case UndrainedShutdown:
+		a.undrained(act)
 	case RemoveOverride:
 		a.consumeOverride()
 	case TriggerResult:
@@ -38,6 +45,10 @@ func (a *Agent) perform(ctx context.Context, act Action) {
 		}
 	case DrainFailed:
 		a.metrics.DrainFailures.WithLabelValues(string(act.Operation), act.Status.String()).Inc()
+		if act.RetryAt.IsZero() { // (a caught shutdown's: it does not wait for another try)
+			a.entry().Warnf("drain %s (%s)", act.Status, act.Message)
+			return
+		}
 		a.entry().WithFields(logrus.Fields{"failures": act.Failures, "retryAt": act.RetryAt.UTC().Format(time.RFC3339)}).
 			Warnf("drain %s (%s): request withdrawn, the %s stays deferred; asking again in %s",
 				act.Status, act.Message, act.Operation, act.RetryAt.Sub(a.cfg.Now()).Round(time.Second))

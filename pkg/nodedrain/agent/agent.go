@@ -50,6 +50,10 @@ type Agent struct {
 	sentinelErr  map[Operation]string
 	foreignLog   ratelog.Limiter
 	heartbeat    atomic.Int64
+	// catcher holds the logind locks when catching shutdowns (nil: not); wroteDropIn says the
+	// agent raised InhibitDelayMaxSec with its drop-in (catching.go).
+	catcher     *catcher
+	wroteDropIn bool
 }
 
 // New checks cfg and returns an agent; Run starts it.
@@ -116,6 +120,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.timer = time.NewTimer(time.Hour)
 	a.timer.Stop()
 	defer a.timer.Stop()
+	caught := a.startCatching(ctx)
+	defer a.stopCatching()
 
 	a.log.WithFields(logrus.Fields{"phase": st.Phase, "operation": st.Operation, "request": st.RequestID,
 		"bootID": boot}).Info("agent starting")
@@ -160,6 +166,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case ev := <-a.events:
 			a.step(ctx, ev)
+		case sig := <-caught:
+			a.onCaught(ctx, sig)
 		case c := <-a.calls:
 			a.local(ctx, c)
 		case <-poll.C:
@@ -342,6 +350,7 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 		a.perform(ctx, act)
 	}
 	a.metrics.observe(a.m)
+	a.syncLocks()
 	if v := a.m.Effective(); v != a.view {
 		// A new status or request is news; a new message (eviction progress) is detail.
 		news := v.Status != a.view.Status || v.RequestID != a.view.RequestID || v.Source != a.view.Source

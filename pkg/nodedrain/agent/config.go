@@ -67,6 +67,15 @@ type Config struct {
 	// SystemBus is the address of the host's system D-Bus, where the logind commands
 	// (LogindReboot, LogindPowerOff) reach systemd-logind. Default: SystemBusAddress().
 	SystemBus string
+	// CatchShutdown says whether the agent holds logind inhibitor locks on shutdown on SystemBus
+	// (inhibit.go): a reboot typed on the node is then held back until it is drained. "" or
+	// CatchOff: not.
+	CatchShutdown CatchMode
+	// InhibitDelayMax is how long logind may hold such a shutdown back: if logind's
+	// InhibitDelayMaxSec is shorter, the agent raises it with a drop-in in LogindConfDir while it
+	// runs. Zero: logind's setting as it is.
+	InhibitDelayMax time.Duration
+	LogindConfDir   string
 	// Sentinels holds the sentinel file of each operation whose presence asks for it; "" or
 	// absent: none.
 	Sentinels map[Operation]string
@@ -123,6 +132,8 @@ func DefaultConfig() Config {
 		Socket:           DefaultSocket,
 		OutcomeFile:      DefaultOutcomeFile,
 		SystemBus:        SystemBusAddress(),
+		CatchShutdown:    CatchOff,
+		LogindConfDir:    DefaultLogindConfDir,
 		CommandTimeout:   time.Hour,
 		Policy:           DefaultPolicy(),
 	}
@@ -189,6 +200,16 @@ func (c Config) ValidateSettings() error {
 	if len(c.Socket) > maxSocketPath {
 		errs = append(errs, fmt.Errorf("socket path is %d bytes, longer than the %d a unix socket allows", len(c.Socket), maxSocketPath))
 	}
+	if _, err := ParseCatchMode(string(c.CatchShutdown)); err != nil {
+		errs = append(errs, err)
+	} else if c.catching() && c.SystemBus == "" {
+		errs = append(errs, errors.New("catching shutdowns needs the system bus address"))
+	}
+	if c.InhibitDelayMax < 0 || c.InhibitDelayMax > MaxInhibitDelay {
+		errs = append(errs, fmt.Errorf("inhibit delay max %s: want 0 (logind's own) up to %s", c.InhibitDelayMax, MaxInhibitDelay))
+	} else if c.InhibitDelayMax > 0 && c.catching() && c.LogindConfDir == "" {
+		errs = append(errs, errors.New("raising logind's InhibitDelayMaxSec needs the directory of its drop-ins"))
+	}
 	if c.CommandTimeout < 0 {
 		errs = append(errs, fmt.Errorf("command timeout must not be negative, got %s", c.CommandTimeout))
 	}
@@ -196,6 +217,11 @@ func (c Config) ValidateSettings() error {
 		errs = append(errs, err)
 	}
 	return joinConfig(errs...)
+}
+
+// catching reports whether the agent holds logind locks on shutdown.
+func (c Config) catching() bool {
+	return c.CatchShutdown == CatchDelay || c.CatchShutdown == CatchBlock
 }
 
 // joinConfig joins errs into one error matching ErrInvalidConfig, or nil.

@@ -32,6 +32,9 @@ type EvTrigger struct {
 	// modification time in Unix nanoseconds.
 	Sentinel        string
 	SentinelModTime int64
+	// Caught says the operation is a shutdown started outside edgedrain, caught through logind's
+	// delay lock: it is already under way (caught.go).
+	Caught bool
 }
 
 // EvBusStatus is the status published for this node: a new value, or nil when it was removed.
@@ -148,6 +151,26 @@ type RunCommand struct {
 	Attempt int
 }
 
+// LetShutdownProceed lets a caught shutdown go on: the runtime releases its logind delay lock.
+// Drained is false when the drain failed and the node goes down undrained.
+type LetShutdownProceed struct {
+	Operation Operation
+	RequestID string
+	Drained   bool
+	Reason    string
+	// Runs says the release is the operation's run, as RunCommand is after a COMPLETE: it is not
+	// done while what must be recorded first cannot be (NotRecorded).
+	Runs bool
+}
+
+// UndrainedShutdown reports (for the log and the metrics) a caught shutdown that took the node
+// down before its drain was done, found at the next boot.
+type UndrainedShutdown struct {
+	Operation Operation
+	RequestID string
+	Phase     Phase // how far the drain had got
+}
+
 // RemoveOverride asks for the override file to be removed: its COMPLETE or NOTSUPPORTED let the
 // operation run (or went with a cancelled one).
 type RemoveOverride struct{}
@@ -195,12 +218,14 @@ type Report struct {
 	Message string
 }
 
-func (PublishRequest) action()  {}
-func (WithdrawRequest) action() {}
-func (RunCommand) action()      {}
-func (RemoveOverride) action()  {}
-func (ReadStatus) action()      {}
-func (TriggerResult) action()   {}
-func (DrainFailed) action()     {}
-func (CommandFailed) action()   {}
-func (Report) action()          {}
+func (PublishRequest) action()     {}
+func (WithdrawRequest) action()    {}
+func (RunCommand) action()         {}
+func (RemoveOverride) action()     {}
+func (ReadStatus) action()         {}
+func (TriggerResult) action()      {}
+func (DrainFailed) action()        {}
+func (CommandFailed) action()      {}
+func (Report) action()             {}
+func (LetShutdownProceed) action() {}
+func (UndrainedShutdown) action()  {}

@@ -117,6 +117,13 @@ type State struct {
 	// SentinelModTime its modification time (Unix nanoseconds) then.
 	Sentinel        string `json:"sentinel,omitempty"`
 	SentinelModTime int64  `json:"sentinelModTime,omitempty"`
+	// Caught says the operation is a shutdown started outside edgedrain and caught through
+	// logind: it is let through (its lock released) instead of a command being run (caught.go).
+	Caught bool `json:"caught,omitempty"`
+	// Superseded says a caught shutdown took the place of this operation's own command (it was
+	// asked for before the shutdown came): once the node is back the operation ends undone, and
+	// its trigger, if still there, asks again.
+	Superseded bool `json:"superseded,omitempty"`
 	// DrainFailures counts FAILEDCORDON / FAILEDDRAIN answers for this operation.
 	DrainFailures int `json:"drainFailures,omitempty"`
 	// ClearedBy says what let the operation run ("COMPLETE", "NOTSUPPORTED", "override COMPLETE").

@@ -41,6 +41,12 @@ type Metrics struct {
 	// StatusDelay observes, for each status the watch delivers after its first snapshot, the
 	// time from the coordinator's publication (the status's UpdatedAt) to its arrival here.
 	StatusDelay prometheus.Histogram
+	// CaughtShutdowns counts shutdowns started outside edgedrain that the agent's logind lock
+	// held back, by outcome: drained (let go after COMPLETE), drain-failed (let go undrained after a
+	// failed drain), undrained (gone ahead before the drain was done, counted at the next boot).
+	CaughtShutdowns *prometheus.CounterVec
+	// InhibitLocked is 1 while the agent holds its logind delay lock on shutdown.
+	InhibitLocked prometheus.Gauge
 }
 
 // statusDelayBuckets resolve the delivery delay of a status from a fraction of a millisecond
@@ -103,6 +109,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from the coordinator's publication of this node's status (its UpdatedAt) to its arrival at the agent's watch; includes any clock offset between the two machines.",
 			Buckets: statusDelayBuckets,
 		}),
+		CaughtShutdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgedrain_agent_caught_shutdowns_total",
+			Help: "Shutdowns and reboots started outside edgedrain (systemctl reboot, a power button) that the agent's logind lock held back, by outcome: drained (let go after COMPLETE), drain-failed (let go undrained after a failed drain), undrained (went ahead before the drain was done: logind's delay ran out or the lock was lost; counted at the next boot).",
+		}, []string{"outcome"}),
+		InhibitLocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgedrain_agent_inhibit_locked",
+			Help: "1 while the agent holds its logind delay lock on shutdown (--catch-shutdown): a reboot typed on the node waits for its drain.",
+		}),
+	}
+	for _, o := range []string{"drained", "drain-failed", "undrained"} {
+		m.CaughtShutdowns.WithLabelValues(o)
 	}
 	for _, r := range nodedrain.RefusalReasons() {
 		m.RefusedStatuses.WithLabelValues(r)
@@ -113,7 +130,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.DeferredOperations, m.OverrideActive, m.OverrideErrors, m.BusConnected, m.LastStatus,
-			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.StateUnsaved, m.ForeignStatuses, m.RefusedStatuses, m.StatusDelay)
+			m.CommandFailures, m.DrainFailures, m.BusDecodeErrors, m.StateErrors, m.StateUnsaved, m.ForeignStatuses, m.RefusedStatuses, m.StatusDelay,
+			m.CaughtShutdowns, m.InhibitLocked)
 	}
 	return m
 }

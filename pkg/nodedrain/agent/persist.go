@@ -86,6 +86,10 @@ func (a *Agent) saveRecovered() {
 // The simulation performs its agents' actions through it too.
 func NotRecorded(act Action, unsaved, left error) Event {
 	switch x := act.(type) {
+	case LetShutdownProceed:
+		if x.Runs {
+			return NotRecorded(RunCommand{RequestID: x.RequestID}, unsaved, left)
+		}
 	case RunCommand:
 		switch {
 		case unsaved != nil:

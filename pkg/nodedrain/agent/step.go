@@ -137,7 +137,9 @@ func (s *stepper) start(boot, succeeded string) {
 		// for the node to go down, or it was still running a command that may take the node
 		// down (a decommission powering the machine off). An update whose command failed is
 		// not done by an unrelated reboot.
-		if st.Phase == PhaseWaitingBoot || (st.Phase == PhaseRunning && st.Operation.mayGoDown(s.p)) {
+		if st.Caught {
+			s.caughtAtBoot()
+		} else if st.Phase == PhaseWaitingBoot || (st.Phase == PhaseRunning && st.Operation.mayGoDown(s.p)) {
 			s.finish(fmt.Sprintf("the node is back after the %s (boot ID changed): withdrawing request %s so the coordinator %s",
 				st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 		} else {
@@ -218,7 +220,8 @@ func (s *stepper) commandDone(e EvCommandDone) {
 // fresh confirmation (the bus may have changed meanwhile). Not a failure of the command.
 func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
 	st := &s.m.State
-	if st.Phase != PhaseRunning || e.RequestID != st.RequestID {
+	released := st.Caught && st.Phase == PhaseWaitingBoot // (a caught shutdown's release is its run)
+	if (st.Phase != PhaseRunning && !released) || e.RequestID != st.RequestID {
 		return // stale
 	}
 	s.m.UnrecordedRuns++
@@ -258,6 +261,10 @@ func (s *stepper) timer(id string) {
 		s.remember(id)
 		s.report(LevelInfo, "backoff over: asking again for a drain for the %s (request %s)", st.Operation, id)
 	case PhaseWaitingBoot:
+		if st.Caught {
+			s.caughtTimedOut()
+			return
+		}
 		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
 	}
 }
@@ -473,6 +480,11 @@ func (s *stepper) publish() {
 func (s *stepper) failed(v View) {
 	st := &s.m.State
 	st.DrainFailures++
+	if st.Caught {
+		s.actions = append(s.actions, DrainFailed{Operation: st.Operation, Status: v.Status, Failures: st.DrainFailures, Message: v.Message})
+		s.failedCaught(fmt.Sprintf("%s: %s", v.Status, v.Message))
+		return
+	}
 	st.Phase, st.RetryAt = PhaseBackoff, s.now.Add(nodedrain.Backoff(st.DrainFailures, s.p.DrainRetryBackoff, s.p.DrainRetryBackoffMax))
 	s.actions = append(s.actions, DrainFailed{Operation: st.Operation, Status: v.Status, Failures: st.DrainFailures,
 		RetryAt: st.RetryAt, Message: v.Message})
@@ -507,6 +519,10 @@ func (s *stepper) runIfDue() {
 	}
 	if !strings.HasPrefix(st.ClearedBy, "override") && !s.confirmedNow() {
 		s.confirm()
+		return
+	}
+	if st.Caught {
+		s.releaseCaught()
 		return
 	}
 	s.m.Confirmed = ""

@@ -79,6 +79,10 @@ func summary(a Action) string {
 		return fmt.Sprintf("drain-failed %s #%d", a.Status, a.Failures)
 	case CommandFailed:
 		return fmt.Sprintf("command-failed #%d", a.Failures)
+	case LetShutdownProceed:
+		return fmt.Sprintf("proceed %s drained=%v runs=%v", a.RequestID, a.Drained, a.Runs)
+	case UndrainedShutdown:
+		return fmt.Sprintf("undrained %s %s", a.RequestID, a.Phase)
 	}
 	return ""
 }

@@ -72,6 +72,8 @@ func (s *stepper) trigger(e EvTrigger) {
 	}
 	badContext := checkContext(e.Operation, e.Context)
 	switch {
+	case e.Caught && e.Operation.Valid() && badContext == nil:
+		s.caught(e)
 	case !e.Operation.Valid():
 		reply(false, "unknown operation %q", e.Operation)
 	case badContext != nil:

@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
+)
+
+// Shutdowns edgedrain did not ask for: an administrator types `systemctl reboot` on a node.
+// logind sends PrepareForShutdown to every holder of a delay lock on shutdown and waits until
+// they all release theirs, or until its InhibitDelayMaxSec runs out. The agent holds one for as
+// long as its process lives (a crash closes it: logind goes on at once); a paused agent holds it
+// and acts late. The node goes down when the lock is let go (for a drain done, or failed) or the
+// delay runs out, drained or not.
+const (
+	// TypedReboot: `systemctl reboot` on the target node.
+	TypedReboot Kind = "typed-reboot"
+)
+
+// typedRebootFaults draws the typed reboots of a plan (Config.CatchShutdown).
+func typedRebootFaults(cfg Config, rng *rand.Rand, at func() time.Duration) Plan {
+	var p Plan
+	for range 1 + rng.IntN(3) {
+		p = append(p, Fault{At: at(), Kind: TypedReboot, Target: rng.IntN(cfg.Nodes)})
+	}
+	return p
+}
+
+// caughtShutdown is a shutdown logind is holding back for the agent's lock.
+type caughtShutdown struct {
+	boot     int // the boot it takes down
+	deadline time.Time
+}
+
+// applyTypedReboot: logind starts a reboot of the target's machine.
+func (s *Sim) applyTypedReboot(a *agentProc) {
+	w, n := s.w, a.node
+	if !n.up || a.f.caught != nil {
+		return
+	}
+	if !s.cfg.CatchShutdown || !a.alive {
+		w.logf("an administrator reboots %s (systemctl reboot): no agent holds a lock, it goes down undrained", n.name)
+		a.cmdRequest = ""
+		s.powerCycle(a, w.between(5*time.Second, 40*time.Second))
+		return
+	}
+	c := &caughtShutdown{boot: n.bootID, deadline: w.now.Add(s.cfg.InhibitDelay)}
+	a.f.caught = c
+	w.logf("an administrator reboots %s (systemctl reboot): logind holds it back for the agent's lock, at most %s", n.name, s.cfg.InhibitDelay)
+	inc := a.inc
+	a.later(w.between(10*time.Millisecond, 100*time.Millisecond), "PrepareForShutdown", func() {
+		if a.inc == inc && a.f.caught == c {
+			a.step(agent.EvTrigger{Operation: agent.OpReboot, Context: "caught: systemctl reboot", RequestID: s.newRequestID(n.name), Caught: true})
+		}
+	})
+	w.after(s.cfg.InhibitDelay, "logind's delay runs out", func() {
+		if a.f.caught == c && n.up && n.bootID == c.boot {
+			w.logf("logind's delay for %s runs out: it goes down with its drain unfinished", n.name)
+			s.shutdownProceeds(a, "", false)
+		}
+	})
+}
+
+// lockLost: the agent's process ended while logind held a shutdown back for its lock; logind
+// goes on at once.
+func (a *agentProc) lockLost() {
+	if c := a.f.caught; c != nil && a.node.up && a.node.bootID == c.boot {
+		a.s.w.logf("the agent of %s ended while logind held a reboot back for its lock: logind goes on", a.node.name)
+		a.s.shutdownProceeds(a, "", false)
+	}
+}
+
+// letProceed performs LetShutdownProceed: the agent lets its lock go. A release that is the
+// operation's run is judged as a command's run is (S1, or O1 for an override); the machine then
+// goes down for the request.
+func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
+	s := a.s
+	c := a.f.caught
+	if c == nil || !a.node.up || a.node.bootID != c.boot {
+		s.w.logf("agent of %s lets go of its lock (%s): no shutdown is held back", a.node.name, x.Reason)
+		return
+	}
+	byBus := !strings.HasPrefix(a.m.State.ClearedBy, "override")
+	s.w.logf("agent of %s lets the reboot proceed for request %s (drained %v: %s)", a.node.name, x.RequestID, x.Drained, x.Reason)
+	if x.Runs { // (a release for the operation's own command's shutdown ran on its own check)
+		if byBus {
+			s.checkS1(a, x.RequestID)
+		} else {
+			s.checkO1(a, x.RequestID)
+		}
+	}
+	s.shutdownProceeds(a, x.RequestID, x.Drained)
+}
+
+// shutdownProceeds takes the machine down for the shutdown logind held back: for request rid
+// when it was drained for it, else as a power cut is (nothing of edgedrain's decides it).
+func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
+	c := a.f.caught
+	a.f.caught = nil
+	s.w.after(s.w.between(100*time.Millisecond, 2*time.Second), "machine goes down", func() {
+		n := a.node
+		if !n.up || n.bootID != c.boot {
+			return // (its own command took it down meanwhile)
+		}
+		if drained && a.cmdRequest == "" {
+			a.cmdRequest, a.cmdByBus = rid, !strings.HasPrefix(a.m.State.ClearedBy, "override")
+			s.goDown(a, rid, a.cmdByBus)
+			return
+		}
+		if a.cmdRequest == "" {
+			s.w.logf("%s goes down undrained (a reboot edgedrain did not ask for)", n.name)
+		}
+		s.powerCycle(a, s.w.between(5*time.Second, 40*time.Second))
+	})
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// caughtShutdown is logind's PrepareForShutdown(true) as the runtime hands it to the machine.
+func caughtShutdown(id string) Event {
+	return EvTrigger{Operation: OpReboot, Context: "caught: a reboot started outside edgedrain", RequestID: id, Caught: true}
+}
+
+// A shutdown started by someone else is held back (its lock kept) until COMPLETE for its own
+// request, confirmed by a fresh read, then let through; the node back with a new boot ID ends it.
+func TestCaughtShutdownWaitsForItsCompleteThenProceeds(t *testing.T) {
+	m, _, got := play(t, fresh(), seq(up, []step{
+		now(caughtShutdown("c1")), now(pubOK("c1")),
+		now(status(nodedrain.StatusCordoned, "c1")),
+		now(status(nodedrain.StatusComplete, "other")), // another request's COMPLETE lets nothing through
+		now(status(nodedrain.StatusComplete, "c1")),
+		now(read(nodedrain.StatusComplete, "c1")),
+	}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish c1", "read", "proceed c1 drained=true runs=true"}, got)
+	assert.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	assert.True(t, m.State.Caught)
+
+	m, _, got = play(t, m, []step{now(EvStart{BootID: "b2"})})
+	assert.Equal(t, PhaseIdle, m.State.Phase, "back after the caught reboot: done")
+	assert.Equal(t, []string{"withdraw"}, got)
+}
+
+// A failed drain does not hold a shutdown that cannot wait for the next try: it goes ahead
+// undrained, the request staying (the node cordoned) until the node is back.
+func TestCaughtShutdownProceedsUndrainedWhenTheDrainFails(t *testing.T) {
+	m, _, got := play(t, fresh(), seq(up, []step{
+		now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusFailedDrain, "c1")),
+	}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish c1", "drain-failed FAILEDDRAIN #1", "proceed c1 drained=false runs=false"}, got)
+	assert.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	assert.True(t, m.State.OnBus, "the request stays while the node goes down")
+}
+
+// A shutdown that went ahead before the agent let it (logind's delay ran out, or the lock was
+// lost with the process) is reported as undrained at the next boot, and the request withdrawn.
+func TestCaughtShutdownThatWentAheadIsReportedUndrainedAtBoot(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusCordoned, "c1"))}))
+	require.Equal(t, PhaseDeferred, m.State.Phase)
+	m, _, got := play(t, m, []step{now(EvStart{BootID: "b2"})})
+	assert.Equal(t, []string{"undrained c1 deferred", "withdraw"}, got)
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+}
+
+// A shutdown caught while an update waits for its drain rides on that drain; it goes ahead
+// instead of the update's command, and the update is not taken for done: its sentinel, still
+// there after the boot, asks again.
+func TestCaughtShutdownTakesTheUpdatesPlaceWithoutDoingIt(t *testing.T) {
+	m, _, got := play(t, fresh(), seq(up, []step{
+		now(sentinel(OpUpdate, "u1", 7)), now(pubOK("u1")),
+		now(caughtShutdown("c1")),
+		now(status(nodedrain.StatusComplete, "u1")), now(read(nodedrain.StatusComplete, "u1")),
+	}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish u1", "accepted", "read", "proceed u1 drained=true runs=true"}, got,
+		"the update's command does not run: the node is going down")
+	m, _, got = play(t, m, []step{now(EvStart{BootID: "b2"}), now(wdOK), now(sentinel(OpUpdate, "u2", 7))})
+	assert.Equal(t, []string{"withdraw", "accepted", "publish u2"}, got, "the update asks again")
+	assert.Equal(t, OpUpdate, m.State.Operation)
+	assert.False(t, m.State.Caught)
+}
+
+// The shutdown of the agent's own command (logind tells every lock holder, the agent too) goes
+// ahead at once: its drain is done.
+func TestCaughtShutdownOfTheAgentsOwnRebootProceedsAtOnce(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{
+		now(trigger(OpReboot, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
+	}))
+	require.Equal(t, PhaseRunning, m.State.Phase)
+	_, _, got := play(t, m, []step{now(caughtShutdown("c1"))})
+	assert.Equal(t, []string{"proceed r1 drained=true runs=false", "accepted"}, got)
+}
+
+// A release cleared by an override whose file cannot be removed waits, as a command's start
+// does; so does one the state file cannot record.
+func TestCaughtShutdownReleaseWaitsForWhatMustBeRecordedFirst(t *testing.T) {
+	act := LetShutdownProceed{RequestID: "c1", Drained: true, Runs: true}
+	assert.IsType(t, EvRunNotRecorded{}, NotRecorded(act, nil, assert.AnError))
+	assert.IsType(t, EvRunNotRecorded{}, NotRecorded(act, assert.AnError, nil))
+	assert.Nil(t, NotRecorded(LetShutdownProceed{RequestID: "c1"}, assert.AnError, assert.AnError), "an undrained release is not held")
+
+	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(override(nodedrain.StatusComplete, 0))}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, _ = play(t, m, []step{now(EvRunNotRecorded{RequestID: "c1", Err: assert.AnError})})
+	assert.Equal(t, PhaseCleared, m.State.Phase, "put back, to be let through once recorded")
+	_, _, got := play(t, m, []step{at(time.Minute, EvTimer{RequestID: "x"})})
+	assert.Contains(t, got, "proceed c1 drained=true runs=true")
+}
+
+// A caught shutdown that does not take the node down within the reboot timeout of its release
+// (cancelled) ends: the request is withdrawn.
+func TestCaughtShutdownNotHappeningEnds(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{
+		now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusComplete, "c1")), now(read(nodedrain.StatusComplete, "c1")),
+	}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, got := play(t, m, []step{at(testPolicy().RebootTimeout, EvTimer{RequestID: "x"})})
+	assert.Equal(t, []string{"withdraw"}, got)
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+}
