@@ -33,12 +33,13 @@ type LogindHost struct {
 	dir   string // logs
 	binds []Bind
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	pid1  int
-	done  chan struct{}
-	code  int // the exit code of the last boot's nspawn, once done is closed
-	boots int
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	pid1   int
+	done   chan struct{}
+	code   int       // the exit code of the last boot's nspawn, once done is closed
+	downAt time.Time // when it exited
+	boots  int
 }
 
 // Bind is a host path mounted into the machine at every boot.
@@ -224,7 +225,7 @@ func (h *LogindHost) Boot() {
 			code = ee.ExitCode()
 		}
 		h.mu.Lock()
-		h.code = code
+		h.code, h.downAt = code, time.Now()
 		h.mu.Unlock()
 		close(done)
 	}()
@@ -345,10 +346,27 @@ func (h *LogindHost) WaitDown(timeout time.Duration) (code int, ok bool) {
 	}
 }
 
+// DownAt is when the machine's last boot ended (zero while it is up).
+func (h *LogindHost) DownAt() time.Time {
+	if !h.Down() {
+		return time.Time{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.downAt
+}
+
 // Down reports whether the machine's last boot has ended.
 func (h *LogindHost) Down() bool {
-	_, down := h.WaitDown(0)
-	return down
+	h.mu.Lock()
+	done := h.done
+	h.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (h *LogindHost) exitCode() int {

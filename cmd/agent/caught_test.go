@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/edgedrain/edgedrain/internal/testenv"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+)
+
+// hostAgent is the agent as a systemd service of a LogindHost: a real systemd-logind, D-Bus and
+// polkit beside it, started at every boot, reading the machine's own boot ID. Its files live in
+// directories bound into the machine at the same paths, so the test reads them from outside.
+type hostAgent struct {
+	s    *scene
+	node string
+	host *testenv.LogindHost
+	dir  string // state, log
+	sock string
+}
+
+// startHostAgent boots a machine whose agent runs for node with the scene's bus and extra flags.
+func startHostAgent(t *testing.T, s *scene, node string, extra ...string) *hostAgent {
+	t.Helper()
+	testenv.NeedLogindHost(t)
+	dir := t.TempDir()
+	sockDir, err := os.MkdirTemp("", "ea") // short: a socket path
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	_, trusted, err := testenv.KeyFiles()
+	require.NoError(t, err)
+	a := &hostAgent{s: s, node: node, dir: dir, sock: filepath.Join(sockDir, "agent.sock")}
+	args := append([]string{"run", "--node-name", node, "--nats-url", s.natsURL(), "--trusted-keys", trusted,
+		"--state-dir", filepath.Join(dir, "state"), "--socket", a.sock, "--outcome-file", filepath.Join(sockDir, "outcome"),
+		"--force-status-file", filepath.Join(dir, "force.json"), "--reboot-command", "logind:reboot", "--reboot-sentinel", "",
+		"--listen", "", "--log-format", "json", "--log-level", "debug"}, extra...)
+	unit := fmt.Sprintf(`[Unit]
+Description=edgedrain agent (test)
+After=dbus.service systemd-logind.service
+
+[Service]
+ExecStart=/usr/local/bin/edgedrain-agent %s
+StandardOutput=append:%s
+StandardError=append:%s
+
+[Install]
+WantedBy=multi-user.target
+`, unitArgs(args), a.logPath(), a.logPath())
+	a.host = testenv.StartLogindHost(t, testenv.LogindHostOptions{
+		Binds: []testenv.Bind{{Host: agentBin, Machine: "/usr/local/bin/edgedrain-agent", ReadOnly: true},
+			{Host: dir, Machine: dir}, {Host: sockDir, Machine: sockDir}, {Host: filepath.Dir(trusted), Machine: filepath.Dir(trusted), ReadOnly: true}},
+		Files:  map[string]string{"/etc/systemd/system/edgedrain-agent.service": unit},
+		Enable: []string{"edgedrain-agent.service"},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent on the logind host:\n%s", a.logTail(60))
+		}
+	})
+	a.waitLog("logind inhibitor lock held on shutdown")
+	return a
+}
+
+// unitArgs quotes args for a unit file's ExecStart: each in double quotes (an empty one stays),
+// with systemd's specifiers (%) and variables ($) escaped.
+func unitArgs(args []string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$")
+	quoted := make([]string, len(args))
+	for i, arg := range args {
+		quoted[i] = `"` + r.Replace(arg) + `"`
+	}
+	return strings.Join(quoted, " ")
+}
+
+func (a *hostAgent) logPath() string { return filepath.Join(a.dir, "agent.log") }
+
+func (a *hostAgent) log() string {
+	data, _ := os.ReadFile(a.logPath())
+	return string(data)
+}
+
+func (a *hostAgent) logTail(n int) string {
+	lines := strings.Split(strings.TrimRight(a.log(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// waitLog waits until the agent's log (all boots) holds msg n times (1 if n is not given).
+func (a *hostAgent) waitLog(msg string, n ...int) {
+	a.s.t.Helper()
+	want := 1
+	if len(n) > 0 {
+		want = n[0]
+	}
+	require.Eventually(a.s.t, func() bool { return strings.Count(a.log(), msg) >= want }, 60*time.Second, 20*time.Millisecond,
+		"the agent did not log %q (%d times):\n%s", msg, want, a.logTail(30))
+}
+
+// TestTypedRebootWaitsForTheDrain: an administrator's `systemctl reboot` on a node whose agent
+// catches shutdowns (a real logind) becomes a drain request at once; the node goes down only
+// after COMPLETE, boots again with a new boot ID, and is uncordoned. logind's InhibitDelayMaxSec
+// is raised while the agent runs.
+func TestTypedRebootWaitsForTheDrain(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "typed", 3)
+	target := s.deploy("web", 4, 1)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
+	out, err := a.host.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
+		"org.freedesktop.login1.Manager", "InhibitDelayMaxUSec")
+	require.NoError(t, err, out)
+	assert.Equal(t, "t 120000000\n", out, "logind's InhibitDelayMaxSec raised to --inhibit-delay-max")
+	out, err = a.host.Exec("systemd-inhibit", "--list", "--no-legend")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "edgedrain-agent", "the agent's lock")
+	firstBoot := a.host.BootID()
+
+	typed := time.Now()
+	out, err = a.host.Exec("systemctl", "reboot")
+	require.NoError(t, err, "systemctl reboot: %s", out)
+	req := s.request(target, "")
+	asked := time.Now()
+	assert.True(t, strings.HasPrefix(req.Context, "caught: "), "the request says it was caught: %q", req.Context)
+	assert.Equal(t, nodedrain.RequesterDeviceOp, req.RequestedBy)
+	assert.False(t, a.host.Down(), "the node is still up while it is drained")
+
+	complete := s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
+	code, down := a.host.WaitDown(60 * time.Second)
+	require.True(t, down, "the node did not go down after COMPLETE:\n%s", a.logTail(20))
+	assert.Equal(t, 133, code, "a reboot")
+	downAt := a.host.DownAt()
+	assert.True(t, downAt.After(complete.UpdatedAt), "the node went down at %s, before COMPLETE at %s", downAt, complete.UpdatedAt)
+	assert.True(t, s.unschedulable(target), "the node stays cordoned while it is down")
+	t.Logf("systemctl reboot → request on the bus %s; COMPLETE → node down %s (drain %s)",
+		asked.Sub(typed).Round(time.Millisecond), downAt.Sub(complete.UpdatedAt).Round(time.Millisecond),
+		complete.UpdatedAt.Sub(asked).Round(time.Millisecond))
+
+	a.host.Boot()
+	assert.NotEqual(t, firstBoot, a.host.BootID())
+	s.waitWithdrawn(target)
+	s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
+		return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
+	})
+	assert.False(t, s.unschedulable(target))
+	a.waitLog("the node is back after the caught")
+}
+
+// TestTypedRebootPastTheDelayGoesDownUndrained: a drain a PodDisruptionBudget blocks cannot
+// finish within logind's delay (its default, 5 s, here): logind goes on, the node goes down
+// undrained, and at the next boot the agent says so, counts it and withdraws its request.
+func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "typed-late", 3)
+	target := s.deploy("web", 3, 1)
+	zero := intstr.FromInt32(0)
+	_, err := s.c.Client.PolicyV1().PodDisruptionBudgets(s.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-frozen"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "0")
+	a.waitLog("its InhibitDelayMaxSec")
+
+	out, err := a.host.Exec("systemctl", "reboot")
+	require.NoError(t, err, out)
+	req := s.request(target, "")
+	s.waitFor(target, 30*time.Second, "evicting", func(st nodedrain.NodeDrainStatus) bool {
+		return st.RequestID == req.RequestID && (st.Status == nodedrain.StatusCordoned || st.Status == nodedrain.StatusDrainRetrying)
+	})
+	code, down := a.host.WaitDown(30 * time.Second)
+	require.True(t, down, "logind did not go on after its delay")
+	assert.Equal(t, 133, code)
+	for _, st := range s.Seen(target) {
+		assert.False(t, st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID, "no COMPLETE: the drain was blocked")
+	}
+
+	a.host.Boot()
+	a.waitLog("the node went down for a shutdown started outside edgedrain before it was drained")
+	s.waitWithdrawn(target)
+	s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
+		return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
+	})
+}
+
+// TestBlockModeRefusesACheckedReboot: with --catch-shutdown=block a caller logind checks the
+// inhibitors for is refused with the agent's message (systemd 252 checks root's only when asked).
+func TestBlockModeRefusesACheckedReboot(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "typed-block", 3)
+	target := s.deploy("web", 2, 1)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, "--catch-shutdown", "block", "--inhibit-delay-max", "0")
+	out, err := a.host.Exec("systemctl", "reboot", "--check-inhibitors=yes")
+	require.Error(t, err, "the reboot was not refused: %s", out)
+	assert.Contains(t, out, "agent request reboot", "the person is told what to do instead")
+	assert.False(t, a.host.Down())
+	_, _, err = s.Requests.Get(context.Background(), target)
+	assert.Error(t, err, "a refused reboot asks for no drain")
+}
