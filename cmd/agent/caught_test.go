@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -207,4 +208,40 @@ func TestBlockModeRefusesACheckedReboot(t *testing.T) {
 	assert.False(t, a.host.Down())
 	_, _, err = s.Requests.Get(context.Background(), target)
 	assert.Error(t, err, "a refused reboot asks for no drain")
+}
+
+// TestAgentRebootsAndPowersOffThroughARealLogind: the agent's own logind commands on a real
+// logind, with its delay lock held: after COMPLETE it calls Reboot (PowerOff), logind announces
+// the shutdown to every lock holder, the agent too, which lets its own go at once; the machine
+// reboots (powers off) and, started again, the agent withdraws its request.
+func TestAgentRebootsAndPowersOffThroughARealLogind(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		op, command string
+		exit        int
+	}{{"reboot", "logind:reboot", 133}, {"shutdown", "logind:poweroff", 0}} {
+		t.Run(tc.op, func(t *testing.T) {
+			t.Parallel()
+			s := newScene(t, "own-"+tc.op, 3)
+			target := s.deploy("web", 3, 1)
+			s.runCoordinator(nil)
+			a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "1m", "--shutdown-command", tc.command)
+			out, err := exec.Command(agentBin, "request", tc.op, "--context", "kernel 6.12", "--socket", a.sock).CombinedOutput()
+			require.NoError(t, err, "agent request %s: %s", tc.op, out)
+			req := s.request(target, "")
+			assert.Equal(t, "kernel 6.12", req.Context)
+			complete := s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
+			code, down := a.host.WaitDown(60 * time.Second)
+			require.True(t, down, "the machine did not go down:\n%s", a.logTail(20))
+			assert.Equal(t, tc.exit, code)
+			assert.True(t, a.host.DownAt().After(complete.UpdatedAt))
+			a.waitLog("the node is going down for the " + tc.op + " it was drained for")
+
+			a.host.Boot()
+			s.waitWithdrawn(target)
+			s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
+				return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
+			})
+		})
+	}
 }
