@@ -89,7 +89,39 @@ func chartCases() []chartCase {
 		{name: "no-networkpolicy", set: []string{"networkPolicy.enabled=false"}},
 		{name: "own-keys", set: ownKeys, more: checkOwnKeys},
 		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
+		{name: "catch-shutdown", set: []string{"agent.catchShutdown=block", "agent.inhibitDelayMax=20m"}, more: checkCatchShutdown},
 	}
+}
+
+// checkCatchShutdown: agent.catchShutdown gives the agent its mode, the delay, the host's system
+// bus and the host's logind drop-in directory (read-write, for its drop-in) — and nothing more.
+func checkCatchShutdown(t *testing.T, rendered []byte, _ []map[string]any) {
+	var ds appsv1.DaemonSet
+	decodeKind(t, rendered, "DaemonSet", "edgedrain-agent", &ds)
+	ctr := ds.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, "block", env["EDGEDRAIN_CATCH_SHUTDOWN"])
+	assert.Equal(t, "20m", env["EDGEDRAIN_INHIBIT_DELAY_MAX"])
+	assert.Equal(t, "/host/etc/systemd/logind.conf.d", env["EDGEDRAIN_LOGIND_CONF_DIR"])
+	assert.Equal(t, "unix:path=/host/run/dbus/system_bus_socket", env["DBUS_SYSTEM_BUS_ADDRESS"])
+	var mounted bool
+	for _, m := range ctr.VolumeMounts {
+		if m.MountPath == "/host/etc/systemd/logind.conf.d" {
+			mounted = !m.ReadOnly
+		}
+	}
+	assert.True(t, mounted, "the drop-in directory is mounted read-write")
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "logind-conf" {
+			require.NotNil(t, v.HostPath)
+			assert.Equal(t, "/etc/systemd/logind.conf.d", v.HostPath.Path)
+		}
+	}
+	assert.False(t, ds.Spec.Template.Spec.HostPID, "no more privileges than logind's bus")
+	assert.Equal(t, []corev1.Capability{"ALL"}, ctr.SecurityContext.Capabilities.Drop)
 }
 
 var helmBuild struct {
@@ -437,6 +469,9 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 	}{
 		{"external NATS without a URL", []string{"nats.external.enabled=true"},
 			"nats.external.url is required with nats.external.enabled=true"},
+		{"unknown catch-shutdown mode", []string{"agent.catchShutdown=maybe"},
+			"at '/agent/catchShutdown': value must be one of 'off', 'delay', 'block', false"},
+		{"inhibit delay not a duration", []string{"agent.inhibitDelayMax=ten minutes"}, "at '/agent/inhibitDelayMax'"},
 		{"unknown reboot method", []string{"agent.rebootMethod=kexec"},
 			"at '/agent/rebootMethod': value must be one of 'logind', 'command'"},
 		{"bucket replicas not a number", append([]string{"nats.external.bucketReplicas=three"}, externalNATS...),

@@ -31,37 +31,66 @@ type hostAgent struct {
 	sock string
 }
 
+// agentUser is the system user a non-root agent runs as on the host (deploy/host/README.md).
+const agentUser, agentUID = "edgedrain-agent", 65532
+
+// hostAgentConfig is how the machine runs its agent: as root, or as agentUser (NonRoot), and
+// more files for the machine (e.g. a polkit rule).
+type hostAgentConfig struct {
+	NonRoot bool
+	Files   map[string]string
+}
+
 // startHostAgent boots a machine whose agent runs for node with the scene's bus and extra flags.
-func startHostAgent(t *testing.T, s *scene, node string, extra ...string) *hostAgent {
+func startHostAgent(t *testing.T, s *scene, node string, hc hostAgentConfig, extra ...string) *hostAgent {
 	t.Helper()
 	testenv.NeedLogindHost(t)
 	dir := t.TempDir()
 	sockDir, err := os.MkdirTemp("", "ea") // short: a socket path
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	_, trusted, err := testenv.KeyFiles()
+	_, keys, err := testenv.KeyFiles()
 	require.NoError(t, err)
+	pem, err := os.ReadFile(keys)
+	require.NoError(t, err)
+	trusted := filepath.Join(dir, "trusted.pem") // (the keys' own directory is root's only)
+	require.NoError(t, os.WriteFile(trusted, pem, 0o644))
 	a := &hostAgent{s: s, node: node, dir: dir, sock: filepath.Join(sockDir, "agent.sock")}
 	args := append([]string{"run", "--node-name", node, "--nats-url", s.natsURL(), "--trusted-keys", trusted,
 		"--state-dir", filepath.Join(dir, "state"), "--socket", a.sock, "--outcome-file", filepath.Join(sockDir, "outcome"),
 		"--force-status-file", filepath.Join(dir, "force.json"), "--reboot-command", "logind:reboot", "--reboot-sentinel", "",
 		"--listen", "", "--log-format", "json", "--log-level", "debug"}, extra...)
+	files := map[string]string{}
+	user := ""
+	if hc.NonRoot {
+		// The user, made at boot by systemd-sysusers; its directories, its own.
+		files["/usr/lib/sysusers.d/edgedrain-agent.conf"] = fmt.Sprintf("u %s %d \"edgedrain agent\" - -\n", agentUser, agentUID)
+		user = "User=" + agentUser
+		for _, d := range []string{dir, sockDir} {
+			require.NoError(t, os.Chown(d, agentUID, agentUID))
+		}
+	}
+	for path, content := range hc.Files {
+		files[path] = content
+	}
 	unit := fmt.Sprintf(`[Unit]
 Description=edgedrain agent (test)
 After=dbus.service systemd-logind.service
 
 [Service]
+%s
 ExecStart=/usr/local/bin/edgedrain-agent %s
 StandardOutput=append:%s
 StandardError=append:%s
 
 [Install]
 WantedBy=multi-user.target
-`, unitArgs(args), a.logPath(), a.logPath())
+`, user, unitArgs(args), a.logPath(), a.logPath())
+	files["/etc/systemd/system/edgedrain-agent.service"] = unit
 	a.host = testenv.StartLogindHost(t, testenv.LogindHostOptions{
 		Binds: []testenv.Bind{{Host: agentBin, Machine: "/usr/local/bin/edgedrain-agent", ReadOnly: true},
-			{Host: dir, Machine: dir}, {Host: sockDir, Machine: sockDir}, {Host: filepath.Dir(trusted), Machine: filepath.Dir(trusted), ReadOnly: true}},
-		Files:  map[string]string{"/etc/systemd/system/edgedrain-agent.service": unit},
+			{Host: dir, Machine: dir}, {Host: sockDir, Machine: sockDir}},
+		Files:  files,
 		Enable: []string{"edgedrain-agent.service"},
 	})
 	t.Cleanup(func() {
@@ -116,7 +145,7 @@ func TestTypedRebootWaitsForTheDrain(t *testing.T) {
 	s := newScene(t, "typed", 3)
 	target := s.deploy("web", 4, 1)
 	s.runCoordinator(nil)
-	a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
+	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
 	out, err := a.host.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
 		"org.freedesktop.login1.Manager", "InhibitDelayMaxUSec")
 	require.NoError(t, err, out)
@@ -170,7 +199,7 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	s.runCoordinator(nil)
-	a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "0")
+	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "0")
 	a.waitLog("its InhibitDelayMaxSec")
 
 	out, err := a.host.Exec("systemctl", "reboot")
@@ -201,7 +230,7 @@ func TestBlockModeRefusesACheckedReboot(t *testing.T) {
 	s := newScene(t, "typed-block", 3)
 	target := s.deploy("web", 2, 1)
 	s.runCoordinator(nil)
-	a := startHostAgent(t, s, target, "--catch-shutdown", "block", "--inhibit-delay-max", "0")
+	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "block", "--inhibit-delay-max", "0")
 	out, err := a.host.Exec("systemctl", "reboot", "--check-inhibitors=yes")
 	require.Error(t, err, "the reboot was not refused: %s", out)
 	assert.Contains(t, out, "agent request reboot", "the person is told what to do instead")
@@ -225,7 +254,7 @@ func TestAgentRebootsAndPowersOffThroughARealLogind(t *testing.T) {
 			s := newScene(t, "own-"+tc.op, 3)
 			target := s.deploy("web", 3, 1)
 			s.runCoordinator(nil)
-			a := startHostAgent(t, s, target, "--catch-shutdown", "delay", "--inhibit-delay-max", "1m", "--shutdown-command", tc.command)
+			a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "1m", "--shutdown-command", tc.command)
 			out, err := exec.Command(agentBin, "request", tc.op, "--context", "kernel 6.12", "--socket", a.sock).CombinedOutput()
 			require.NoError(t, err, "agent request %s: %s", tc.op, out)
 			req := s.request(target, "")
@@ -244,4 +273,39 @@ func TestAgentRebootsAndPowersOffThroughARealLogind(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestNonRootAgentRebootsOnlyWithThePolkitRule: the agent as a system user, not root, on a
+// real logind and polkit. Without deploy/host's polkit rule its reboot after COMPLETE is refused
+// (and retried, the node staying up and drained); with the rule installed, the retry goes
+// through. Its delay lock on shutdown needs no rule.
+func TestNonRootAgentRebootsOnlyWithThePolkitRule(t *testing.T) {
+	t.Parallel()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	rule, err := os.ReadFile(filepath.Join(root, "deploy", "host", "50-edgedrain-agent.rules"))
+	require.NoError(t, err)
+	s := newScene(t, "nonroot", 3)
+	target := s.deploy("web", 3, 1)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, hostAgentConfig{NonRoot: true}, "--catch-shutdown", "delay", "--inhibit-delay-max", "0",
+		"--command-retry-backoff", "1s", "--command-retry-backoff-max", "1s")
+	out, err := a.host.Exec("sh", "-c", "stat -c %U /proc/$(systemctl show -p MainPID --value edgedrain-agent)")
+	require.NoError(t, err, out)
+	assert.Equal(t, agentUser+"\n", out, "the agent runs as its own user")
+
+	asked, err := exec.Command(agentBin, "request", "reboot", "--socket", a.sock).CombinedOutput()
+	require.NoError(t, err, "agent request reboot: %s", asked)
+	req := s.request(target, "")
+	s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
+	a.waitLog("logind:reboot: refused", 2)
+	assert.False(t, a.host.Down(), "refused without the rule")
+	assert.True(t, s.unschedulable(target), "the node stays drained")
+
+	require.NoError(t, os.WriteFile(filepath.Join(a.host.Root, "etc/polkit-1/rules.d/50-edgedrain-agent.rules"), rule, 0o644))
+	code, down := a.host.WaitDown(60 * time.Second)
+	require.True(t, down, "the reboot did not go through with the rule:\n%s", a.logTail(20))
+	assert.Equal(t, 133, code)
+	a.host.Boot()
+	s.waitWithdrawn(target)
 }

@@ -56,7 +56,7 @@ func TestRebootThroughLogind(t *testing.T) {
 
 	require.Eventually(t, func() bool { return len(logind.Calls()) >= 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool {
-		return strings.Contains(a.proc.Log(), "logind:reboot: refused (the agent must run as root")
+		return strings.Contains(a.proc.Log(), "logind:reboot: refused by logind and polkit (run the agent as root")
 	}, 10*time.Second, 20*time.Millisecond, "the refusal is not logged:\n%s", a.proc.Tail(20))
 	assert.NotEqual(t, agent.PhaseWaitingBoot, a.status().State.Phase, "a refused reboot is not waited on")
 	logind.Fail("", "")

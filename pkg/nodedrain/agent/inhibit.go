@@ -307,15 +307,18 @@ func raiseInhibitDelay(ctx context.Context, address, dir string, want time.Durat
 	if err != nil {
 		return 0, false, fmt.Errorf("reading logind's InhibitDelayMaxSec: %w", err)
 	}
+	path := filepath.Join(dir, logindDropIn)
 	if want <= 0 || have >= want {
-		return have, false, nil
+		// A drop-in of an earlier run that ended without removing it (killed) is this one's to
+		// remove.
+		_, err := os.Stat(path)
+		return have, err == nil, nil
 	}
 	content := fmt.Sprintf("# Written by the edgedrain agent, removed when it stops: logind holds a shutdown typed on\n"+
 		"# this node back for up to this long while the node is drained.\n[Login]\nInhibitDelayMaxSec=%d\n", int64(want/time.Second))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return have, false, fmt.Errorf("logind drop-in directory %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, logindDropIn)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return have, false, fmt.Errorf("writing logind drop-in %s: %w", path, err)
 	}

@@ -85,7 +85,7 @@ func runLogind(ctx context.Context, address, command string) error {
 	case derr.Name == "org.freedesktop.DBus.Error.ServiceUnknown":
 		return fmt.Errorf("%s: systemd-logind is not on the system bus at %s (is the host running systemd?): %w", command, address, call.Err)
 	case derr.Name == "org.freedesktop.DBus.Error.AccessDenied" || derr.Name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired":
-		return fmt.Errorf("%s: refused (the agent must run as root, uid 0, on the host's bus, and no AppArmor or SELinux policy may stop it): %w", command, call.Err)
+		return fmt.Errorf("%s: refused by logind and polkit (run the agent as root, or as the user of the polkit rule in deploy/host installed on the host; and no AppArmor or SELinux policy may stop it): %w", command, call.Err)
 	default:
 		return fmt.Errorf("%s: logind: %w", command, call.Err)
 	}

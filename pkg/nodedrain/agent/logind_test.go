@@ -54,7 +54,7 @@ func TestLogindFailuresSayWhy(t *testing.T) {
 		logind.Fail("org.freedesktop.DBus.Error.AccessDenied", "Permission denied")
 		err := runLogind(ctx, addr, LogindPowerOff)
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "refused (the agent must run as root")
+		assert.Contains(t, err.Error(), "refused by logind and polkit (run the agent as root")
 		assert.Contains(t, err.Error(), "Permission denied")
 		logind.Fail("org.freedesktop.DBus.Error.Failed", "busy")
 		assert.ErrorContains(t, runLogind(ctx, addr, LogindReboot), "logind:reboot: logind: busy")
