@@ -54,6 +54,9 @@ type Agent struct {
 	// agent raised InhibitDelayMaxSec with its drop-in (catching.go).
 	catcher     *catcher
 	wroteDropIn bool
+	// shuttingDown: logind announced a shutdown (PrepareForShutdown(true)) and has not called it
+	// off: the locks, once let go, are not taken again.
+	shuttingDown bool
 }
 
 // New checks cfg and returns an agent; Run starts it.

@@ -63,11 +63,10 @@ func (a *Agent) stopCatching() {
 // onCaught hands logind's PrepareForShutdown to the machine: a shutdown starting is caught; one
 // called off lets the locks be taken again.
 func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
+	a.shuttingDown = s.start
 	if !s.start {
 		a.entry().Info("logind says the shutdown was called off")
-		if a.m.State.Phase == PhaseIdle {
-			a.catcher.hold()
-		}
+		a.syncLocks()
 		return
 	}
 	a.entry().WithField("what", s.what).Warn("logind announces a shutdown started outside edgedrain (PrepareForShutdown): holding it back for the drain")
@@ -75,9 +74,10 @@ func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
 		RequestID: a.newRequestID(), Caught: true})
 }
 
-// syncLocks takes the locks again once no operation is under way.
+// syncLocks takes the locks again once no operation is under way, and no shutdown: a lock
+// taken while logind holds one back holds it back too.
 func (a *Agent) syncLocks() {
-	if a.catcher != nil && a.m.State.Phase == PhaseIdle {
+	if a.catcher != nil && a.m.State.Phase == PhaseIdle && !a.shuttingDown {
 		a.catcher.hold()
 	}
 }

@@ -25,8 +25,13 @@ func (s *stepper) caught(e EvTrigger) {
 	reply := func(format string, args ...any) {
 		s.actions = append(s.actions, TriggerResult{Accepted: true, Message: fmt.Sprintf(format, args...)})
 	}
-	switch st.Phase {
-	case PhaseIdle:
+	switch {
+	case st.Phase == PhaseIdle && st.Retired != "" && st.Retired == s.m.Boot:
+		// Decommissioned: no Node to drain, and nothing would ever answer a request.
+		s.actions = append(s.actions, LetShutdownProceed{Operation: e.Operation, RequestID: e.RequestID, Drained: true,
+			Reason: "the node is decommissioned: nothing to drain"})
+		reply("the node is decommissioned: the %s goes ahead", e.Operation)
+	case st.Phase == PhaseIdle:
 		*st = State{Phase: PhasePending, Operation: e.Operation, Context: e.Context, RequestID: e.RequestID,
 			RequestedAt: s.now, BootID: s.m.Boot, Caught: true, Handled: st.Handled, Mine: st.Mine,
 			CleanupBefore: st.CleanupBefore, Retired: st.Retired}
@@ -34,13 +39,13 @@ func (s *stepper) caught(e EvTrigger) {
 		s.report(LevelWarn, "a %s started outside edgedrain was caught (context %q): held back until the node is drained, at most for logind's delay",
 			e.Operation, e.Context)
 		reply("%s held back until the node is drained (request %s)", e.Operation, e.RequestID)
-	case PhaseRunning, PhaseWaitingBoot:
+	case st.Phase == PhaseRunning || st.Phase == PhaseWaitingBoot:
 		// The shutdown of the operation's own command (or one that coincides with it): the
 		// drain is done.
 		st.Caught = true
 		s.proceed(LetShutdownProceed{Drained: true, Reason: fmt.Sprintf("the node is going down for the %s it was drained for", st.Operation)})
 		reply("the node is going down for the %s (request %s)", st.Operation, st.RequestID)
-	case PhaseBackoff:
+	case st.Phase == PhaseBackoff:
 		// The last drain failed and the next try is not due: the shutdown will not wait that
 		// long. Ask again now.
 		st.Caught, st.Superseded, st.Phase, st.RequestID, st.RequestedAt, st.RetryAt = true, true, PhasePending, e.RequestID, s.now, time.Time{}

@@ -110,3 +110,13 @@ func TestCaughtShutdownNotHappeningEnds(t *testing.T) {
 	assert.Equal(t, []string{"withdraw"}, got)
 	assert.Equal(t, PhaseIdle, m.State.Phase)
 }
+
+// A shutdown of a decommissioned node (its Node deleted) goes ahead at once: nothing would ever
+// answer a request for it.
+func TestCaughtShutdownOfADecommissionedNodeProceedsAtOnce(t *testing.T) {
+	m := fresh()
+	m.State.Retired = "b1"
+	m, _, got := play(t, m, seq(up, []step{now(caughtShutdown("c1"))}))
+	assert.Equal(t, []string{"withdraw", "proceed c1 drained=true runs=false", "accepted"}, got)
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+}
