@@ -84,16 +84,14 @@ func (a *Agent) syncLocks() {
 
 // letProceed performs LetShutdownProceed.
 func (a *Agent) letProceed(act LetShutdownProceed) {
-	outcome := "drained"
 	e := a.entry().WithField("why", act.Reason)
 	if !act.Drained {
-		outcome = "drain-failed"
 		e.Error("letting a shutdown started outside edgedrain go ahead undrained")
 	} else {
 		e.Info("letting the shutdown go ahead: the node is drained")
 	}
-	if act.Runs || !act.Drained { // (not the shutdown of the agent's own command)
-		a.metrics.CaughtShutdowns.WithLabelValues(outcome).Inc()
+	if act.Outcome != "" {
+		a.metrics.CaughtShutdowns.WithLabelValues(act.Outcome).Inc()
 	}
 	if a.catcher != nil {
 		a.catcher.release(fmt.Sprintf("%s (request %s)", act.Reason, act.RequestID))

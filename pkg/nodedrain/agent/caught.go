@@ -26,6 +26,10 @@ func (s *stepper) caught(e EvTrigger) {
 		s.actions = append(s.actions, TriggerResult{Accepted: true, Message: fmt.Sprintf(format, args...)})
 	}
 	switch {
+	case st.Caught:
+		// Announced again (the runtime hears it once more at a reconnect), or anew after the
+		// release: the operation already answers it.
+		reply("already held back for request %s", st.RequestID)
 	case st.Phase == PhaseIdle && st.Retired != "" && st.Retired == s.m.Boot:
 		// Decommissioned: no Node to drain, and nothing would ever answer a request.
 		s.actions = append(s.actions, LetShutdownProceed{Operation: e.Operation, RequestID: e.RequestID, Drained: true,
@@ -39,6 +43,14 @@ func (s *stepper) caught(e EvTrigger) {
 		s.report(LevelWarn, "a %s started outside edgedrain was caught (context %q): held back until the node is drained, at most for logind's delay",
 			e.Operation, e.Context)
 		reply("%s held back until the node is drained (request %s)", e.Operation, e.RequestID)
+	case st.Phase == PhaseRunning && !st.Operation.mayGoDown(s.p):
+		// The command of an operation that does not take the node down (an update) runs, on
+		// its drain: the shutdown may go, and takes the operation's place unless the command
+		// returns success first (its result still counts).
+		st.Caught, st.Superseded, st.Released = true, true, true
+		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: true,
+			Reason: fmt.Sprintf("the node is drained for the %s, whose command runs", st.Operation)})
+		reply("the node is drained: the shutdown goes ahead (request %s)", st.RequestID)
 	case st.Phase == PhaseRunning || st.Phase == PhaseWaitingBoot:
 		// The shutdown of the operation's own command (or one that coincides with it): the
 		// drain is done.
@@ -55,6 +67,9 @@ func (s *stepper) caught(e EvTrigger) {
 		reply("held back until the node is drained (request %s)", e.RequestID)
 	default: // pending, deferred, cleared: the drain under way serves the shutdown too
 		st.Caught, st.Superseded = true, true
+		if st.Phase == PhaseCleared {
+			st.RetryAt = time.Time{} // (a failed command's backoff: the shutdown does not wait for it)
+		}
 		s.report(LevelWarn, "a shutdown started outside edgedrain was caught while the %s was %s: it is held back until this drain is done, and the %s's own command will not run",
 			st.Operation, st.Phase, st.Operation)
 		reply("held back until the node is drained (request %s)", st.RequestID)
@@ -63,13 +78,14 @@ func (s *stepper) caught(e EvTrigger) {
 
 // proceed lets the caught shutdown go on (the runtime releases its lock) and waits for the node
 // to go down: a new boot ID ends the operation; if none comes within RebootTimeout the shutdown
-// was cancelled, and the request is withdrawn.
+// was called off (caughtTimedOut).
 func (s *stepper) proceed(act LetShutdownProceed) {
 	st := &s.m.State
 	if st.Phase != PhaseWaitingBoot {
 		st.Phase, st.CommandRan, st.CommandStartedAt = PhaseWaitingBoot, true, s.now
 		st.RetryAt = s.now.Add(s.p.RebootTimeout)
 	}
+	st.Released = true
 	act.Operation, act.RequestID = st.Operation, st.RequestID
 	s.actions = append(s.actions, act)
 }
@@ -81,21 +97,29 @@ func (s *stepper) proceed(act LetShutdownProceed) {
 func (s *stepper) releaseCaught() {
 	st := &s.m.State
 	s.m.Confirmed = ""
-	s.proceed(LetShutdownProceed{Drained: true, Runs: true, Reason: fmt.Sprintf("%s for request %s", st.ClearedBy, st.RequestID)})
+	s.proceed(LetShutdownProceed{Drained: true, Runs: true, Outcome: "drained", Reason: fmt.Sprintf("%s for request %s", st.ClearedBy, st.RequestID)})
 }
 
 // failedCaught lets a caught shutdown proceed after a failed drain: it cannot wait for the next
 // try. The request stays until the node is back (the node stays cordoned while it goes down).
 func (s *stepper) failedCaught(why string) {
 	s.report(LevelError, "the drain failed (%s) while a shutdown started outside edgedrain was held back: letting it proceed undrained", why)
-	s.proceed(LetShutdownProceed{Reason: "the drain failed: " + why})
+	s.proceed(LetShutdownProceed{Outcome: "drain-failed", Reason: "the drain failed: " + why})
 }
 
-// caughtTimedOut ends a caught operation whose node did not go down after its lock was
-// released: the shutdown was cancelled (or never came).
+// caughtTimedOut handles a caught shutdown that did not take the node down within RebootTimeout
+// of its release: it was called off (or never came). An operation it took the place of goes
+// back to run its own command, after a fresh confirmation of its COMPLETE; one it started ends.
 func (s *stepper) caughtTimedOut() {
 	st := &s.m.State
-	s.finish(fmt.Sprintf("the node did not go down within %s of the caught %s being let through (cancelled?): withdrawing request %s so the coordinator %s",
+	if st.Superseded {
+		st.Caught, st.Superseded, st.Released = false, false, false
+		st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, time.Time{}, st.CommandFailures > 0
+		s.report(LevelWarn, "the shutdown that took the place of the %s did not take the node down within %s (called off?): running the %s's own command once its COMPLETE is confirmed again",
+			st.Operation, s.p.RebootTimeout, st.Operation)
+		return
+	}
+	s.finish(fmt.Sprintf("the node did not go down within %s of the caught %s being let through (called off?): withdrawing request %s so the coordinator %s",
 		s.p.RebootTimeout, st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 }
 
@@ -106,18 +130,28 @@ func (s *stepper) caughtTimedOut() {
 func (s *stepper) caughtAtBoot() {
 	st := &s.m.State
 	switch {
-	case st.Phase == PhaseWaitingBoot && st.Superseded:
+	case st.Released && st.Superseded:
 		s.report(LevelWarn, "the node is back after a shutdown started outside edgedrain, which took the place of the %s: the %s is not done, withdrawing request %s (its trigger asks again if it is still there)",
 			st.Operation, st.Operation, st.RequestID)
 		s.end(st.Handled)
-		return
-	case st.Phase == PhaseWaitingBoot:
+	case st.Released:
 		s.finish(fmt.Sprintf("the node is back after the caught %s (boot ID changed): withdrawing request %s so the coordinator %s",
 			st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
-		return
+	default:
+		s.report(LevelError, "the node went down for a %s started outside edgedrain before its drain was done (the drain was still %s: logind's delay ran out, or its lock was lost); withdrawing request %s",
+			st.Operation, st.Phase, st.RequestID)
+		s.actions = append(s.actions, UndrainedShutdown{Operation: st.Operation, RequestID: st.RequestID, Phase: st.Phase})
+		s.end(st.Handled)
 	}
-	s.report(LevelError, "the node went down for a %s started outside edgedrain before its drain was done (the drain was still %s: logind's delay ran out, or its lock was lost); withdrawing request %s",
-		st.Operation, st.Phase, st.RequestID)
-	s.actions = append(s.actions, UndrainedShutdown{Operation: st.Operation, RequestID: st.RequestID, Phase: st.Phase})
-	s.end(st.Handled)
+}
+
+// endCaught lets a caught shutdown go on when its operation ends another way in the same boot
+// (its request withdrawn by an operator): nothing else would, and logind would wait out its
+// delay with the node uncordoned.
+func (s *stepper) endCaught() {
+	st := s.m.State
+	if st.Caught && !st.Released && st.BootID == s.m.Boot {
+		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Outcome: "withdrawn",
+			Reason: fmt.Sprintf("request %s ended without a drain (withdrawn)", st.RequestID)})
+	}
 }

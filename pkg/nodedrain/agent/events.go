@@ -161,6 +161,9 @@ type LetShutdownProceed struct {
 	// Runs says the release is the operation's run, as RunCommand is after a COMPLETE: it is not
 	// done while what must be recorded first cannot be (NotRecorded).
 	Runs bool
+	// Outcome is how a caught shutdown ends, for the metrics: drained, drain-failed or withdrawn
+	// ("": not one the agent caught on its own, e.g. its own command's).
+	Outcome string
 }
 
 // UndrainedShutdown reports (for the log and the metrics) a caught shutdown that took the node

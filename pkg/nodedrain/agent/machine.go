@@ -124,6 +124,8 @@ type State struct {
 	// asked for before the shutdown came): once the node is back the operation ends undone, and
 	// its trigger, if still there, asks again.
 	Superseded bool `json:"superseded,omitempty"`
+	// Released says the caught shutdown was let go (its lock released).
+	Released bool `json:"released,omitempty"`
 	// DrainFailures counts FAILEDCORDON / FAILEDDRAIN answers for this operation.
 	DrainFailures int `json:"drainFailures,omitempty"`
 	// ClearedBy says what let the operation run ("COMPLETE", "NOTSUPPORTED", "override COMPLETE").

@@ -43,7 +43,8 @@ type Metrics struct {
 	StatusDelay prometheus.Histogram
 	// CaughtShutdowns counts shutdowns started outside edgedrain that the agent's logind lock
 	// held back, by outcome: drained (let go after COMPLETE), drain-failed (let go undrained after a
-	// failed drain), undrained (gone ahead before the drain was done, counted at the next boot).
+	// failed drain), withdrawn (its request withdrawn), undrained (gone ahead before the drain was
+	// done, counted at the next boot).
 	CaughtShutdowns *prometheus.CounterVec
 	// InhibitLocked is 1 while the agent holds its logind delay lock on shutdown.
 	InhibitLocked prometheus.Gauge
@@ -111,14 +112,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		CaughtShutdowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgedrain_agent_caught_shutdowns_total",
-			Help: "Shutdowns and reboots started outside edgedrain (systemctl reboot, a power button) that the agent's logind lock held back, by outcome: drained (let go after COMPLETE), drain-failed (let go undrained after a failed drain), undrained (went ahead before the drain was done: logind's delay ran out or the lock was lost; counted at the next boot).",
+			Help: "Shutdowns and reboots started outside edgedrain (systemctl reboot, a power button) that the agent's logind lock held back, by outcome: drained (let go after COMPLETE), drain-failed (let go undrained after a failed drain), withdrawn (let go undrained: its request was withdrawn), undrained (went ahead before the drain was done: logind's delay ran out or the lock was lost; counted at the next boot).",
 		}, []string{"outcome"}),
 		InhibitLocked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgedrain_agent_inhibit_locked",
 			Help: "1 while the agent holds its logind delay lock on shutdown (--catch-shutdown): a reboot typed on the node waits for its drain.",
 		}),
 	}
-	for _, o := range []string{"drained", "drain-failed", "undrained"} {
+	for _, o := range []string{"drained", "drain-failed", "withdrawn", "undrained"} {
 		m.CaughtShutdowns.WithLabelValues(o)
 	}
 	for _, r := range nodedrain.RefusalReasons() {

@@ -548,6 +548,7 @@ func (s *stepper) finish(msg string) {
 
 // end returns to idle and withdraws the request.
 func (s *stepper) end(handled map[Operation]int64) {
+	s.endCaught()
 	id, own := s.m.State.RequestID, s.own()
 	s.m.Withdrew = id
 	s.m.State = State{Phase: PhaseIdle, Handled: handled, Mine: s.m.State.Mine, CleanupBefore: s.m.State.CleanupBefore}

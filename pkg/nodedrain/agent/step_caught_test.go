@@ -120,3 +120,74 @@ func TestCaughtShutdownOfADecommissionedNodeProceedsAtOnce(t *testing.T) {
 	assert.Equal(t, []string{"withdraw", "proceed c1 drained=true runs=false", "accepted"}, got)
 	assert.Equal(t, PhaseIdle, m.State.Phase)
 }
+
+// A shutdown that took an update's place and then did not happen (called off) gives the update
+// back: it runs its own command once its COMPLETE is confirmed again, and is not taken for done.
+func TestCaughtShutdownCalledOffGivesTheUpdateBack(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{
+		now(sentinel(OpUpdate, "u1", 7)), now(pubOK("u1")), now(caughtShutdown("c1")),
+		now(status(nodedrain.StatusComplete, "u1")), now(read(nodedrain.StatusComplete, "u1")),
+	}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, got := play(t, m, []step{at(testPolicy().RebootTimeout, EvTimer{RequestID: "x"}), now(read(nodedrain.StatusComplete, "u1"))})
+	assert.Equal(t, []string{"read", "run update u1 #1"}, got)
+	assert.False(t, m.State.Caught)
+	_, _, got = play(t, m, []step{now(EvCommandDone{RequestID: "u1"})})
+	assert.Equal(t, []string{"withdraw"}, got, "the update done by its own command")
+}
+
+// A reboot caught while an update's command runs goes ahead at once (the node is drained); the
+// command's success still counts, and a command the reboot cut short leaves the update undone.
+func TestCaughtShutdownWhileAnUpdateRuns(t *testing.T) {
+	running, _, _ := play(t, fresh(), seq(up, []step{
+		now(sentinel(OpUpdate, "u1", 7)), now(pubOK("u1")), now(status(nodedrain.StatusComplete, "u1")), now(read(nodedrain.StatusComplete, "u1")),
+	}))
+	require.Equal(t, PhaseRunning, running.State.Phase)
+	m, _, got := play(t, running, []step{now(caughtShutdown("c1"))})
+	assert.Equal(t, []string{"proceed u1 drained=true runs=false", "accepted"}, got)
+	assert.Equal(t, PhaseRunning, m.State.Phase, "the command's result still counts")
+
+	done, _, got := play(t, m, []step{now(EvCommandDone{RequestID: "u1"})})
+	assert.Equal(t, []string{"withdraw"}, got)
+	assert.Equal(t, int64(7), done.State.Handled[OpUpdate], "it succeeded before the node went down")
+
+	cut, _, _ := play(t, m, []step{now(EvStart{BootID: "b2"})})
+	assert.Equal(t, PhaseIdle, cut.State.Phase)
+	assert.Zero(t, cut.State.Handled[OpUpdate], "cut short by the reboot: not done, its sentinel asks again")
+}
+
+// A caught request an operator withdraws lets the shutdown go at once: nothing else would, and
+// logind would wait out its delay with the node uncordoned.
+func TestCaughtShutdownWithdrawnByAnOperatorProceeds(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusCordoned, "c1"))}))
+	_, _, acts := playFrom(t, m, t0, testPolicy(), []step{now(EvBusStatus{Status: &nodedrain.NodeDrainStatus{Node: "edge-1",
+		Status: nodedrain.StatusNotRequested, RequestID: "c1", Message: "request withdrawn"}})})
+	got := summaries(acts)
+	assert.Contains(t, got, "proceed c1 drained=false runs=false")
+	for _, a := range acts {
+		if p, ok := a.(LetShutdownProceed); ok {
+			assert.Equal(t, "withdrawn", p.Outcome)
+		}
+	}
+}
+
+// A shutdown caught while a failed command waits for its retry does not wait for the retry: the
+// node is drained.
+func TestCaughtShutdownDuringACommandBackoffDoesNotWaitForIt(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{
+		now(trigger(OpReboot, "r1")), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
+		now(EvCommandDone{RequestID: "r1", Err: assert.AnError}),
+	}))
+	require.Equal(t, PhaseCleared, m.State.Phase)
+	require.False(t, m.State.RetryAt.IsZero())
+	_, _, got := play(t, m, []step{now(caughtShutdown("c1")), now(read(nodedrain.StatusComplete, "r1"))})
+	assert.Equal(t, []string{"accepted", "read", "proceed r1 drained=true runs=true"}, got)
+}
+
+// The same announcement heard twice (a reconnect) changes nothing.
+func TestCaughtShutdownAnnouncedTwice(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusFailedDrain, "c1"))}))
+	m2, _, got := play(t, m, []step{now(caughtShutdown("c2"))})
+	assert.Equal(t, []string{"accepted"}, got, "no second release, no 'drained'")
+	assert.Equal(t, m.State, m2.State)
+}
