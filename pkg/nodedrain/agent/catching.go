@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -14,10 +15,20 @@ import (
 // startCatching takes the logind locks and raises InhibitDelayMaxSec when asked to; it returns
 // the channel PrepareForShutdown comes in on (nil when not catching).
 func (a *Agent) startCatching(ctx context.Context) <-chan caughtSignal {
+	log := a.log.WithField("component", "logind")
 	if !a.cfg.catching() {
+		// A drop-in an earlier run left (killed, or catching turned off since) goes.
+		if a.cfg.LogindConfDir != "" && ours(filepath.Join(a.cfg.LogindConfDir, logindDropIn)) {
+			rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			if err := restoreInhibitDelay(rctx, a.cfg.SystemBus, a.cfg.LogindConfDir); err != nil {
+				log.WithError(err).Warn("cannot remove the logind drop-in an earlier run left")
+			} else {
+				log.Info("removed the logind drop-in an earlier run left (shutdowns are not caught now)")
+			}
+		}
 		return nil
 	}
-	log := a.log.WithField("component", "logind")
 	if a.cfg.InhibitDelayMax > 0 {
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		got, wrote, err := raiseInhibitDelay(rctx, a.cfg.SystemBus, a.cfg.LogindConfDir, a.cfg.InhibitDelayMax)
@@ -34,7 +45,7 @@ func (a *Agent) startCatching(ctx context.Context) <-chan caughtSignal {
 		default:
 			e.Info("logind already holds a shutdown back long enough")
 		}
-	} else if got, err := InhibitDelay(ctx, a.cfg.SystemBus); err == nil {
+	} else if got, err := InhibitDelay(ctx, a.cfg.SystemBus); err == nil { // (bounded by callTimeout)
 		log.WithField("delay", got.String()).Info("logind holds a shutdown typed on the node back for at most this long (its InhibitDelayMaxSec)")
 	}
 	ch := make(chan caughtSignal, 4)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,11 +74,12 @@ type catcher struct {
 	kick    chan struct{}
 	locked  prometheus.Gauge // 1 while the delay lock is held
 
-	mu      sync.Mutex
-	want    bool // the locks are wanted (not let go for a shutdown)
-	noBlock bool // the block lock is let go (the agent's own command runs)
-	delayFD int  // -1: none held
-	blockFD int
+	mu        sync.Mutex
+	want      bool // the locks are wanted (not let go for a shutdown)
+	noBlock   bool // the block lock is let go (the agent's own command runs)
+	delayFD   int  // -1: none held
+	blockFD   int
+	announced bool // the PreparingForShutdown last handed to the agent's loop
 }
 
 func newCatcher(mode CatchMode, address string, log logrus.FieldLogger, out chan<- caughtSignal, locked prometheus.Gauge) *catcher {
@@ -148,74 +149,130 @@ func (c *catcher) run(ctx context.Context) {
 		c.mu.Unlock()
 	}()
 	warned := ""
-	for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
-		err := c.session(ctx)
+	for wait := time.Second; ctx.Err() == nil; {
+		listened, err := c.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err.Error() != warned {
-			c.log.WithError(err).Warn("logind inhibitor: no lock held; a reboot typed on the node goes ahead undrained until this is fixed (retrying)")
-			warned = err.Error()
+		if listened {
+			wait, warned = time.Second, "" // (it worked for a while: a fresh start)
+		}
+		if c.shuttingDown() {
+			c.log.WithError(err).Warn("logind: lost the system bus while a shutdown is held back: the lock stays until the drain lets it go (reconnecting)")
+		} else {
+			// Deaf, a lock would only hold every shutdown back blindly, the agent's own too.
+			c.mu.Lock()
+			c.closeLocked()
+			c.mu.Unlock()
+			if err.Error() != warned {
+				c.log.WithError(err).Warn("logind: no lock held; a reboot typed on the node goes ahead undrained until this is fixed (retrying)")
+				warned = err.Error()
+			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
+		wait = min(2*wait, 30*time.Second)
 	}
 }
 
-// session is one connection to the bus: subscribe, take the locks, hand on signals; it returns
-// when the connection fails.
-func (c *catcher) session(ctx context.Context) error {
+// callTimeout bounds each call to the bus: a wedged logind or bus must not stall the catcher.
+const callTimeout = 10 * time.Second
+
+// session is one connection to the bus: subscribe, say whether a shutdown is under way, take
+// the locks, hand on the announcements. It returns when the connection fails (listened: it got
+// as far as listening).
+func (c *catcher) session(ctx context.Context) (listened bool, err error) {
 	conn, err := dbus.Connect(c.address, dbus.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("cannot reach the system D-Bus at %s: %w", c.address, err)
+		return false, fmt.Errorf("cannot reach the system D-Bus at %s: %w", c.address, err)
 	}
 	defer conn.Close()
 	signals := make(chan *dbus.Signal, 16)
 	conn.Signal(signals)
-	if err := conn.AddMatchSignal(dbus.WithMatchObjectPath(logindPath), dbus.WithMatchInterface(logindName+".Manager"),
-		dbus.WithMatchMember("PrepareForShutdown")); err != nil {
-		return fmt.Errorf("subscribing to logind's PrepareForShutdown: %w", err)
+	if err := conn.AddMatchSignal(dbus.WithMatchSender(logindName), dbus.WithMatchObjectPath(logindPath),
+		dbus.WithMatchInterface(logindName+".Manager"), dbus.WithMatchMember("PrepareForShutdown")); err != nil {
+		return false, fmt.Errorf("subscribing to logind's PrepareForShutdown: %w", err)
 	}
-	if err := c.takeWanted(ctx, conn); err != nil {
-		return err
+	// Whatever the locks do: a shutdown under way (the agent restarted during one), or none
+	// any more (one called off while the bus was away).
+	if err := c.sync(ctx, conn); err != nil {
+		return false, err
 	}
-	c.log.WithField("mode", c.mode).Info("logind inhibitor lock held on shutdown: a reboot or power-off typed on this node waits for its drain")
-	// A shutdown already under way (the agent restarted during one): it is caught now.
-	if v, err := conn.Object(logindName, logindPath).GetProperty(logindName + ".Manager.PreparingForShutdown"); err == nil {
-		if b, ok := v.Value().(bool); ok && b {
-			c.signal(ctx, conn, true)
-		}
-	}
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	lockErr := ""
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return true, ctx.Err()
 		case <-c.kick:
+			retry.Reset(0)
+		case <-retry.C:
 			if err := c.takeWanted(ctx, conn); err != nil {
-				return err
+				if err.Error() != lockErr {
+					c.log.WithError(err).Warn("logind: a lock was refused; trying again every 30 s")
+					lockErr = err.Error()
+				}
+				retry.Reset(30 * time.Second)
+			} else if c.holding() && (lockErr != "" || !listened) {
+				c.log.WithField("mode", c.mode).Info("logind inhibitor lock held on shutdown: a reboot or power-off typed on this node waits for its drain")
+				lockErr = ""
 			}
+			listened = true
 		case sig, ok := <-signals:
 			if !ok {
-				return errors.New("the system D-Bus connection closed")
+				return true, errors.New("the system D-Bus connection closed")
 			}
-			if sig.Name != logindName+".Manager.PrepareForShutdown" || len(sig.Body) != 1 {
+			if sig.Name != logindName+".Manager.PrepareForShutdown" || sig.Path != logindPath {
 				continue
 			}
-			if start, ok := sig.Body[0].(bool); ok {
-				c.signal(ctx, conn, start)
+			if !c.fromLogind(ctx, conn, sig.Sender) {
+				c.log.WithField("sender", sig.Sender).Warn("logind: a PrepareForShutdown not sent by logind, ignored")
+				continue
+			}
+			if err := c.sync(ctx, conn); err != nil {
+				return true, err
 			}
 		}
 	}
 }
 
-// signal hands PrepareForShutdown(start) to the agent's loop, with what logind says is coming.
-func (c *catcher) signal(ctx context.Context, conn *dbus.Conn, start bool) {
+// fromLogind reports whether sender is logind's connection on the bus now: anyone may send a
+// signal with logind's path and interface, and one sent to the agent's connection directly
+// passes no match rule.
+func (c *catcher) fromLogind(ctx context.Context, conn *dbus.Conn, sender string) bool {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var owner string
+	err := conn.BusObject().CallWithContext(cctx, "org.freedesktop.DBus.GetNameOwner", 0, logindName).Store(&owner)
+	return err == nil && owner == sender
+}
+
+// sync hands the agent's loop logind's PreparingForShutdown when it changed since last handed:
+// the property, not a signal's body, decides (a signal heard twice, or missed while the bus was
+// away, changes nothing).
+func (c *catcher) sync(ctx context.Context, conn *dbus.Conn) error {
+	v, err := getProperty(ctx, conn, "PreparingForShutdown")
+	if err != nil {
+		return fmt.Errorf("reading logind's PreparingForShutdown: %w", err)
+	}
+	start, ok := v.Value().(bool)
+	if !ok {
+		return fmt.Errorf("logind's PreparingForShutdown is a %T", v.Value())
+	}
+	c.mu.Lock()
+	same := c.announced == start
+	c.announced = start
+	c.mu.Unlock()
+	if same {
+		return nil
+	}
 	s := caughtSignal{start: start, op: OpShutdown, what: "a shutdown or reboot (this systemd does not say which)"}
 	if start {
 		// systemd 255 and later say which: PreparingForShutdownWithMetadata's "type".
-		if v, err := conn.Object(logindName, logindPath).GetProperty(logindName + ".Manager.PreparingForShutdownWithMetadata"); err == nil {
+		if v, err := getProperty(ctx, conn, "PreparingForShutdownWithMetadata"); err == nil {
 			if md, ok := v.Value().(map[string]dbus.Variant); ok {
 				if t, ok := md["type"].Value().(string); ok && t != "" {
 					s.what = t
@@ -230,28 +287,55 @@ func (c *catcher) signal(ctx context.Context, conn *dbus.Conn, start bool) {
 	case c.out <- s:
 	case <-ctx.Done():
 	}
+	return nil
 }
 
-// takeWanted takes the locks that are wanted and not held.
+// holding reports whether the delay lock is held.
+func (c *catcher) holding() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.delayFD >= 0
+}
+
+// shuttingDown reports whether logind last said a shutdown is under way.
+func (c *catcher) shuttingDown() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.announced
+}
+
+// getProperty reads one of logind's Manager properties, within callTimeout.
+func getProperty(ctx context.Context, conn *dbus.Conn, name string) (dbus.Variant, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var v dbus.Variant
+	err := conn.Object(logindName, logindPath).CallWithContext(cctx, "org.freedesktop.DBus.Properties.Get", 0,
+		logindName+".Manager", name).Store(&v)
+	return v, err
+}
+
+// takeWanted takes the locks that are wanted and not held. The block lock is best effort (a
+// non-root agent needs polkit's leave for it): its refusal is reported, and the delay lock stays.
 func (c *catcher) takeWanted(ctx context.Context, conn *dbus.Conn) error {
 	c.mu.Lock()
 	needDelay, needBlock := c.want && c.delayFD < 0, c.want && !c.noBlock && c.mode == CatchBlock && c.blockFD < 0
 	c.mu.Unlock()
+	var errs []error
 	if needDelay {
-		fd, err := inhibit(ctx, conn, "delay", "edgedrain drains this node before it goes down")
-		if err != nil {
-			return err
+		if fd, err := c.inhibit(ctx, conn, "delay", "edgedrain drains this node before it goes down"); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.keep(&c.delayFD, fd, false)
 		}
-		c.keep(&c.delayFD, fd, false)
 	}
 	if needBlock {
-		fd, err := inhibit(ctx, conn, "block", blockWhy)
-		if err != nil {
-			return err
+		if fd, err := c.inhibit(ctx, conn, "block", blockWhy); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.keep(&c.blockFD, fd, true)
 		}
-		c.keep(&c.blockFD, fd, true)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // keep stores a lock taken, unless it stopped being wanted meanwhile.
@@ -268,94 +352,40 @@ func (c *catcher) keep(slot *int, fd int, block bool) {
 	}
 }
 
-// inhibit takes one logind lock on shutdown and returns its descriptor.
-func inhibit(ctx context.Context, conn *dbus.Conn, mode, why string) (int, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// inhibit takes one logind lock on shutdown and returns its descriptor. A call that times out
+// may still be answered, with a descriptor godbus then drops unclosed: the stray lock would
+// hold every shutdown back until logind's delay runs out, so such descriptors are closed.
+func (c *catcher) inhibit(ctx context.Context, conn *dbus.Conn, mode, why string) (int, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var fd dbus.UnixFD
 	err := conn.Object(logindName, logindPath).CallWithContext(cctx, logindName+".Manager.Inhibit", 0,
 		"shutdown", "edgedrain-agent", why, mode).Store(&fd)
 	if err != nil {
+		if cctx.Err() != nil {
+			_ = conn.Close() // (no late reply lands after this)
+			c.closeStray()
+		}
 		return -1, fmt.Errorf("taking logind's %s lock on shutdown: %w", mode, err)
 	}
 	return int(fd), nil
 }
 
-// InhibitDelay reads logind's InhibitDelayMaxSec: how long it holds a shutdown back for a delay lock.
-func InhibitDelay(ctx context.Context, address string) (time.Duration, error) {
-	conn, err := dbus.Connect(address, dbus.WithContext(ctx))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	v, err := conn.Object(logindName, logindPath).GetProperty(logindName + ".Manager.InhibitDelayMaxUSec")
-	if err != nil {
-		return 0, err
-	}
-	us, ok := v.Value().(uint64)
-	if !ok {
-		return 0, fmt.Errorf("InhibitDelayMaxUSec is a %T", v.Value())
-	}
-	return time.Duration(us) * time.Microsecond, nil
-}
-
-// raiseInhibitDelay makes logind hold a shutdown back for up to want: when it holds it for
-// less, it writes the agent's drop-in in dir and has logind reload its configuration (SIGHUP
-// through systemd). It returns the delay logind has now and whether it wrote the drop-in.
-func raiseInhibitDelay(ctx context.Context, address, dir string, want time.Duration) (time.Duration, bool, error) {
-	have, err := InhibitDelay(ctx, address)
-	if err != nil {
-		return 0, false, fmt.Errorf("reading logind's InhibitDelayMaxSec: %w", err)
-	}
-	path := filepath.Join(dir, logindDropIn)
-	if want <= 0 || have >= want {
-		// A drop-in of an earlier run that ended without removing it (killed) is this one's to
-		// remove.
-		_, err := os.Stat(path)
-		return have, err == nil, nil
-	}
-	content := fmt.Sprintf("# Written by the edgedrain agent, removed when it stops: logind holds a shutdown typed on\n"+
-		"# this node back for up to this long while the node is drained.\n[Login]\nInhibitDelayMaxSec=%d\n", int64(want/time.Second))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return have, false, fmt.Errorf("logind drop-in directory %s: %w", dir, err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		return have, false, fmt.Errorf("writing logind drop-in %s: %w", path, err)
-	}
-	if err := reloadLogind(ctx, address); err != nil {
-		return have, true, err
-	}
-	// logind reads its configuration when it handles the signal: wait for it, a little.
-	got := have
-	for deadline := time.Now().Add(3 * time.Second); got < want && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		if got, err = InhibitDelay(ctx, address); err != nil {
-			return have, true, fmt.Errorf("reading logind's InhibitDelayMaxSec after the reload: %w", err)
+// closeStray closes the process's descriptors of logind inhibitor locks (logind's FIFOs under
+// /run/systemd/inhibit) other than the ones the catcher holds.
+func (c *catcher) closeStray() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd == c.delayFD || fd == c.blockFD {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && strings.Contains(target, "/systemd/inhibit/") && strings.HasSuffix(target, ".ref") {
+			_ = syscall.Close(fd)
+			c.log.WithField("fd", fd).Warn("logind: closed a lock whose call timed out")
 		}
 	}
-	return got, true, nil
-}
-
-// restoreInhibitDelay removes the agent's drop-in and has logind reload.
-func restoreInhibitDelay(ctx context.Context, address, dir string) error {
-	if err := os.Remove(filepath.Join(dir, logindDropIn)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return reloadLogind(ctx, address)
-}
-
-// reloadLogind sends logind SIGHUP through systemd (KillUnit), which has it read its
-// configuration again (InhibitDelayMaxSec among it).
-func reloadLogind(ctx context.Context, address string) error {
-	conn, err := dbus.Connect(address, dbus.WithContext(ctx))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	call := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").CallWithContext(ctx,
-		"org.freedesktop.systemd1.Manager.KillUnit", 0, "systemd-logind.service", "main", int32(syscall.SIGHUP))
-	if call.Err != nil {
-		return fmt.Errorf("asking systemd to reload logind (SIGHUP to systemd-logind.service): %w", call.Err)
-	}
-	return nil
 }
