@@ -335,9 +335,13 @@ func (a *agentProc) runCommand(x agent.RunCommand) {
 		a.inProcess(func() { a.step(agent.EvCommandDone{RequestID: x.RequestID, Err: err}) })
 		if err == nil && goesDown {
 			a.cmdRequest, a.cmdByBus = x.RequestID, byBus
-			a.command(s.w.between(100*time.Millisecond, 3*time.Second), "machine goes down", func() {
-				s.goDown(a, x.RequestID, byBus)
-			})
+			down := func() { s.goDown(a, x.RequestID, byBus) }
+			if s.cfg.CatchShutdown {
+				// logind announces the command's own shutdown to every lock holder, the agent
+				// too, and waits for it (typedreboot.go).
+				down = func() { s.logindShutdown(a, "the agent's own command", func() { s.goDown(a, x.RequestID, byBus) }) }
+			}
+			a.command(s.w.between(100*time.Millisecond, 3*time.Second), "machine goes down", down)
 		}
 		if a.f.crashArmed && a.diskFailing() {
 			a.command(s.w.between(0, time.Second), "agent crash (disk fault)", func() { a.crashAndRestart("crash after its command, its disk failing") })

@@ -32,9 +32,14 @@ func typedRebootFaults(cfg Config, rng *rand.Rand, at func() time.Duration) Plan
 type caughtShutdown struct {
 	boot     int // the boot it takes down
 	deadline time.Time
+	// own is how the machine goes down for the agent's own command's shutdown (nil: a typed one).
+	own func()
+	// calledOff: logind dropped it (its job failed, logind restarted during its delay): the
+	// machine does not go down for it, whoever lets go.
+	calledOff bool
 }
 
-// applyTypedReboot: logind starts a reboot of the target's machine.
+// applyTypedReboot: an administrator types `systemctl reboot` on the target's machine.
 func (s *Sim) applyTypedReboot(a *agentProc) {
 	w, n := s.w, a.node
 	if !n.up || a.f.caught != nil {
@@ -46,15 +51,44 @@ func (s *Sim) applyTypedReboot(a *agentProc) {
 		s.powerCycle(a, w.between(5*time.Second, 40*time.Second))
 		return
 	}
-	c := &caughtShutdown{boot: n.bootID, deadline: w.now.Add(s.cfg.InhibitDelay)}
+	w.logf("an administrator reboots %s (systemctl reboot)", n.name)
+	s.logindShutdown(a, "systemctl reboot", nil)
+}
+
+// logindShutdown: logind starts a shutdown of a's machine and holds it back for the agent's
+// lock, at most InhibitDelay; own, when not nil, takes the machine down for the agent's own
+// command. One in five is called off during the delay (logind restarted, its job failed).
+func (s *Sim) logindShutdown(a *agentProc, what string, own func()) {
+	w, n := s.w, a.node
+	if !n.up {
+		return
+	}
+	if !a.alive || a.f.caught != nil {
+		if own != nil {
+			own() // (no lock of a live agent holds it back)
+		}
+		return
+	}
+	c := &caughtShutdown{boot: n.bootID, deadline: w.now.Add(s.cfg.InhibitDelay), own: own}
 	a.f.caught = c
-	w.logf("an administrator reboots %s (systemctl reboot): logind holds it back for the agent's lock, at most %s", n.name, s.cfg.InhibitDelay)
+	w.logf("logind holds the shutdown of %s (%s) back for the agent's lock, at most %s", n.name, what, s.cfg.InhibitDelay)
 	inc := a.inc
 	a.later(w.between(10*time.Millisecond, 100*time.Millisecond), "PrepareForShutdown", func() {
 		if a.inc == inc && a.f.caught == c {
-			a.step(agent.EvTrigger{Operation: agent.OpReboot, Context: "caught: systemctl reboot", RequestID: s.newRequestID(n.name), Caught: true})
+			a.step(agent.EvTrigger{Operation: agent.OpReboot, Context: "caught: " + what, RequestID: s.newRequestID(n.name), Caught: true})
 		}
 	})
+	if own == nil && w.chance(0.2) {
+		w.after(w.between(time.Second, s.cfg.InhibitDelay), "shutdown called off", func() {
+			if n.up && n.bootID == c.boot && !c.calledOff {
+				w.logf("the shutdown of %s is called off (logind restarted during its delay)", n.name)
+				c.calledOff = true
+				if a.f.caught == c {
+					a.f.caught = nil
+				}
+			}
+		})
+	}
 	w.after(s.cfg.InhibitDelay, "logind's delay runs out", func() {
 		if a.f.caught == c && n.up && n.bootID == c.boot {
 			w.logf("logind's delay for %s runs out: it goes down with its drain unfinished", n.name)
@@ -67,7 +101,7 @@ func (s *Sim) applyTypedReboot(a *agentProc) {
 // goes on at once.
 func (a *agentProc) lockLost() {
 	if c := a.f.caught; c != nil && a.node.up && a.node.bootID == c.boot {
-		a.s.w.logf("the agent of %s ended while logind held a reboot back for its lock: logind goes on", a.node.name)
+		a.s.w.logf("the agent of %s ended while logind held a shutdown back for its lock: logind goes on", a.node.name)
 		a.s.shutdownProceeds(a, "", false)
 	}
 }
@@ -83,7 +117,7 @@ func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
 		return
 	}
 	byBus := !strings.HasPrefix(a.m.State.ClearedBy, "override")
-	s.w.logf("agent of %s lets the reboot proceed for request %s (drained %v: %s)", a.node.name, x.RequestID, x.Drained, x.Reason)
+	s.w.logf("agent of %s lets the shutdown proceed for request %s (drained %v: %s)", a.node.name, x.RequestID, x.Drained, x.Reason)
 	if x.Runs { // (a release for the operation's own command's shutdown ran on its own check)
 		if byBus {
 			s.checkS1(a, x.RequestID)
@@ -94,24 +128,29 @@ func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
 	s.shutdownProceeds(a, x.RequestID, x.Drained)
 }
 
-// shutdownProceeds takes the machine down for the shutdown logind held back: for request rid
-// when it was drained for it, else as a power cut is (nothing of edgedrain's decides it).
+// shutdownProceeds takes the machine down for the shutdown logind held back: for the agent's own
+// command; for request rid when it was drained for it; else as a power cut is (nothing of
+// edgedrain's decides it).
 func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 	c := a.f.caught
 	a.f.caught = nil
 	s.w.after(s.w.between(100*time.Millisecond, 2*time.Second), "machine goes down", func() {
 		n := a.node
-		if !n.up || n.bootID != c.boot {
-			return // (its own command took it down meanwhile)
-		}
-		if drained && a.cmdRequest == "" {
+		switch {
+		case !n.up || n.bootID != c.boot:
+			// (its own command took it down meanwhile)
+		case c.calledOff:
+			s.w.logf("%s stays up: its shutdown was called off", n.name)
+		case c.own != nil:
+			c.own()
+		case drained && a.cmdRequest == "":
 			a.cmdRequest, a.cmdByBus = rid, !strings.HasPrefix(a.m.State.ClearedBy, "override")
 			s.goDown(a, rid, a.cmdByBus)
-			return
+		default:
+			if a.cmdRequest == "" {
+				s.w.logf("%s goes down undrained (a reboot edgedrain did not ask for)", n.name)
+			}
+			s.powerCycle(a, s.w.between(5*time.Second, 40*time.Second))
 		}
-		if a.cmdRequest == "" {
-			s.w.logf("%s goes down undrained (a reboot edgedrain did not ask for)", n.name)
-		}
-		s.powerCycle(a, s.w.between(5*time.Second, 40*time.Second))
 	})
 }

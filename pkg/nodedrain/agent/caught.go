@@ -107,6 +107,18 @@ func (s *stepper) failedCaught(why string) {
 	s.proceed(LetShutdownProceed{Outcome: "drain-failed", Reason: "the drain failed: " + why})
 }
 
+// doneGoingDown: the command of an operation that does not take the node down succeeded after
+// a shutdown was let through meanwhile. The operation is done, but its request stays until the
+// node is back: withdrawn now, the node would be uncordoned and its slot given to another node
+// while it goes down.
+func (s *stepper) doneGoingDown() {
+	st := &s.m.State
+	st.Superseded = false
+	st.Phase, st.RetryAt = PhaseWaitingBoot, s.now.Add(s.p.RebootTimeout)
+	s.report(LevelInfo, "%s command succeeded; the node is going down for the shutdown let through meanwhile: request %s stays until it is back",
+		st.Operation, st.RequestID)
+}
+
 // caughtTimedOut handles a caught shutdown that did not take the node down within RebootTimeout
 // of its release: it was called off (or never came). An operation it took the place of goes
 // back to run its own command, after a fresh confirmation of its COMPLETE; one it started ends.

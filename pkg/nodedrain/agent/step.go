@@ -200,6 +200,8 @@ func (s *stepper) commandDone(e EvCommandDone) {
 	switch {
 	case e.Err != nil:
 		s.commandFailed(e.Err.Error())
+	case st.Caught:
+		s.doneGoingDown()
 	case st.Operation.goesDown(s.p):
 		st.Phase, st.RetryAt = PhaseWaitingBoot, s.now.Add(s.p.RebootTimeout)
 		s.report(LevelInfo, "%s command returned: waiting for the node to go down (a new boot ID); if it is still up after %s the command runs again",

@@ -148,6 +148,9 @@ func TestCaughtShutdownWhileAnUpdateRuns(t *testing.T) {
 	assert.Equal(t, PhaseRunning, m.State.Phase, "the command's result still counts")
 
 	done, _, got := play(t, m, []step{now(EvCommandDone{RequestID: "u1"})})
+	assert.Empty(t, got, "the request stays while the node goes down: withdrawn, its slot would go to another node")
+	assert.Equal(t, PhaseWaitingBoot, done.State.Phase)
+	done, _, got = play(t, done, []step{now(EvStart{BootID: "b2"})})
 	assert.Equal(t, []string{"withdraw"}, got)
 	assert.Equal(t, int64(7), done.State.Handled[OpUpdate], "it succeeded before the node went down")
 
