@@ -285,7 +285,7 @@ func summary(events []Event, plan []Action) string {
 	faults := map[string]int{}
 	skipped := map[string]int{}
 	runs, asked := map[string]int{}, map[string]int{}
-	lost := 0
+	lost, gaps := 0, 0
 	for _, e := range events {
 		switch e.Kind {
 		case KindStatus:
@@ -293,8 +293,11 @@ func summary(events []Event, plan []Action) string {
 				completes[e.Node+"/"+e.Status.RequestID] = true
 			}
 		case KindPhase:
-			if e.What == "lost" {
+			switch e.What {
+			case "lost":
 				lost++
+			case "gap":
+				gaps++
 			}
 		case KindRun:
 			runs[e.Op]++
@@ -318,8 +321,8 @@ func summary(events []Event, plan []Action) string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v; revisions the recorder lost: %d",
-		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped, lost)
+	return fmt.Sprintf("history: %d events; schedule: %d actions; operations asked %v; drains completed %d; operations run %v; most nodes in maintenance at once %d; faults injected (%d kinds): %s; skipped: %v; revisions the recorder lost: %d; sequences that held no message it could find (gaps): %d",
+		len(events), len(plan), asked, len(completes), runs, MostInMaintenance(events), len(faults), strings.Join(kinds, ", "), skipped, lost, gaps)
 }
 
 // keepControlPlaneLogs copies the control plane's logs (kwok's, the API server's and the

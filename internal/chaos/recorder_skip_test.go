@@ -14,9 +14,10 @@ import (
 )
 
 // TestRecorderTellsASequenceThatHeldNoMessageFromALostOne: a message its key's limit dropped is
-// lost (the history has a hole); a sequence no key can have dropped held no message (a clustered
-// stream's skip, played here by deleting a message of a key below its limit); the leader's read
-// returns a stored message as it was.
+// lost (the history has a hole); a missing sequence no key can have dropped is a gap (a
+// clustered stream's skip, played here by deleting a message of a key below its limit: the rule
+// cannot tell the two, which is why gaps are counted, not judged); the leader's read returns a
+// stored message as it was.
 func TestRecorderTellsASequenceThatHeldNoMessageFromALostOne(t *testing.T) {
 	srv := testenv.StartNATS(t)
 	nc, err := nats.Connect(srv.ClientURL())

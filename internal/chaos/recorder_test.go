@@ -100,6 +100,7 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64) {
 			} else if skipped {
 				r.seen[seq] = true
 				r.skips++
+				r.w.add(Event{Kind: KindPhase, What: "gap", Detail: fmt.Sprintf("%s sequence %d held no message", r.bucket, seq)})
 				continue
 			}
 		}
@@ -113,12 +114,15 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64) {
 	}
 }
 
-// skipped reports whether sequence seq, which the stream's leader does not have, never held a
-// message. A clustered stream skips sequences (a new stream leader's skip entries: seen after a
-// server's restart); a message that was stored goes away only when its key passes the bucket's
-// per-key limit (nothing here deletes messages or rolls a key up). So seq held none if no key has
-// dropped a message at or past it: each key below the limit, or its oldest kept message older
-// than seq. (Checked after the miss: a key's oldest kept message only moves forward.)
+// skipped reports whether sequence seq, which the stream's leader does not have, is taken for a
+// gap rather than a lost message. A clustered stream skips sequences (a new stream leader's skip
+// entries: seen after a server's restart); a message that was stored goes away only when its key
+// passes the bucket's per-key limit (nothing here deletes messages or rolls a key up). So seq
+// counts as a gap if no key has dropped a message at or past it: each key below the limit, or
+// its oldest kept message older than seq. (Checked after the miss: a key's oldest kept message
+// only moves forward.) A lost one is certain; a gap is not: a message the stream acknowledged
+// and then lost (a bug of the bus) would look the same here. Gaps are recorded in the history
+// and counted in the run's summary, not judged.
 func (r *streamRecorder) skipped(ctx context.Context, seq uint64) (bool, error) {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -54,8 +54,8 @@ type Agent struct {
 	// agent raised InhibitDelayMaxSec with its drop-in (catching.go).
 	catcher     *catcher
 	wroteDropIn bool
-	// shuttingDown: logind announced a shutdown (PrepareForShutdown(true)) and has not called it
-	// off: the locks, once let go, are not taken again.
+	// shuttingDown: logind says a shutdown is under way (PreparingForShutdown): the locks, once
+	// let go, are not taken again until it is called off.
 	shuttingDown bool
 }
 

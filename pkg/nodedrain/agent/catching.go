@@ -85,8 +85,8 @@ func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
 		RequestID: a.newRequestID(), Caught: true})
 }
 
-// syncLocks takes the locks again once no operation is under way, and no shutdown: a lock
-// taken while logind holds one back holds it back too.
+// syncLocks takes the locks again once no operation is under way, and no shutdown (logind
+// refuses a lock on a shutdown already under way).
 func (a *Agent) syncLocks() {
 	if a.catcher != nil && a.m.State.Phase == PhaseIdle && !a.shuttingDown {
 		a.catcher.hold()
