@@ -103,7 +103,7 @@ func run(ctx context.Context, o *options) error {
 	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
 	cfg.Signer, cfg.TrustedKeys = signer, trusted.Keys
-	if err := coordinator.CheckTermKey(ctx, js, trusted.Keys(), log); err != nil {
+	if err := coordinator.WaitTermKey(ctx, js, trusted.Keys, log); err != nil {
 		return err
 	}
 	engine, err := coordinator.NewEngine(cfg)

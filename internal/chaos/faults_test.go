@@ -197,6 +197,7 @@ func (w *world) deleteNode(a Action) {
 		w.fault(a.Kind, ag.node, "failed: "+err.Error())
 		return
 	}
+	w.lh.nodeGone(ag.node)
 	time.Sleep(a.For)
 	ctx := w.ctx
 	for range 150 {
@@ -216,6 +217,7 @@ func (w *world) deleteNode(a Action) {
 		w.fault(a.Kind, ag.node, "failed: register it again: "+err.Error())
 		return
 	}
+	w.lh.nodeBack(ag.node)
 	w.fault(a.Kind, ag.node, "end")
 }
 

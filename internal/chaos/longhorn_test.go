@@ -133,6 +133,35 @@ func (l *longhorn) set(vi, i int, state, detail string) {
 	l.record(v, i, detail)
 }
 
+// nodeGone and nodeBack play Longhorn's node controller when node's Kubernetes Node is deleted
+// and registered again: the Longhorn Node is not Ready (KubernetesNodeGone) meanwhile, so its
+// replicas do not count as serving their data (its instance manager's pod is garbage-collected
+// with the Node).
+func (l *longhorn) nodeGone(node string) { l.nodeReady(node, "False", "KubernetesNodeGone") }
+func (l *longhorn) nodeBack(node string) { l.nodeReady(node, "True", "") }
+
+func (l *longhorn) nodeReady(node, status, reason string) {
+	n := testenv.LonghornNode(node, true)
+	conds, _, _ := unstructured.NestedSlice(n.Object, "status", "conditions")
+	for _, c := range conds {
+		if m := c.(map[string]any); m["type"] == "Ready" {
+			m["status"], m["reason"] = status, reason
+		}
+	}
+	must(l.w.t, unstructured.SetNestedSlice(n.Object, conds, "status", "conditions"))
+	err := l.w.retry("longhorn node "+node+" Ready="+status, func() error {
+		ctx, cancel := context.WithTimeout(l.w.ctx, 10*time.Second)
+		defer cancel()
+		_, err := testenv.ApplyLonghorn(ctx, l.w.c.Dynamic, n)
+		return err
+	})
+	if err != nil {
+		l.w.logf("longhorn: node %s Ready=%s: %v", node, status, err)
+		return
+	}
+	l.w.logf("longhorn: node %s Ready=%s %s", node, status, reason)
+}
+
 // nodeDown fails the replicas on node (its machine went down).
 func (l *longhorn) nodeDown(node string) {
 	l.mu.Lock()

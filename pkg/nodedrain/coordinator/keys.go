@@ -45,8 +45,35 @@ func CheckTermKey(ctx context.Context, js jetstream.JetStream, trusted nodedrain
 	case err != nil:
 		return fmt.Errorf("read the active coordinator's term record: %w", err)
 	case t.KeyID != "" && !trusted.Has(t.KeyID):
-		return fmt.Errorf("coordinator %s (active since %s) signs statuses with key %s, which this replica does not trust (it trusts %v): "+
-			"every replica must use the same Secret and ConfigMap (docs/status-signing.md)", t.Coordinator, t.Since.Format(time.RFC3339), t.KeyID, trusted.IDs())
+		return fmt.Errorf("%w: coordinator %s (active since %s) signs statuses with key %s, which this replica does not trust (it trusts %v): "+
+			"every replica must use the same Secret and ConfigMap (docs/status-signing.md)", ErrUntrustedTermKey, t.Coordinator, t.Since.Format(time.RFC3339), t.KeyID, trusted.IDs())
 	}
 	return nil
+}
+
+// ErrUntrustedTermKey is CheckTermKey's verdict that the active coordinator signs with a key this
+// replica does not trust; its other errors are the bus not answering.
+var ErrUntrustedTermKey = errors.New("the active coordinator's signing key is not trusted here")
+
+// WaitTermKey is CheckTermKey, tried again while the bus does not answer (a NATS server
+// restarting, a quorum being elected): a replica started then waits, saying why, instead of
+// exiting into a crash loop. It fails on ErrUntrustedTermKey, or when ctx ends.
+func WaitTermKey(ctx context.Context, js jetstream.JetStream, trusted func() nodedrain.KeySet, log logrus.FieldLogger) error {
+	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
+		err := CheckTermKey(ctx, js, trusted(), log)
+		if err == nil || errors.Is(err, ErrUntrustedTermKey) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if log != nil {
+			log.WithError(err).Warnf("cannot read the active coordinator's term record yet (the bus does not answer); trying again in %s", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,36 @@ func termRevision(t *testing.T, bus *testenv.Bus) uint64 {
 		return 0
 	}
 	return h[0].Rev
+}
+
+// A replica started while the bus does not answer (its server restarting) waits for it, saying
+// why, instead of exiting: it exited with "context deadline exceeded" in a chaos run, into a
+// crash loop.
+func TestWaitTermKeyWaitsForTheBus(t *testing.T) {
+	bus := testenv.StartBus(t)
+	cfg := bus.NATS.Config()
+	bus.NATS.Shutdown()
+	log, hook := test.NewNullLogger()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- WaitTermKey(ctx, bus.JS, testenv.TrustedKeys, log) }()
+	require.Eventually(t, func() bool {
+		e := hook.LastEntry()
+		return e != nil && strings.Contains(e.Message, "cannot read the active coordinator's term record yet")
+	}, 30*time.Second, 50*time.Millisecond, "no word of the wait")
+	select {
+	case err := <-done:
+		t.Fatalf("returned while the bus was away: %v", err)
+	default:
+	}
+	srv, err := pubsub.StartEmbedded(cfg)
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("still waiting once the bus was back")
+	}
 }
