@@ -89,7 +89,8 @@ func chartCases() []chartCase {
 		{name: "no-networkpolicy", set: []string{"networkPolicy.enabled=false"}},
 		{name: "own-keys", set: ownKeys, more: checkOwnKeys},
 		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
-		{name: "catch-shutdown", set: []string{"agent.catchShutdown=block", "agent.inhibitDelayMax=20m"}, more: checkCatchShutdown},
+		{name: "catch-shutdown", set: []string{"agent.catchShutdown=delay"}, kust: kustomizeWith("base", "catch-shutdown")},
+		{name: "catch-shutdown=block", set: []string{"agent.catchShutdown=block", "agent.inhibitDelayMax=20m"}, more: checkCatchShutdown},
 	}
 }
 
