@@ -232,6 +232,7 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	// 15 s: time enough, on a loaded machine, for the request and the cordon before logind goes on.
 	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "15s")
 
+	typed := time.Now()
 	out, err := a.host.Exec("systemctl", "reboot")
 	require.NoError(t, err, out)
 	req := s.request(target, "")
@@ -241,6 +242,7 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	code, down := a.host.WaitDown(30 * time.Second)
 	require.True(t, down, "logind did not go on after its delay")
 	assert.Equal(t, 133, code)
+	assert.GreaterOrEqual(t, a.host.DownAt().Sub(typed), 15*time.Second, "logind held the reboot back for its whole delay")
 	for _, st := range s.Seen(target) {
 		assert.False(t, st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID, "no COMPLETE: the drain was blocked")
 	}
@@ -295,7 +297,7 @@ func TestAgentRebootsAndPowersOffThroughARealLogind(t *testing.T) {
 			require.True(t, down, "the machine did not go down:\n%s", a.logTail(20))
 			assert.Equal(t, tc.exit, code)
 			assert.True(t, a.host.DownAt().After(complete.UpdatedAt))
-			a.waitLog("the node is going down for the " + tc.op + " it was drained for")
+			a.waitLog("the node is drained for the " + tc.op + ", whose command ran")
 
 			a.host.Boot()
 			s.waitWithdrawn(target)

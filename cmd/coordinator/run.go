@@ -103,9 +103,6 @@ func run(ctx context.Context, o *options) error {
 	cfg.Identity = o.identity
 	cfg.Metrics = coordinator.NewMetrics(reg)
 	cfg.Signer, cfg.TrustedKeys = signer, trusted.Keys
-	if err := coordinator.WaitTermKey(ctx, js, trusted.Keys, log); err != nil {
-		return err
-	}
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {
 		return err
@@ -121,6 +118,11 @@ func run(ctx context.Context, o *options) error {
 		ready = cli.NATSReady(nc)
 	}
 	if err := cli.ServeEndpoints(ctx, o.listen, reg, nil, ready, log); err != nil {
+		return err
+	}
+	// After the endpoints: a replica waiting for the bus is alive (its /healthz answers), not
+	// ready, and not restarted by its liveness probe.
+	if err := coordinator.WaitTermKey(ctx, js, trusted.Keys, log); err != nil {
 		return err
 	}
 

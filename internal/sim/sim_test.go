@@ -128,7 +128,7 @@ func TestRegressions(t *testing.T) {
 				{At: sec(70.4), Kind: BusOutage, For: 17 * time.Second}, {At: sec(63.6), Kind: ClockStep, Target: 1, For: 323 * time.Second},
 				{At: sec(131.1), Kind: TypedReboot, Target: 2}},
 			[][]string{{"agent of node-2.edge runs the update command"}, {"an administrator reboots node-2.edge"},
-				{"agent of node-2.edge lets the shutdown proceed", "whose command runs"},
+				{"agent of node-2.edge lets the shutdown proceed", "whose command ran"},
 				{"agent of node-2.edge: update command succeeded; the node is going down"}, {"node-2.edge goes down for request"},
 				{"node-2.edge is up again"}, {"node-1.edge STARTING"}}},
 		{"kernel-update day is not a whole-cluster shutdown (S3, seed 2)", 2, three(2, volumes.PolicyWait),

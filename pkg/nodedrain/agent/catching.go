@@ -60,7 +60,7 @@ func (a *Agent) stopCatching() {
 	if !a.wroteDropIn {
 		return
 	}
-	if a.m.State.Caught {
+	if a.m.State.Caught || a.shuttingDown {
 		a.log.Info("leaving the logind drop-in in place: a shutdown is under way")
 		return
 	}
@@ -85,11 +85,12 @@ func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
 		RequestID: a.newRequestID(), Caught: true})
 }
 
-// syncLocks takes the locks again once no operation is under way, and no shutdown (logind
-// refuses a lock on a shutdown already under way).
+// syncLocks takes the delay lock again whenever no shutdown is under way (logind refuses a lock
+// on one already under way), whatever the operation: a reboot typed later is caught too. The
+// block lock only once no operation is under way (it would refuse the agent's own command).
 func (a *Agent) syncLocks() {
-	if a.catcher != nil && a.m.State.Phase == PhaseIdle && !a.shuttingDown {
-		a.catcher.hold()
+	if a.catcher != nil && !a.shuttingDown {
+		a.catcher.hold(a.m.State.Phase == PhaseIdle)
 	}
 }
 

@@ -26,9 +26,15 @@ func (s *stepper) caught(e EvTrigger) {
 		s.actions = append(s.actions, TriggerResult{Accepted: true, Message: fmt.Sprintf(format, args...)})
 	}
 	switch {
+	case st.Caught && st.Released:
+		// Let go already (a shutdown called off and started again): the node is as drained as
+		// it was then.
+		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: st.ClearedBy != "",
+			Reason: "announced again, and let go already"})
+		reply("already let go for request %s", st.RequestID)
 	case st.Caught:
-		// Announced again (the runtime hears it once more at a reconnect), or anew after the
-		// release: the operation already answers it.
+		// Announced again (the runtime hears it once more at a reconnect): the operation
+		// already answers it.
 		reply("already held back for request %s", st.RequestID)
 	case st.Phase == PhaseIdle && st.Retired != "" && st.Retired == s.m.Boot:
 		// Decommissioned: no Node to drain, and nothing would ever answer a request.
@@ -43,20 +49,16 @@ func (s *stepper) caught(e EvTrigger) {
 		s.report(LevelWarn, "a %s started outside edgedrain was caught (context %q): held back until the node is drained, at most for logind's delay",
 			e.Operation, e.Context)
 		reply("%s held back until the node is drained (request %s)", e.Operation, e.RequestID)
-	case st.Phase == PhaseRunning && !st.Operation.mayGoDown(s.p):
-		// The command of an operation that does not take the node down (an update) runs, on
-		// its drain: the shutdown may go, and takes the operation's place unless the command
-		// returns success first (its result still counts).
-		st.Caught, st.Superseded, st.Released = true, true, true
-		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: true,
-			Reason: fmt.Sprintf("the node is drained for the %s, whose command runs", st.Operation)})
-		reply("the node is drained: the shutdown goes ahead (request %s)", st.RequestID)
 	case st.Phase == PhaseRunning || st.Phase == PhaseWaitingBoot:
-		// The shutdown of the operation's own command (or one that coincides with it): the
-		// drain is done.
-		st.Caught = true
-		s.proceed(LetShutdownProceed{Drained: true, Reason: fmt.Sprintf("the node is going down for the %s it was drained for", st.Operation)})
-		reply("the node is going down for the %s (request %s)", st.Operation, st.RequestID)
+		// The operation's command ran on its drain: the shutdown may go at once. It is the
+		// command's own (a reboot through logind is announced to the agent's lock too), or one
+		// that takes its place: the command's result still decides whether the operation is
+		// done (commandDone), and a shutdown that does not come counts as the command failing
+		// (caughtTimedOut).
+		st.Caught, st.Own, st.Released = true, true, true
+		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: true,
+			Reason: fmt.Sprintf("the node is drained for the %s, whose command ran", st.Operation)})
+		reply("the node is drained: the shutdown goes ahead (request %s)", st.RequestID)
 	case st.Phase == PhaseBackoff:
 		// The last drain failed and the next try is not due: the shutdown will not wait that
 		// long. Ask again now.
@@ -107,10 +109,9 @@ func (s *stepper) failedCaught(why string) {
 	s.proceed(LetShutdownProceed{Outcome: "drain-failed", Reason: "the drain failed: " + why})
 }
 
-// doneGoingDown: the command of an operation that does not take the node down succeeded after
-// a shutdown was let through meanwhile. The operation is done, but its request stays until the
-// node is back: withdrawn now, the node would be uncordoned and its slot given to another node
-// while it goes down.
+// doneGoingDown: the command of the operation succeeded after a shutdown was let through
+// meanwhile. The operation is done, but its request stays until the node is back: withdrawn
+// now, the node would be uncordoned and its slot given to another node while it goes down.
 func (s *stepper) doneGoingDown() {
 	st := &s.m.State
 	st.Superseded = false
@@ -119,20 +120,29 @@ func (s *stepper) doneGoingDown() {
 		st.Operation, st.RequestID)
 }
 
+// failedGoingDown: the command failed after a shutdown was let through meanwhile: that shutdown
+// takes the operation's place (not done: its trigger asks again after the boot).
+func (s *stepper) failedGoingDown() { s.m.State.Superseded = true }
+
 // caughtTimedOut handles a caught shutdown that did not take the node down within RebootTimeout
 // of its release: it was called off (or never came). An operation it took the place of goes
-// back to run its own command, after a fresh confirmation of its COMPLETE; one it started ends.
+// back to run its own command, after a fresh confirmation of its COMPLETE; one whose command ran
+// counts the command as failed, as without a lock; one it started ends.
 func (s *stepper) caughtTimedOut() {
 	st := &s.m.State
-	if st.Superseded {
-		st.Caught, st.Superseded, st.Released = false, false, false
+	switch {
+	case st.Superseded:
+		st.Caught, st.Superseded, st.Released, st.Own = false, false, false, false
 		st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, time.Time{}, st.CommandFailures > 0
 		s.report(LevelWarn, "the shutdown that took the place of the %s did not take the node down within %s (called off?): running the %s's own command once its COMPLETE is confirmed again",
 			st.Operation, s.p.RebootTimeout, st.Operation)
-		return
+	case st.Own:
+		st.Caught, st.Released, st.Own = false, false, false
+		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
+	default:
+		s.finish(fmt.Sprintf("the node did not go down within %s of the caught %s being let through (called off?): withdrawing request %s so the coordinator %s",
+			s.p.RebootTimeout, st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 	}
-	s.finish(fmt.Sprintf("the node did not go down within %s of the caught %s being let through (called off?): withdrawing request %s so the coordinator %s",
-		s.p.RebootTimeout, st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
 }
 
 // caughtAtBoot ends a caught operation at the first start of a new boot. A shutdown let through
@@ -142,7 +152,8 @@ func (s *stepper) caughtTimedOut() {
 func (s *stepper) caughtAtBoot() {
 	st := &s.m.State
 	switch {
-	case st.Released && st.Superseded:
+	case st.Released && (st.Superseded || (st.Phase == PhaseRunning && !st.Operation.mayGoDown(s.p))):
+		// (An update's command the shutdown cut short is not done, as without a lock.)
 		s.report(LevelWarn, "the node is back after a shutdown started outside edgedrain, which took the place of the %s: the %s is not done, withdrawing request %s (its trigger asks again if it is still there)",
 			st.Operation, st.Operation, st.RequestID)
 		s.end(st.Handled)

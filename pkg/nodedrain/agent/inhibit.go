@@ -87,11 +87,15 @@ func newCatcher(mode CatchMode, address string, log logrus.FieldLogger, out chan
 		want: true, delayFD: -1, blockFD: -1}
 }
 
-// hold asks for the locks to be held again (idempotent).
-func (c *catcher) hold() {
+// hold asks for the delay lock to be held again, and the block lock too when block (the
+// agent's own command is not under way); idempotent.
+func (c *catcher) hold(block bool) {
 	c.mu.Lock()
-	changed := !c.want || c.noBlock
-	c.want, c.noBlock = true, false
+	changed := !c.want || (block && c.noBlock)
+	c.want = true
+	if block {
+		c.noBlock = false
+	}
 	c.mu.Unlock()
 	if changed {
 		c.poke()
@@ -158,7 +162,7 @@ func (c *catcher) run(ctx context.Context) {
 			wait, warned = time.Second, "" // (it worked for a while: a fresh start)
 		}
 		if c.shuttingDown() {
-			c.log.WithError(err).Warn("logind: lost the system bus while a shutdown is held back: the lock stays until the drain lets it go (reconnecting)")
+			c.log.WithError(err).Warn("logind: lost the system bus while a shutdown is under way: a lock still held stays until the drain lets it go (reconnecting)")
 		} else {
 			// Deaf, a lock would only hold every shutdown back blindly, the agent's own too.
 			c.mu.Lock()
@@ -195,6 +199,12 @@ func (c *catcher) session(ctx context.Context) (listened bool, err error) {
 		dbus.WithMatchInterface(logindName+".Manager"), dbus.WithMatchMember("PrepareForShutdown")); err != nil {
 		return false, fmt.Errorf("subscribing to logind's PrepareForShutdown: %w", err)
 	}
+	// logind restarting drops a shutdown it held back without saying so: its new connection
+	// is the cue to read PreparingForShutdown again.
+	if err := conn.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, logindName)); err != nil {
+		return false, fmt.Errorf("subscribing to logind's restarts: %w", err)
+	}
 	// Whatever the locks do: a shutdown under way (the agent restarted during one), or none
 	// any more (one called off while the bus was away).
 	if err := c.sync(ctx, conn); err != nil {
@@ -202,11 +212,21 @@ func (c *catcher) session(ctx context.Context) (listened bool, err error) {
 	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
+	// While a shutdown is said to be under way, PreparingForShutdown is read again now and then:
+	// a cue missed leaves the agent waiting for a shutdown that is no more, its locks let go.
+	recheck := time.NewTicker(30 * time.Second)
+	defer recheck.Stop()
 	lockErr := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
+		case <-recheck.C:
+			if c.shuttingDown() {
+				if err := c.sync(ctx, conn); err != nil {
+					return true, err
+				}
+			}
 		case <-c.kick:
 			retry.Reset(0)
 		case <-retry.C:
@@ -224,6 +244,12 @@ func (c *catcher) session(ctx context.Context) (listened bool, err error) {
 		case sig, ok := <-signals:
 			if !ok {
 				return true, errors.New("the system D-Bus connection closed")
+			}
+			if sig.Name == "org.freedesktop.DBus.NameOwnerChanged" {
+				if err := c.sync(ctx, conn); err != nil {
+					return true, err
+				}
+				continue
 			}
 			if sig.Name != logindName+".Manager.PrepareForShutdown" || sig.Path != logindPath {
 				continue

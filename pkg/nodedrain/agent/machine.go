@@ -126,6 +126,9 @@ type State struct {
 	Superseded bool `json:"superseded,omitempty"`
 	// Released says the caught shutdown was let go (its lock released).
 	Released bool `json:"released,omitempty"`
+	// Own says the caught shutdown came once the operation's command had run (its own, or one
+	// coinciding with it): the command's result decides whether the operation is done.
+	Own bool `json:"own,omitempty"`
 	// DrainFailures counts FAILEDCORDON / FAILEDDRAIN answers for this operation.
 	DrainFailures int `json:"drainFailures,omitempty"`
 	// ClearedBy says what let the operation run ("COMPLETE", "NOTSUPPORTED", "override COMPLETE").

@@ -198,6 +198,9 @@ func (s *stepper) commandDone(e EvCommandDone) {
 	}
 	s.m.UnrecordedRuns = 0 // its start was recorded: it ran
 	switch {
+	case e.Err != nil && st.Caught:
+		s.failedGoingDown()
+		s.commandFailed(e.Err.Error())
 	case e.Err != nil:
 		s.commandFailed(e.Err.Error())
 	case st.Caught:
@@ -225,6 +228,9 @@ func (s *stepper) runNotRecorded(e EvRunNotRecorded) {
 	released := st.Caught && st.Phase == PhaseWaitingBoot // (a caught shutdown's release is its run)
 	if (st.Phase != PhaseRunning && !released) || e.RequestID != st.RequestID {
 		return // stale
+	}
+	if released {
+		st.Released = false // (not let go after all)
 	}
 	s.m.UnrecordedRuns++
 	wait := nodedrain.Backoff(s.m.UnrecordedRuns, s.p.BusRetry, saveRetryMax)

@@ -191,6 +191,51 @@ func TestCaughtShutdownDuringACommandBackoffDoesNotWaitForIt(t *testing.T) {
 func TestCaughtShutdownAnnouncedTwice(t *testing.T) {
 	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusFailedDrain, "c1"))}))
 	m2, _, got := play(t, m, []step{now(caughtShutdown("c2"))})
-	assert.Equal(t, []string{"accepted"}, got, "no second release, no 'drained'")
+	assert.Equal(t, []string{"proceed c1 drained=false runs=false", "accepted"}, got, "let go again, still undrained: no 'drained'")
 	assert.Equal(t, m.State, m2.State)
+	m3, _, got := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")), now(caughtShutdown("c2"))}))
+	assert.Equal(t, []string{"withdraw", "accepted", "publish c1", "accepted"}, got, "held back once: nothing more")
+	assert.Equal(t, "c1", m3.State.RequestID)
+}
+
+// The agent's own reboot, announced to its lock, that does not come (logind's job failed)
+// counts as its command failing, as without a lock: it runs again, and is not taken for done.
+func TestCaughtOwnRebootCalledOffRunsTheCommandAgain(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{
+		now(sentinel(OpReboot, "r1", 7)), now(pubOK("r1")), now(status(nodedrain.StatusComplete, "r1")), now(read(nodedrain.StatusComplete, "r1")),
+		now(EvCommandDone{RequestID: "r1"}), now(caughtShutdown("c1")),
+	}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, got := play(t, m, []step{at(testPolicy().RebootTimeout, EvTimer{RequestID: "x"})})
+	assert.Equal(t, []string{"command-failed #1"}, got)
+	assert.Zero(t, m.State.Handled[OpReboot])
+	assert.False(t, m.State.Caught)
+}
+
+// A rebooting update's command that fails after the shutdown was let through is not done: the
+// shutdown took its place.
+func TestCaughtShutdownThenTheCommandFails(t *testing.T) {
+	p := testPolicy()
+	p.UpdateReboots = true
+	m, _, _ := playFrom(t, fresh(), t0, p, seq(up, []step{
+		now(sentinel(OpUpdate, "u1", 7)), now(pubOK("u1")), now(status(nodedrain.StatusComplete, "u1")), now(read(nodedrain.StatusComplete, "u1")),
+		now(caughtShutdown("c1")), now(EvCommandDone{RequestID: "u1", Err: assert.AnError}),
+	}))
+	assert.True(t, m.State.Superseded)
+	m, _, _ = playFrom(t, m, t0, p, []step{now(EvStart{BootID: "b2"})})
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+	assert.Zero(t, m.State.Handled[OpUpdate], "not done")
+}
+
+// A release put back (the state file could not record it) is not a release: an operator's
+// withdrawal then lets the shutdown go.
+func TestCaughtReleasePutBackIsNotReleased(t *testing.T) {
+	m, _, _ := play(t, fresh(), seq(up, []step{now(caughtShutdown("c1")), now(pubOK("c1")),
+		now(status(nodedrain.StatusComplete, "c1")), now(read(nodedrain.StatusComplete, "c1")),
+		now(EvRunNotRecorded{RequestID: "c1", Err: assert.AnError})}))
+	require.Equal(t, PhaseCleared, m.State.Phase)
+	assert.False(t, m.State.Released)
+	_, _, got := play(t, m, []step{now(EvBusStatus{Status: &nodedrain.NodeDrainStatus{Node: "edge-1", Status: nodedrain.StatusNotRequested,
+		RequestID: "c1", Message: "request withdrawn"}})})
+	assert.Contains(t, got, "proceed c1 drained=false runs=false")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
@@ -51,6 +52,13 @@ func CheckTermKey(ctx context.Context, js jetstream.JetStream, trusted nodedrain
 	return nil
 }
 
+// lastingBusError reports an error waiting does not mend: JetStream off for the account, or the
+// coordinator's identity not allowed what it asks.
+func lastingBusError(err error) bool {
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, nats.ErrAuthorization)
+}
+
 // ErrUntrustedTermKey is CheckTermKey's verdict that the active coordinator signs with a key this
 // replica does not trust; its other errors are the bus not answering.
 var ErrUntrustedTermKey = errors.New("the active coordinator's signing key is not trusted here")
@@ -61,7 +69,7 @@ var ErrUntrustedTermKey = errors.New("the active coordinator's signing key is no
 func WaitTermKey(ctx context.Context, js jetstream.JetStream, trusted func() nodedrain.KeySet, log logrus.FieldLogger) error {
 	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
 		err := CheckTermKey(ctx, js, trusted(), log)
-		if err == nil || errors.Is(err, ErrUntrustedTermKey) {
+		if err == nil || errors.Is(err, ErrUntrustedTermKey) || lastingBusError(err) {
 			return err
 		}
 		if ctx.Err() != nil {
