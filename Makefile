@@ -46,12 +46,14 @@ sim:
 ## chaos: the real programs (two coordinators, an agent per kwok node, a three-server NATS
 ## cluster, the local control plane) under random real faults for DURATION, drawn from SEED
 ## (empty: a random one, printed), then judged from what they did (internal/chaos). make test
-## runs a short one. The run's logs and history are kept when it fails (KEEP=1: always).
+## runs a short one. The run's logs and history are kept when it fails (KEEP=1: always);
+## DEBUG=1 has the coordinators log at debug level (the volume gate's every finding).
 DURATION ?= 30m
 SEED     ?= 0
 KEEP     ?= 0
+DEBUG    ?= 0
 chaos: cluster-bins
-	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos -chaos.duration $(DURATION) -chaos.seed $(SEED) $(if $(filter 1,$(KEEP)),-chaos.keep)
+	$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos -chaos.duration $(DURATION) -chaos.seed $(SEED) $(if $(filter 1,$(KEEP)),-chaos.keep) $(if $(filter 1,$(DEBUG)),-chaos.debug)
 
 ## test-short: the quick loop, no control plane.
 test-short:

@@ -29,6 +29,7 @@ var (
 	flagNodes   = flag.Int("chaos.nodes", 5, "kwok nodes, one agent each")
 	flagMax     = flag.Int("chaos.max-concurrent", 2, "the coordinators' --max-concurrent-drains")
 	flagKeep    = flag.Bool("chaos.keep", false, "keep the run's directory (logs, history) even when it passes")
+	flagDebug   = flag.Bool("chaos.debug", false, "the coordinators log at debug level (the volume gate's finding for every volume at every check: large logs; for replaying a finding)")
 	flagHistory = flag.String("chaos.history", "", "TestJudgeHistory: the history file (history.jsonl) of a run to judge again")
 )
 

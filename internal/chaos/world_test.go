@@ -421,6 +421,9 @@ func (w *world) newCoordinator(id string) *coordProc {
 		"--log-format", "json", "--bus-check-interval", "1s", "--max-concurrent-drains", strconv.Itoa(w.max),
 		"--drain-attempt-timeout", "30s", "--cordon-backoff", "50ms", "--drain-backoff", "100ms",
 		"--evict-retry-delay", "200ms", "--volume-recheck", "100ms"}
+	if *flagDebug {
+		args = append(args, "--log-level", "debug")
+	}
 	return &coordProc{w: w, id: id, args: args, api: api}
 }
 
