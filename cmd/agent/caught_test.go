@@ -164,10 +164,9 @@ func TestTypedRebootWaitsForTheDrain(t *testing.T) {
 	target := s.deploy("web", 4, 1)
 	s.runCoordinator(nil)
 	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
-	out, err := a.host.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
-		"org.freedesktop.login1.Manager", "InhibitDelayMaxUSec")
+	out, err := a.host.LogindProperty("InhibitDelayMaxUSec")
 	require.NoError(t, err, out)
-	assert.Equal(t, "t 120000000\n", out, "logind's InhibitDelayMaxSec raised to --inhibit-delay-max")
+	assert.Equal(t, "t 120000000", out, "logind's InhibitDelayMaxSec raised to --inhibit-delay-max")
 	out, err = a.host.Exec("systemd-inhibit", "--list", "--no-legend")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "edgedrain-agent", "the agent's lock")
@@ -187,10 +186,9 @@ func TestTypedRebootWaitsForTheDrain(t *testing.T) {
 	asked := time.Now()
 	assert.True(t, strings.HasPrefix(req.Context, "caught: "), "the request says it was caught: %q", req.Context)
 	assert.Equal(t, nodedrain.RequesterDeviceOp, req.RequestedBy)
-	out, err = a.host.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
-		"org.freedesktop.login1.Manager", "PreparingForShutdown")
+	out, err = a.host.LogindProperty("PreparingForShutdown")
 	require.NoError(t, err, "the node went down before its drain: %s", out)
-	assert.Equal(t, "b true\n", out, "logind holds the reboot back")
+	assert.Equal(t, "b true", out, "logind holds the reboot back")
 
 	complete := s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
 	code, down := a.host.WaitDown(60 * time.Second)
@@ -266,10 +264,9 @@ func TestBlockModeRefusesACheckedReboot(t *testing.T) {
 	out, err := a.host.Exec("systemctl", "reboot", "--check-inhibitors=yes")
 	require.Error(t, err, "the reboot was not refused: %s", out)
 	assert.Contains(t, out, "agent request reboot", "the person is told what to do instead")
-	out, err = a.host.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
-		"org.freedesktop.login1.Manager", "PreparingForShutdown")
+	out, err = a.host.LogindProperty("PreparingForShutdown")
 	require.NoError(t, err, out)
-	assert.Equal(t, "b false\n", out, "no shutdown under way")
+	assert.Equal(t, "b false", out, "no shutdown under way")
 }
 
 // TestAgentRebootsAndPowersOffThroughARealLogind: the agent's own logind commands on a real

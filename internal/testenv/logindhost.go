@@ -332,6 +332,14 @@ func (h *LogindHost) Exec(args ...string) (string, error) {
 	return string(out), err
 }
 
+// LogindProperty reads one of logind's Manager properties inside the machine, as busctl prints
+// it (e.g. "b true", "t 5000000").
+func (h *LogindHost) LogindProperty(name string) (string, error) {
+	out, err := h.Exec("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
+		"org.freedesktop.login1.Manager", name)
+	return strings.TrimSpace(out), err
+}
+
 // WaitDown waits up to timeout for the machine to go down and returns nspawn's exit code: 133
 // for a reboot, 0 for a power-off. ok is false if it is still up.
 func (h *LogindHost) WaitDown(timeout time.Duration) (code int, ok bool) {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -239,13 +238,10 @@ func (n *RealNode) stop() {
 
 // bootInit is the node's PID 1 as the machine numbers it: unshare's child.
 func (n *RealNode) bootInit() int {
-	pid := n.boot.cmd.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0
+	if kids := childrenOf(n.boot.cmd.Process.Pid); len(kids) > 0 {
+		return kids[0]
 	}
-	child, _ := strconv.Atoi(strings.TrimSpace(strings.Fields(string(b) + " 0")[0]))
-	return child
+	return 0
 }
 
 // running reports whether pid is a process that has not exited (a zombie has).
