@@ -74,10 +74,13 @@ type coord struct {
 	pausedAt      time.Time // when the last such pause began
 	asked         time.Time // when the write landing now was asked for (publishAsked); zero: now
 	// apiCut: this replica's own path to the Kubernetes API is cut while the cluster's is not
-	// (CoordAPICut); cutVols and cutNodes are what its informers held then.
-	apiCut   bool
-	cutVols  []volumes.Volume
-	cutNodes map[string]volumes.NodeState
+	// (CoordAPICut). heldVols and heldNodes are what its informers held when it lost the API,
+	// which its gate reads while cut and until caughtUpAt (informerlag.go).
+	apiCut     bool
+	heldVols   []volumes.Volume
+	heldNodes  map[string]volumes.NodeState
+	caughtUpAt time.Time
+	factsQ     []factsView
 	// offset is the error of the replica's clock (CoordClockSkew).
 	offset time.Duration
 }
@@ -189,7 +192,8 @@ func (c *coord) crash() {
 	c.s.w.logf("%s crashes", c.name)
 	c.stopEngine()
 	c.alive, c.leader, c.outage, c.conn.alive = false, false, false, false
-	c.views = nil // (its informer with it)
+	c.views = nil                             // (its informer with it)
+	c.caughtUpAt, c.factsQ = time.Time{}, nil // (a new process lists afresh)
 }
 
 func (c *coord) restart() {

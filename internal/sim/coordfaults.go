@@ -7,7 +7,6 @@ import (
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
-	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
 
 // Faults of the coordinators beyond crashes, whole pauses and whole outages: a process paused
@@ -54,9 +53,13 @@ func (s *Sim) applyCoordFault(f Fault) {
 			return
 		}
 		s.w.logf("%s's path to the Kubernetes API is cut for %s (the nodes and the other replicas still reach it)", c.name, f.For)
-		c.cutVols, c.cutNodes = s.cluster.facts()
+		c.heldVols, c.heldNodes = c.facts()
 		c.apiCut = true
-		s.w.after(f.For, "coordinator reaches the API again", func() { s.w.logf("%s reaches the API again", c.name); c.apiCut = false })
+		s.w.after(f.For, "coordinator reaches the API again", func() {
+			s.w.logf("%s reaches the API again", c.name)
+			c.apiCut = false
+			c.catchUpLater(c.heldVols, c.heldNodes)
+		})
 	case CoordBusCut:
 		if c.conn.cut {
 			return
@@ -69,14 +72,6 @@ func (s *Sim) applyCoordFault(f Fault) {
 
 // apiUp reports whether this replica reaches the Kubernetes API.
 func (c *coord) apiUp() bool { return c.s.cluster.apiUp && !c.apiCut }
-
-// facts is what this replica's informers hold: frozen while it does not reach the API.
-func (c *coord) facts() ([]volumes.Volume, map[string]volumes.NodeState) {
-	if c.apiCut && c.s.cluster.apiUp {
-		return c.cutVols, c.cutNodes
-	}
-	return c.s.cluster.facts()
-}
 
 // gateFor is the volume gate of this replica: the real rules on what its informers hold.
 func (c *coord) gateFor(node string, opts coordinator.GateOptions) coordinator.GateResult {

@@ -188,6 +188,21 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 					}
 				}
 			}
+			if r.Safe && st.Op == nodedrain.OpFinalGate && s.volumePolicy(opts) != volumes.PolicyAllow {
+				// As Gate.Check (confirm.go): a safe answer before COMPLETE is decided again on a
+				// read of the API, not on the informers, which may be behind it.
+				vols, nodes, ok := c.freshFacts()
+				if !ok {
+					post(nodedrain.EvResult{Err: errUnreachable("list nodes"), At: at})
+					return
+				}
+				if fresh := s.gateOn(vols, nodes, node, opts); !fresh.Safe {
+					s.w.logf("%s: the volume gate's caches said the volumes of %s are safe, a read from the API says not: the drain waits", c.name, node)
+					r = fresh
+				} else {
+					r.Blockers = fresh.Blockers
+				}
+			}
 			if r.Safe && st.Op == nodedrain.OpFinalGate {
 				if b := s.maint.blockersOn(node); len(b) > 0 { // the executor's finalBlockers
 					r = coordinator.GateResult{Blockers: b}

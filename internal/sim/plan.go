@@ -152,6 +152,9 @@ func RandomPlan(cfg Config, rng *rand.Rand) Plan {
 	if cfg.TypedReboots { // after them, for the same reason
 		p = append(p, typedRebootFaults(cfg, rng, at)...)
 	}
+	if cfg.InformersBehind {
+		p = append(p, informerFaults(cfg)...)
+	}
 	return p
 }
 
@@ -225,7 +228,7 @@ func (s *Sim) apply(f Fault) {
 	case APIOutage:
 		w.logf("the Kubernetes API is unreachable for %s", f.For)
 		cl.setAPI(false)
-		back("api back", func() { w.logf("the Kubernetes API is back"); cl.setAPI(true) })
+		back("api back", func() { w.logf("the Kubernetes API is back"); s.apiBack() })
 	case OperatorCordon:
 		// kubectl cordon of a schedulable node, edgedrain's annotation left on it or not (kubectl
 		// uncordon leaves it): the cordon is the operator's. (kubectl needs the API.)
@@ -348,6 +351,8 @@ func (s *Sim) apply(f Fault) {
 		s.applyEvictorFault(f)
 	case WritesLate, WriteRepliesLost:
 		s.applyAPIWriteFault(f)
+	case InformersBehind:
+		s.applyInformerFault(f)
 	case FollowerLags, StreamElection, QuorumLoss:
 		s.applyReplicaFault(f)
 	case ClockStep, NoRTC, NoRTCFarPast, CoordClockSkew, ControlPlaneSkew:

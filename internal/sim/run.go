@@ -62,6 +62,8 @@ func ConfigFor(seed uint64) Config {
 		cfg.TypedReboots, cfg.CatchShutdown = true, trng.IntN(4) > 0
 		cfg.InhibitDelay = time.Duration(20+trng.IntN(580)) * time.Second
 	}
+	// Informers as late as real ones (informerlag.go), in one run in two.
+	cfg.InformersBehind = rand.New(rand.NewPCG(seed, 0x1a90)).IntN(2) == 0
 	return cfg
 }
 

@@ -94,6 +94,10 @@ type Config struct {
 	TypedReboots  bool
 	CatchShutdown bool
 	InhibitDelay  time.Duration
+	// InformersBehind adds to random plans informers as late as real ones (informerlag.go):
+	// changes delivered late, and a catch-up after the API answers again that takes a
+	// reflector's backoff.
+	InformersBehind bool
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
@@ -202,6 +206,10 @@ type Sim struct {
 	// vrng draws the delays of the coordinators' node views (nodeview.go): a stream of its own,
 	// so that the other schedules stay as they were.
 	vrng *rand.Rand
+	// lrng draws when the coordinators' informers catch up with the API (informerlag.go).
+	lrng *rand.Rand
+	// lateInformersUntil ends InformersBehind.
+	lateInformersUntil time.Time
 	// clocks are the nodes' wall clocks, cpOffset the node lifecycle controller's error, truth
 	// the true times of the times coordinators wrote (clocks.go).
 	clocks   map[string]*nodeClock
@@ -238,6 +246,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.cluster.urng = rand.New(rand.NewPCG(seed, 0x0b1d))
 	s.urng = s.cluster.urng
 	s.vrng = rand.New(rand.NewPCG(seed, 0x71e3))
+	s.lrng = rand.New(rand.NewPCG(seed, 0x1a9))
 	s.bus.onWrite = s.forger.observe
 	s.bus.rep.rng = rand.New(rand.NewPCG(seed, 0x4e91cb))
 	cl := s.cluster

@@ -84,7 +84,7 @@ func TestSimulation(t *testing.T) {
 // shareKinds are the fault kinds whose share of runs TestSimulation reports.
 var shareKinds = slices.Concat(agentFaultKinds, evictorKinds, apiWriteKinds,
 	[]weightedKind{{k: OperatorPutsRequest}, {k: OperatorReplaysRequest}, {k: FollowerLags}, {k: StreamElection}, {k: QuorumLoss},
-		{k: TypedReboot}})
+		{k: TypedReboot}, {k: InformersBehind}})
 
 // three is the cluster of most regressions: 3 nodes, one coordinator, max-concurrent 1.
 func three(vols int, policy volumes.Policy) Config {
@@ -131,6 +131,15 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-2.edge lets the shutdown proceed", "whose command ran"},
 				{"agent of node-2.edge: update command succeeded; the node is going down"}, {"node-2.edge goes down for request"},
 				{"node-2.edge is up again"}, {"node-1.edge STARTING"}}},
+		{"a drain is not decided on informers still behind the API after its outage: the Node holding the volume's other " +
+			"copy, deleted as the API came back, still exists in them; decided again on a read of the API, the drain waits " +
+			"for a new copy (S2, chaos run seed 77)", 1, three(1, volumes.PolicyWait),
+			Plan{{Kind: InformersBehind, For: 3 * time.Minute}, {At: sec(5), Kind: Reboot, Target: 1}, {At: sec(6), Kind: APIOutage, For: 3 * time.Second},
+				{At: sec(9.5), Kind: NodeDeletedForGood, Target: 0, For: 3 * time.Minute}},
+			[][]string{{"the Kubernetes API is back"}, {"coordinator-0's informers catch up with the API in"},
+				{"node-0.edge's Node object is deleted"},
+				{"caches said the volumes of node-1.edge are safe, a read from the API says not"},
+				{"node-1.edge COMPLETE"}}},
 		{"kernel-update day is not a whole-cluster shutdown (S3, seed 2)", 2, three(2, volumes.PolicyWait),
 			Plan{{At: sec(76.7), Kind: KernelDay}},
 			[][]string{{"every node gets /var/run/reboot-required"}, {"node-0.edge goes down"}, {"node-1.edge goes down"}, {"node-2.edge goes down"}}},

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -54,6 +55,11 @@ func offlineGate(tb testing.TB, policy Policy, nodes []*corev1.Node, objs ...*un
 	g.vaIndex = empty(cache.Indexers{indexByAttachedNode: vaNode})
 	g.sts = appslisters.NewStatefulSetLister(empty(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
 	g.jobs = batchlisters.NewJobLister(empty(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
+	// No API server behind these caches: they are what it says.
+	g.readFresh = func(context.Context) ([]*corev1.Node, []Source, error) {
+		all, err := g.nodes.List(labels.Everything())
+		return all, g.sources, err
+	}
 	g.ready.Store(true)
 	return g
 }

@@ -65,6 +65,9 @@ type Gate struct {
 	detachSince map[string]time.Time // node -> when its volumes were first seen attached after eviction
 	badMu       sync.Mutex
 	bad         map[string]uint64 // problem key -> hash of what was reported (reportOnce)
+	// readFresh reads the Nodes and the sources from the API server for the check before
+	// COMPLETE (readAPI; confirm.go).
+	readFresh func(context.Context) ([]*corev1.Node, []Source, error)
 }
 
 var (
@@ -101,6 +104,7 @@ func New(cfg Config) (*Gate, error) {
 	g.longhorn = NewLonghorn(cfg.Dynamic, cfg.Client.Discovery(), cfg.LonghornNamespace, cfg.Logger)
 	g.longhorn.onChange = g.longhornChanged
 	g.sources = append([]Source{g.longhorn}, cfg.Sources...)
+	g.readFresh = g.readAPI
 	return g, nil
 }
 
@@ -210,7 +214,7 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 	if err != nil {
 		return coordinator.GateResult{}, err
 	}
-	var blockers []nodedrain.Blocker
+	var blockers []nodedrain.Blocker // the replicated volumes'
 	blocked := false
 	for _, sf := range found {
 		s := sf.source
@@ -248,14 +252,20 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 		checkLocal = g.decommissionLocal
 	}
 	local, localBlocked := checkLocal(ctx, node, opts)
-	blockers = append(blockers, local...)
-	blocked = blocked || localBlocked
+	others, othersBlocked := local, localBlocked
 	if opts.AfterEviction {
 		attached, waiting := g.checkDetached(node)
-		blockers = append(blockers, attached...)
-		blocked = blocked || waiting
+		others, othersBlocked = append(others, attached...), othersBlocked || waiting
 	} else {
 		g.forgetDetach(node) // a new eviction round: its volumes get their own detach wait
+	}
+	if opts.AfterEviction && !opts.LastKnown && !blocked && !othersBlocked && g.policyFor(opts) != PolicyAllow {
+		// COMPLETE follows this answer: decided again on a read of the API (confirm.go).
+		if blockers, blocked, err = g.confirmSafe(ctx, log, node, opts, others); err != nil {
+			return coordinator.GateResult{}, err
+		}
+	} else {
+		blockers, blocked = append(blockers, others...), blocked || othersBlocked
 	}
 	g.watch(node, blocked, blockers)
 	if g.policyFor(opts) == PolicyAllow {

@@ -31,6 +31,9 @@ type Metrics struct {
 	OrphanedPVCs *prometheus.GaugeVec
 	// SourceAvailable is 1 for each storage system the gate reads (its CRDs are served), else 0.
 	SourceAvailable *prometheus.GaugeVec
+	// StaleCaches counts checks after eviction that the caches called safe and a fresh read from
+	// the API server did not (confirm.go).
+	StaleCaches prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -61,9 +64,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_volume_source_available",
 			Help: "1 when the volume gate reads the storage system (its CRDs are served), 0 when it is absent.",
 		}, []string{"source"}),
+		StaleCaches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_volume_gate_stale_caches_total",
+			Help: "Checks before COMPLETE that the volume gate's caches called safe and a read from the API server did not (the caches were behind it; the drain waited).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.TemplatesRefused, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable)
+		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.TemplatesRefused, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable, m.StaleCaches)
 	}
 	return m
 }

@@ -102,9 +102,14 @@ func (g *Gate) replicated(node string, opts coordinator.GateOptions) ([]sourceFi
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	states := nodeStates(all)
-	out := make([]sourceFindings, 0, len(g.sources))
-	for _, s := range g.sources {
+	return g.evaluate(all, g.sources, node, opts)
+}
+
+// evaluate runs the rules over the volumes sources report on node, with nodes as the Nodes.
+func (g *Gate) evaluate(nodes []*corev1.Node, sources []Source, node string, opts coordinator.GateOptions) ([]sourceFindings, error) {
+	states := nodeStates(nodes)
+	out := make([]sourceFindings, 0, len(sources))
+	for _, s := range sources {
 		sf := sourceFindings{source: s}
 		if s.Available() {
 			vols, err := s.Volumes(node)

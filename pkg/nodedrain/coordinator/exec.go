@@ -246,7 +246,7 @@ func (e *Engine) checkAPIUnreachable(ctx context.Context) {
 	view := func(node string, after bool) (GateResult, error) {
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		return e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.core.WholeCluster(), AfterEviction: after})
+		return e.cfg.Gate.Check(gctx, node, GateOptions{WholeCluster: e.core.WholeCluster(), AfterEviction: after, LastKnown: true})
 	}
 	cordon := func(node string) (found, cordoned bool, uid string) {
 		n, err := e.nodes.Get(node) // (the informer's cache: what it saw last)

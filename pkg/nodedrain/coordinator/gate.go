@@ -28,6 +28,9 @@ type GateOptions struct {
 	// its replicas are evicted whatever the volume policy, and its node-local volumes are handled
 	// by their decommission annotation.
 	Decommission bool
+	// LastKnown asks for the gate's last known view alone, for the API-unreachable rule: a gate
+	// that confirms its answer before COMPLETE on a read of the API does not try.
+	LastKnown bool
 }
 
 // GateReleaser is implemented by gates that start work for a drain (asking the storage system
