@@ -124,7 +124,9 @@ type nodeEvent struct {
 	node  string
 	ev    nodedrain.Event
 	probe *bool
-	run   uint64 // the Run that posted it: a result of an earlier run is dropped
+	// rebooted: the node's kubelet reports a new boot (rebooted.go).
+	rebooted bool
+	run      uint64 // the Run that posted it: a result of an earlier run is dropped
 }
 
 // runKey carries the number of the engine's Run in its context, so that results posted by an
@@ -237,7 +239,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.nodes = managedLister{all: e.clusterNodes, sel: managed}
 	_, _ = nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { e.signalNodes() },
-		UpdateFunc: func(old, cur any) { e.nodeUpdated(old, cur) },
+		UpdateFunc: func(old, cur any) { e.nodeUpdated(ctx, old, cur) },
 		DeleteFunc: func(any) { e.signalNodes() },
 	})
 	factory.Start(ctx.Done())
@@ -317,9 +319,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			if !fromThisRun(ctx, r) {
 				continue
 			}
-			if r.probe != nil {
+			switch {
+			case r.probe != nil:
 				e.apiReachable(*r.probe)
-			} else {
+			case r.rebooted:
+				e.rebooted(r.node)
+			default:
 				e.step(ctx, r.node, r.ev)
 			}
 		case <-e.timer.C:
@@ -554,12 +559,16 @@ func (e *Engine) signalNodes() {
 	}
 }
 
-// nodeUpdated signals admission only for changes it cares about (not every heartbeat).
-func (e *Engine) nodeUpdated(old, cur any) {
+// nodeUpdated signals admission only for changes it cares about (not every heartbeat), and
+// hands a new boot to the loop.
+func (e *Engine) nodeUpdated(ctx context.Context, old, cur any) {
 	o, ok1 := old.(*corev1.Node)
 	c, ok2 := cur.(*corev1.Node)
 	if !ok1 || !ok2 || nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {
 		e.signalNodes()
+	}
+	if ok1 && ok2 && bootChanged(o, c) {
+		e.postRebooted(ctx, c.Name)
 	}
 }
 

@@ -48,6 +48,9 @@ type Metrics struct {
 	// AdmissionDecision observes each admission pass (the nodes' view, the maintenance
 	// policy's holds and nodedrain.AdmitWith), run after every event.
 	AdmissionDecision prometheus.Histogram
+	// UndrainedReboots counts nodes seen booting again while a drain request of theirs had not
+	// reached COMPLETE (rebooted.go).
+	UndrainedReboots prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -120,6 +123,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time of one admission pass (the nodes' view, the maintenance policy's holds, the decision), run after every event.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14), // 50 µs .. ~0.4 s
 		}),
+		UndrainedReboots: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgedrain_undrained_reboots_total",
+			Help: "Nodes that booted again (a new boot ID) while a drain request of theirs had not reached COMPLETE: they went down undrained.",
+		}),
 	}
 	// Each result's series exists from the start at 0: an alert on increase() sees the first
 	// timeout (a series born at 1 has no increase to show).
@@ -132,7 +139,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.CompletionTime, m.Status, m.CordonedByEdgedrain, m.CordonAttempts, m.EvictionAttempts,
 			m.BlockedPods, m.BlockedVolumes, m.BusDecodeErrors, m.FencedWrites, m.ForgedRequests, m.ForgedStatuses,
-			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases, m.AdmissionDecision)
+			m.HeldSeconds, m.Held, m.ReturnGate, m.StaleReleases, m.AdmissionDecision, m.UndrainedReboots)
 	}
 	return m
 }
