@@ -36,10 +36,11 @@ type hostAgent struct {
 const agentUser, agentUID = "edgedrain-agent", 65532
 
 // hostAgentConfig is how the machine runs its agent: as root, or as agentUser (NonRoot), and
-// more files for the machine (e.g. a polkit rule).
+// more files for the machine (e.g. a polkit rule) and units to enable with the agent's.
 type hostAgentConfig struct {
 	NonRoot bool
 	Files   map[string]string
+	Enable  []string
 }
 
 // startHostAgent boots a machine whose agent runs for node with the scene's bus and extra flags.
@@ -92,7 +93,7 @@ WantedBy=multi-user.target
 		Binds: []testenv.Bind{{Host: agentBin, Machine: "/usr/local/bin/edgedrain-agent", ReadOnly: true},
 			{Host: dir, Machine: dir}, {Host: sockDir, Machine: sockDir}},
 		Files:  files,
-		Enable: []string{"edgedrain-agent.service"},
+		Enable: append([]string{"edgedrain-agent.service"}, hc.Enable...),
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -338,4 +339,32 @@ func TestNonRootAgentRebootsOnlyWithThePolkitRule(t *testing.T) {
 	assert.Equal(t, 133, code)
 	a.host.Boot()
 	s.waitWithdrawn(target)
+}
+
+// TestAgentWarnsOfTheKubeletsGracefulShutdown: the kubelet's graceful node shutdown holds a delay
+// lock on shutdown too and kills the node's pods the moment logind announces one, before any
+// drain; an agent that catches shutdowns says so at start, naming the setting. The lock here is
+// the kubelet's as logind lists it (who "kubelet"), held from before the agent starts.
+func TestAgentWarnsOfTheKubeletsGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "typed-kubelet", 2)
+	s.runCoordinator(nil)
+	kubeletLock := `[Unit]
+Description=the kubelet's graceful node shutdown lock (test)
+After=dbus.service systemd-logind.service
+Before=edgedrain-agent.service
+
+[Service]
+ExecStart=/usr/bin/systemd-inhibit --what=shutdown --who=kubelet "--why=Kubelet needs time to handle node shutdown" --mode=delay sleep infinity
+ExecStartPost=/bin/sh -c 'until systemd-inhibit --list --no-legend | grep -q kubelet; do sleep 0.1; done'
+
+[Install]
+WantedBy=multi-user.target
+`
+	a := startHostAgent(t, s, s.nodes[0], hostAgentConfig{
+		Files:  map[string]string{"/etc/systemd/system/kubelet-lock.service": kubeletLock},
+		Enable: []string{"kubelet-lock.service"},
+	}, "--catch-shutdown", "delay", "--inhibit-delay-max", "30s")
+	a.waitLog("the kubelet's graceful node shutdown is on")
+	assert.Contains(t, a.log(), "shutdownGracePeriod to 0")
 }

@@ -184,6 +184,9 @@ func (c *catcher) run(ctx context.Context) {
 // callTimeout bounds each call to the bus: a wedged logind or bus must not stall the catcher.
 const callTimeout = 10 * time.Second
 
+// agentWho is the "who" of the agent's inhibitor locks.
+const agentWho = "edgedrain-agent"
+
 // session is one connection to the bus: subscribe, say whether a shutdown is under way, take
 // the locks, hand on the announcements. It returns when the connection fails (listened: it got
 // as far as listening).
@@ -239,6 +242,7 @@ func (c *catcher) session(ctx context.Context) (listened bool, err error) {
 			} else if c.holding() && (lockErr != "" || !listened) {
 				c.log.WithField("mode", c.mode).Info("logind inhibitor lock held on shutdown: a reboot or power-off typed on this node waits for its drain")
 				lockErr = ""
+				c.reportOtherLocks(ctx, conn)
 			}
 			listened = true
 		case sig, ok := <-signals:
@@ -386,7 +390,7 @@ func (c *catcher) inhibit(ctx context.Context, conn *dbus.Conn, mode, why string
 	defer cancel()
 	var fd dbus.UnixFD
 	err := conn.Object(logindName, logindPath).CallWithContext(cctx, logindName+".Manager.Inhibit", 0,
-		"shutdown", "edgedrain-agent", why, mode).Store(&fd)
+		"shutdown", agentWho, why, mode).Store(&fd)
 	if err != nil {
 		if cctx.Err() != nil {
 			_ = conn.Close() // (no late reply lands after this)
