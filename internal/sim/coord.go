@@ -79,6 +79,7 @@ type coord struct {
 	apiCut     bool
 	heldVols   []volumes.Volume
 	heldNodes  map[string]volumes.NodeState
+	cachesHeld bool // (with InformersBehind: informerlag.go)
 	caughtUpAt time.Time
 	factsQ     []factsView
 	// offset is the error of the replica's clock (CoordClockSkew).
@@ -192,8 +193,8 @@ func (c *coord) crash() {
 	c.s.w.logf("%s crashes", c.name)
 	c.stopEngine()
 	c.alive, c.leader, c.outage, c.conn.alive = false, false, false, false
-	c.views = nil                             // (its informer with it)
-	c.caughtUpAt, c.factsQ = time.Time{}, nil // (a new process lists afresh)
+	c.views = nil                                                  // (its informer with it)
+	c.caughtUpAt, c.factsQ, c.cachesHeld = time.Time{}, nil, false // (a new process lists afresh)
 }
 
 func (c *coord) restart() {

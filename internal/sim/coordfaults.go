@@ -53,12 +53,16 @@ func (s *Sim) applyCoordFault(f Fault) {
 			return
 		}
 		s.w.logf("%s's path to the Kubernetes API is cut for %s (the nodes and the other replicas still reach it)", c.name, f.For)
-		c.heldVols, c.heldNodes = c.facts()
+		if s.informersLate() {
+			c.loseAPI()
+		} else {
+			c.heldVols, c.heldNodes = c.facts()
+		}
 		c.apiCut = true
 		s.w.after(f.For, "coordinator reaches the API again", func() {
 			s.w.logf("%s reaches the API again", c.name)
 			c.apiCut = false
-			c.catchUpLater(c.heldVols, c.heldNodes)
+			c.catchUpLater()
 		})
 	case CoordBusCut:
 		if c.conn.cut {

@@ -10,7 +10,8 @@ import (
 // A coordinator's informers (the volume gate's Nodes and Longhorn objects) do not see the API the
 // moment it answers again. After an API server restart, or after the coordinator's own path to it
 // was cut, each reflector's watch has failed and lists again only after its backoff (client-go's
-// reflector backs off from 800 ms up to 30 s), while the coordinator's own requests — its Lease,
+// reflector backs off from 800 ms, doubling, to 30 to 60 s with its jitter), while the
+// coordinator's own requests — its Lease,
 // its cordon, the checks before its status writes — already succeed. Until its informers caught
 // up, its gate decides on what they held when it lost the API: a Node deleted meanwhile still
 // exists there, a replica failed meanwhile is still healthy. While an InformersBehind happening
@@ -23,8 +24,8 @@ import (
 const InformersBehind Kind = "informers-behind"
 
 // maxCatchUp bounds how long informers take to catch up with an API that answers again: the
-// reflector's longest backoff.
-const maxCatchUp = 30 * time.Second
+// reflector's longest backoff (30 s, and a jitter of up to as much again).
+const maxCatchUp = time.Minute
 
 // informerFaults draws this file's happening for a random plan (Config.InformersBehind).
 func informerFaults(cfg Config) Plan {
@@ -40,19 +41,32 @@ func (s *Sim) applyInformerFault(f Fault) {
 // informersLate reports whether InformersBehind is happening.
 func (s *Sim) informersLate() bool { return s.w.now.Before(s.lateInformersUntil) }
 
-// facts is what this replica's informers hold: what they held when it lost the API, while its
-// own path to the API is cut or its informers have not caught up since; otherwise what the API
-// said a moment ago.
+// facts is what this replica's informers hold: what they held when it lost the API (its own path
+// cut, or the API down), until the API answers it again and they caught up; otherwise what the API
+// said a moment ago. (Without InformersBehind: held only while its own path is cut and the API is
+// up, as the regressions found before were.)
 func (c *coord) facts() ([]volumes.Volume, map[string]volumes.NodeState) {
-	if c.lagging() || (c.apiCut && c.s.cluster.apiUp) {
+	if !c.s.informersLate() {
+		c.cachesHeld, c.factsQ = false, nil
+		if c.apiCut && c.s.cluster.apiUp {
+			return c.heldVols, c.heldNodes
+		}
+		return c.s.cluster.facts()
+	}
+	if c.cachesHeld && (c.apiCut || !c.s.cluster.apiUp || c.lagging()) {
 		return c.heldVols, c.heldNodes
 	}
-	vols, nodes := c.s.cluster.facts()
-	if !c.s.informersLate() {
-		c.factsQ = nil
-		return vols, nodes
+	c.cachesHeld = false
+	return c.delivered(c.s.cluster.facts())
+}
+
+// loseAPI: this replica stops hearing from the API (its own path cut, or the API down); its
+// informers hold what they had, unless they still held older facts.
+func (c *coord) loseAPI() {
+	if !c.cachesHeld {
+		vols, nodes := c.facts()
+		c.heldVols, c.heldNodes, c.cachesHeld = vols, nodes, true
 	}
-	return c.delivered(vols, nodes)
 }
 
 // factsView is one state of the facts as this replica's informers deliver it, from at.
@@ -87,29 +101,35 @@ func (c *coord) delivered(vols []volumes.Volume, nodes map[string]volumes.NodeSt
 // lagging reports whether this replica's informers are still catching up with the API.
 func (c *coord) lagging() bool { return c.s.w.now.Before(c.caughtUpAt) }
 
-// catchUpLater: this replica reaches the API again, and its informers, which held vols and
-// nodes, catch up a random time within maxCatchUp from now (after any catch-up still under way:
-// they held older facts still).
-func (c *coord) catchUpLater(vols []volumes.Volume, nodes map[string]volumes.NodeState) {
-	if !c.s.informersLate() || !c.alive {
+// catchUpLater: this replica reaches the API again (its path back, and the API up); its
+// informers catch up a random time within maxCatchUp from now.
+func (c *coord) catchUpLater() {
+	if !c.s.informersLate() || !c.alive || !c.cachesHeld || c.apiCut || !c.s.cluster.apiUp {
 		return
-	}
-	if !c.lagging() {
-		c.heldVols, c.heldNodes = vols, nodes
 	}
 	c.caughtUpAt = later(c.s.w.now.Add(betweenR(c.s.lrng, 0, maxCatchUp)), c.caughtUpAt)
 	c.s.w.logf("%s's informers catch up with the API in %s (until then its volume gate reads what they held)",
 		c.name, c.caughtUpAt.Sub(c.s.w.now).Round(time.Millisecond))
 }
 
-// apiBack: the Kubernetes API answers again after an outage; every replica's informers held
-// what the API said when it went down.
+// apiDown: the Kubernetes API stops answering; every replica's informers hold what they had.
+func (s *Sim) apiDown() {
+	s.cluster.setAPI(false)
+	if s.informersLate() {
+		for _, c := range s.coords {
+			if c.alive {
+				c.loseAPI()
+			}
+		}
+	}
+}
+
+// apiBack: the Kubernetes API answers again after an outage; the informers of every replica
+// whose own path to it is not cut catch up.
 func (s *Sim) apiBack() {
 	s.cluster.setAPI(true)
 	for _, c := range s.coords {
-		if !c.apiCut {
-			c.catchUpLater(s.cluster.frozen, s.cluster.frozenN)
-		}
+		c.catchUpLater()
 	}
 }
 

@@ -227,7 +227,7 @@ func (s *Sim) apply(f Fault) {
 		}
 	case APIOutage:
 		w.logf("the Kubernetes API is unreachable for %s", f.For)
-		cl.setAPI(false)
+		s.apiDown()
 		back("api back", func() { w.logf("the Kubernetes API is back"); s.apiBack() })
 	case OperatorCordon:
 		// kubectl cordon of a schedulable node, edgedrain's annotation left on it or not (kubectl

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,14 +21,16 @@ import (
 
 // The check after eviction is the one COMPLETE follows, and the caches may be behind the API by
 // far more than a round trip: after an API server restart, or a cut of the coordinator's own path
-// to it, each informer lists again only after its reflector's backoff (up to 30 s), while the
+// to it, each informer lists again only after its reflector's backoff (30 to 60 s at worst), while the
 // coordinator's own requests already succeed. A Node deleted in that time still exists in the
 // cache, a replica failed in it is still healthy there, and a node could go down holding the last
 // copy of a volume. So a check after eviction that the caches call safe is decided again on the
 // Nodes and the storage system's objects listed from the API server at that moment (a list
 // without a resourceVersion is served from etcd with a quorum read): only if that read is safe
-// too is the node. A read that fails fails the check, which is asked again. (The API-unreachable
-// rule asks for the last known view, GateOptions.LastKnown: the caches are all there is then.)
+// too is the node. A read that fails fails the check, which is asked again. The lists run side by
+// side and must answer within nodedrain.MaxAnswerAge: an answer older than that is not acted on
+// anyway. (The API-unreachable rule asks for the last known view, GateOptions.LastKnown: the
+// caches are all there is then.)
 
 // FreshReader is implemented by Sources that can answer from the API server instead of their
 // caches.
@@ -38,7 +42,7 @@ type FreshReader interface {
 // confirm decides the replicated volumes of node again on a fresh read: the blockers it finds
 // and whether they block.
 func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOptions) ([]nodedrain.Blocker, bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout) // (or the caller's deadline, if sooner)
+	rctx, cancel := context.WithTimeout(ctx, min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge)) // (or the caller's deadline, if sooner)
 	defer cancel()
 	nodes, sources, err := g.readFresh(rctx)
 	if err != nil {
@@ -68,14 +72,25 @@ func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOp
 func (g *Gate) confirmSafe(ctx context.Context, log logrus.FieldLogger, node string, opts coordinator.GateOptions,
 	others []nodedrain.Blocker) ([]nodedrain.Blocker, bool, error) {
 	fresh, blocked, err := g.confirm(ctx, node, opts)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		// Slow, not unreachable: said without the transport error, which the coordinator would
+		// take for the API being down.
+		return nil, false, fmt.Errorf("%w: the API server did not answer within %s", ErrNotConfirmed, min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge))
+	case err != nil:
 		return nil, false, fmt.Errorf("%w: %w", ErrNotConfirmed, err)
 	}
-	if blocked {
-		var why []string
-		for _, b := range fresh {
-			why = append(why, b.Name+": "+b.Reason)
-		}
+	key := staleKey(node)
+	if !blocked {
+		g.forgetReport(key)
+		return append(fresh, others...), false, nil
+	}
+	var why []string
+	for _, b := range fresh {
+		why = append(why, b.Name+": "+b.Reason)
+	}
+	// Once per episode (the caches stay behind for up to a minute, asked again every few seconds).
+	if g.reportOnce(key, "stale") {
 		log.WithField("blockers", strings.Join(why, "; ")).
 			Warn("the volume gate's caches are behind the API server: they said the node's volumes are safe, a read from the API says not; the drain waits")
 		g.metrics.StaleCaches.Inc()
@@ -83,27 +98,40 @@ func (g *Gate) confirmSafe(ctx context.Context, log logrus.FieldLogger, node str
 	return append(fresh, others...), blocked, nil
 }
 
+// staleKey is the report key of node's caches found behind the API (an episode ends when the
+// caches no longer say safe on their own, or the API agrees).
+func staleKey(node string) string { return "stale-caches:" + node }
+
 // readAPI lists the Nodes, and each source that can the storage system's objects, from the API
-// server (Gate.readFresh).
+// server, side by side (Gate.readFresh).
 func (g *Gate) readAPI(ctx context.Context) ([]*corev1.Node, []Source, error) {
-	list, err := g.cfg.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w", err)
-	}
-	nodes := make([]*corev1.Node, 0, len(list.Items))
-	for i := range list.Items {
-		nodes = append(nodes, &list.Items[i])
-	}
-	sources := make([]Source, 0, len(g.sources))
-	for _, s := range g.sources {
-		if f, ok := s.(FreshReader); ok && s.Available() {
-			fs, err := f.Fresh(ctx)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", s.Name(), err)
-			}
-			s = fs
+	var nodes []*corev1.Node
+	sources := slices.Clone(g.sources)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		list, err := g.cfg.Client.CoreV1().Nodes().List(ectx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("list nodes: %w", err)
 		}
-		sources = append(sources, s)
+		for i := range list.Items {
+			nodes = append(nodes, &list.Items[i])
+		}
+		return nil
+	})
+	for i, s := range sources {
+		if f, ok := s.(FreshReader); ok && s.Available() {
+			eg.Go(func() error {
+				fs, err := f.Fresh(ectx)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Name(), err)
+				}
+				sources[i] = fs
+				return nil
+			})
+		}
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, nil, err
 	}
 	return nodes, sources, nil
 }
@@ -117,7 +145,7 @@ var ErrNotConfirmed = errors.New("volume gate: could not confirm the volumes are
 func (l *Longhorn) Fresh(ctx context.Context) (Source, error) {
 	f := &Longhorn{dyn: l.dyn, disc: l.disc, namespace: l.namespace, log: l.log, memo: map[*unstructured.Unstructured]any{}}
 	f.installed.Store(true)
-	read := func(gvr schema.GroupVersionResource, cached cache.Indexer) (cache.Indexer, error) {
+	read := func(ctx context.Context, gvr schema.GroupVersionResource, cached cache.Indexer) (cache.Indexer, error) {
 		if cached == nil {
 			return nil, nil // not served
 		}
@@ -133,7 +161,7 @@ func (l *Longhorn) Fresh(ctx context.Context) (Source, error) {
 		}
 		return idx, nil
 	}
-	var err error
+	eg, ectx := errgroup.WithContext(ctx)
 	for _, r := range []struct {
 		gvr  schema.GroupVersionResource
 		from cache.Indexer
@@ -142,9 +170,14 @@ func (l *Longhorn) Fresh(ctx context.Context) (Source, error) {
 		{longhornVolumes, l.volumes, &f.volumes}, {longhornReplicas, l.replicas, &f.replicas}, {longhornEngines, l.engines, &f.engines},
 		{longhornNodes, l.nodes, &f.nodes}, {longhornSettings, l.settings, &f.settings},
 	} {
-		if *r.to, err = read(r.gvr, r.from); err != nil {
-			return nil, err
-		}
+		eg.Go(func() error {
+			idx, err := read(ectx, r.gvr, r.from)
+			*r.to = idx
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

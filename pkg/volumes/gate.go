@@ -266,6 +266,7 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 		}
 	} else {
 		blockers, blocked = append(blockers, others...), blocked || othersBlocked
+		g.forgetReport(staleKey(node))
 	}
 	g.watch(node, blocked, blockers)
 	if g.policyFor(opts) == PolicyAllow {

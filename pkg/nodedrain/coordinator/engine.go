@@ -124,8 +124,8 @@ type nodeEvent struct {
 	node  string
 	ev    nodedrain.Event
 	probe *bool
-	// rebooted: the node's kubelet reports a new boot (rebooted.go).
-	rebooted bool
+	// rebooted: the node's kubelet reports this new boot ID (rebooted.go).
+	rebooted string
 	run      uint64 // the Run that posted it: a result of an earlier run is dropped
 }
 
@@ -322,8 +322,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			switch {
 			case r.probe != nil:
 				e.apiReachable(*r.probe)
-			case r.rebooted:
-				e.rebooted(r.node)
+			case r.rebooted != "":
+				e.rebooted(r.node, r.rebooted)
 			default:
 				e.step(ctx, r.node, r.ev)
 			}
@@ -568,7 +568,7 @@ func (e *Engine) nodeUpdated(ctx context.Context, old, cur any) {
 		e.signalNodes()
 	}
 	if ok1 && ok2 && bootChanged(o, c) {
-		e.postRebooted(ctx, c.Name)
+		e.postRebooted(ctx, c.Name, c.Status.NodeInfo.BootID)
 	}
 }
 

@@ -128,7 +128,8 @@ func (x *executor) start(ctx context.Context, node, requestID string, s nodedrai
 		res := x.run(octx, node, requestID, s, wholeCluster)
 		res.Op, res.RequestID = s.Op, requestID
 		if res.Err != nil {
-			res.Unreachable = unreachable(res.Err)
+			// (An operation cancelled mid-request fails with a transport error too: not the API's.)
+			res.Unreachable = unreachable(res.Err) && octx.Err() == nil
 			if res.Unreachable {
 				x.e.postProbe(ctx, false)
 			}

@@ -28,11 +28,13 @@ func bootChanged(old, cur *corev1.Node) bool {
 	return o != "" && c != "" && o != c
 }
 
-// rebooted records, in the loop, that node booted again (bootChanged): an undrained reboot if a
-// request of it was being served and had not reached COMPLETE (or NOTSUPPORTED).
-func (e *Engine) rebooted(node string) {
+// rebooted records, in the loop, that node booted again as boot (bootChanged): an undrained
+// reboot if a request of it made before this boot was being served and had not reached COMPLETE
+// (or NOTSUPPORTED). A COMPLETE whose write failed (CompleteSent: it may have landed, and the
+// agent acted on it) counts as reached.
+func (e *Engine) rebooted(node, boot string) {
 	d, ok := e.core.Drain(node)
-	if !ok || d.Request == nil {
+	if !ok || d.Request == nil || d.Status.CompleteSent || d.Request.BootID == boot {
 		return
 	}
 	switch d.Status.Status {
@@ -48,9 +50,9 @@ func (e *Engine) rebooted(node string) {
 }
 
 // postRebooted hands a new boot of node to the loop.
-func (e *Engine) postRebooted(ctx context.Context, node string) {
+func (e *Engine) postRebooted(ctx context.Context, node, boot string) {
 	select {
-	case e.results <- nodeEvent{node: node, rebooted: true, run: runOf(ctx)}:
+	case e.results <- nodeEvent{node: node, rebooted: boot, run: runOf(ctx)}:
 	case <-ctx.Done():
 	}
 }
