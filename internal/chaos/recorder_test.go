@@ -19,8 +19,11 @@ import (
 // streamRecorder records every message a bucket's stream stores, with the server's timestamp:
 // an ordered consumer (re-created after a server's death, from where it was) delivers them, and
 // any revision it skips (seen once after a stream leader's pause) is read back by sequence from
-// the stream's leader. A revision gone meanwhile (the bucket keeps pubsub.MaxHistory, 64, values
-// per key; an older one is dropped) is recorded as lost.
+// the stream's leader. So is every revision the stream holds that the consumer has not delivered
+// yet, a few times a second: while the consumer is being re-created (seconds, after its server's
+// death) a key may be written more times than its bucket keeps (the status bucket keeps 8 values
+// per key), and its older values are dropped before the consumer could deliver them. A revision
+// gone all the same is recorded as lost.
 type streamRecorder struct {
 	w        *world
 	stream   jetstream.Stream
@@ -30,7 +33,7 @@ type streamRecorder struct {
 	mu       sync.Mutex
 	next     uint64 // the first revision not recorded yet, or skipped
 	seen     map[uint64]bool
-	readBack int // revisions the consumer skipped, read back by sequence
+	readBack int // revisions read back by sequence (ahead of the consumer, or skipped by it)
 	skips    int // sequences that never held a message (see skipped)
 }
 
@@ -57,7 +60,34 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 	}))
 	must(w.t, err)
 	go func() { <-ctx.Done(); cc.Stop() }()
+	go r.poll(ctx)
 	return r
+}
+
+// pollEvery is how often the recorder reads back what the stream holds and its consumer has not
+// delivered: well within the time a key takes to be written 8 times.
+const pollEvery = 200 * time.Millisecond
+
+// poll reads back, every pollEvery until ctx ends, the revisions up to the stream's last.
+func (r *streamRecorder) poll(ctx context.Context) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := r.stream.Info(ictx)
+		cancel()
+		if err != nil {
+			continue // (the consumer's errors say why; the next poll tries again)
+		}
+		r.mu.Lock()
+		r.fill(ctx, info.State.LastSeq)
+		r.mu.Unlock()
+	}
 }
 
 // finish reads back every revision stored and not delivered yet.
@@ -71,7 +101,7 @@ func (r *streamRecorder) finish(ctx context.Context) {
 	defer r.mu.Unlock()
 	r.fill(ctx, info.State.LastSeq)
 	if r.readBack > 0 {
-		r.w.logf("recorder of %s: %d revisions its consumer skipped were read back by sequence", r.bucket, r.readBack)
+		r.w.logf("recorder of %s: %d revisions were read back by sequence (ahead of its consumer, or skipped by it)", r.bucket, r.readBack)
 	}
 	if r.skips > 0 {
 		r.w.logf("recorder of %s: %d sequences held no message (skipped by a new stream leader)", r.bucket, r.skips)
