@@ -368,3 +368,37 @@ WantedBy=multi-user.target
 	a.waitLog("the kubelet's graceful node shutdown is on")
 	assert.Contains(t, a.log(), "shutdownGracePeriod to 0")
 }
+
+// TestNonRootAgentPowersOffAndBlocksWithThePolkitRule: the rule's other lines. With it, the
+// agent as its own user holds logind's block lock (--catch-shutdown block), and powers its
+// machine off after COMPLETE.
+func TestNonRootAgentPowersOffAndBlocksWithThePolkitRule(t *testing.T) {
+	t.Parallel()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	rule, err := os.ReadFile(filepath.Join(root, "deploy", "host", "50-edgedrain-agent.rules"))
+	require.NoError(t, err)
+	s := newScene(t, "nonroot-off", 3)
+	target := s.deploy("web", 3, 1)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, hostAgentConfig{NonRoot: true,
+		Files: map[string]string{"/etc/polkit-1/rules.d/50-edgedrain-agent.rules": string(rule)}},
+		"--catch-shutdown", "block", "--inhibit-delay-max", "0", "--shutdown-command", "logind:poweroff")
+	out, err := a.host.Exec("systemd-inhibit", "--list", "--no-legend")
+	require.NoError(t, err, out)
+	var modes []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "edgedrain-agent" {
+			modes = append(modes, f[len(f)-1])
+		}
+	}
+	assert.ElementsMatch(t, []string{"delay", "block"}, modes, "the agent's locks as logind lists them:\n%s", out)
+
+	asked, err := exec.Command(agentBin, "request", "shutdown", "--socket", a.sock).CombinedOutput()
+	require.NoError(t, err, "agent request shutdown: %s", asked)
+	req := s.request(target, "")
+	s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
+	code, down := a.host.WaitDown(60 * time.Second)
+	require.True(t, down, "the power-off did not go through with the rule:\n%s", a.logTail(20))
+	assert.Equal(t, 0, code, "powered off, not rebooted")
+}
