@@ -312,10 +312,7 @@ func TestAgentRebootsAndPowersOffThroughARealLogind(t *testing.T) {
 // through. Its delay lock on shutdown needs no rule.
 func TestNonRootAgentRebootsOnlyWithThePolkitRule(t *testing.T) {
 	t.Parallel()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	rule, err := os.ReadFile(filepath.Join(root, "deploy", "host", "50-edgedrain-agent.rules"))
-	require.NoError(t, err)
+	rule := polkitRule(t)
 	s := newScene(t, "nonroot", 3)
 	target := s.deploy("web", 3, 1)
 	s.runCoordinator(nil)
@@ -374,10 +371,7 @@ WantedBy=multi-user.target
 // machine off after COMPLETE.
 func TestNonRootAgentPowersOffAndBlocksWithThePolkitRule(t *testing.T) {
 	t.Parallel()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	rule, err := os.ReadFile(filepath.Join(root, "deploy", "host", "50-edgedrain-agent.rules"))
-	require.NoError(t, err)
+	rule := polkitRule(t)
 	s := newScene(t, "nonroot-off", 3)
 	target := s.deploy("web", 3, 1)
 	s.runCoordinator(nil)
@@ -401,4 +395,14 @@ func TestNonRootAgentPowersOffAndBlocksWithThePolkitRule(t *testing.T) {
 	code, down := a.host.WaitDown(60 * time.Second)
 	require.True(t, down, "the power-off did not go through with the rule:\n%s", a.logTail(20))
 	assert.Equal(t, 0, code, "powered off, not rebooted")
+}
+
+// polkitRule is deploy/host's polkit rule for the non-root agent.
+func polkitRule(t *testing.T) []byte {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	rule, err := os.ReadFile(filepath.Join(root, "deploy", "host", "50-edgedrain-agent.rules"))
+	require.NoError(t, err)
+	return rule
 }

@@ -50,10 +50,7 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 	target := h.deploy("web", 6, 1)
 	cordons := h.countCordons(target)
 	cfg := h.config(h.c.Client)
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.c.Client.CoreV1().Events("")})
-	t.Cleanup(broadcaster.Shutdown)
-	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator"})
+	cfg.Recorder = h.eventRecorder()
 	h.run(cfg)
 
 	h.request(target, "r1", time.Now())
@@ -97,13 +94,7 @@ func TestHappyPathDrainsAndUncordons(t *testing.T) {
 func TestPDBFailsTheDrainNamingIt(t *testing.T) {
 	h := newHarness(t, "pdb", 3)
 	target := h.deploy("db", 3, 1)
-	minAvailable := intstr.FromInt32(3)
-	_, err := h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	h.pdbAllowingNone("db-pdb", "db", 3)
 	cfg := h.config(h.c.Client)
 	cfg.Policy.DrainAttemptTimeout = time.Second
 	h.run(cfg)
@@ -205,4 +196,25 @@ func TestOperatorCordonedNodeStaysCordoned(t *testing.T) {
 	testenv.Never(t, func() bool { return !h.node(h.nodes[0]).Spec.Unschedulable }, time.Second, 100*time.Millisecond,
 		"edgedrain uncordoned a node an operator cordoned")
 	assert.NotContains(t, h.node(h.nodes[0]).Annotations, CordonAnnotation)
+}
+
+// pdbAllowingNone makes a PodDisruptionBudget of the app's pods that allows no eviction
+// (minAvailable all replicas).
+func (h *harness) pdbAllowingNone(name, app string, replicas int32) {
+	h.t.Helper()
+	minAvailable := intstr.FromInt32(replicas)
+	_, err := h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+	}, metav1.CreateOptions{})
+	require.NoError(h.t, err)
+}
+
+// eventRecorder records Events to the test cluster's API server, as the coordinator's does.
+func (h *harness) eventRecorder() record.EventRecorder {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.c.Client.CoreV1().Events("")})
+	h.t.Cleanup(broadcaster.Shutdown)
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator"})
 }

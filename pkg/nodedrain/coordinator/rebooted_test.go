@@ -10,13 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
@@ -27,21 +22,12 @@ import (
 func TestUndrainedRebootIsRecorded(t *testing.T) {
 	h := newHarness(t, "undrained", 3)
 	target := h.deploy("db", 3, 1)
-	minAvailable := intstr.FromInt32(3) // no eviction allowed: the drain stays under way
-	_, err := h.c.Client.PolicyV1().PodDisruptionBudgets(h.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db-pdb"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	h.pdbAllowingNone("db-pdb", "db", 3) // the drain stays under way
 	for _, n := range h.nodes {
 		setBootID(t, h, n, "boot-1")
 	}
 	cfg := h.config(h.c.Client)
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: h.c.Client.CoreV1().Events("")})
-	t.Cleanup(broadcaster.Shutdown)
-	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator"})
+	cfg.Recorder = h.eventRecorder()
 	h.run(cfg)
 
 	var idle string
@@ -54,7 +40,7 @@ func TestUndrainedRebootIsRecorded(t *testing.T) {
 	h.request(target, "r1", time.Now())
 	h.waitStatus(target, nodedrain.StatusDrainRetrying, 30*time.Second)
 	// The idle node's agent asks from its new boot before the coordinator sees that boot.
-	_, err = h.Requests.Publish(context.Background(), idle, nodedrain.NodeDrainRequest{Node: idle, RequestID: "r2",
+	_, err := h.Requests.Publish(context.Background(), idle, nodedrain.NodeDrainRequest{Node: idle, RequestID: "r2",
 		RequestedAt: time.Now(), RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot", BootID: "boot-2"})
 	require.NoError(t, err)
 	h.waitStatus(idle, nodedrain.StatusRequested, 30*time.Second)
