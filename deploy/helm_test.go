@@ -91,6 +91,45 @@ func chartCases() []chartCase {
 		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
 		{name: "catch-shutdown", set: []string{"agent.catchShutdown=delay"}, kust: kustomizeWith("base", "catch-shutdown")},
 		{name: "catch-shutdown=block", set: []string{"agent.catchShutdown=block", "agent.inhibitDelayMax=20m"}, more: checkCatchShutdown},
+		{name: "non-root", set: []string{"agent.runAsUser=65532", "agent.catchShutdown=delay"}, more: checkNonRoot},
+	}
+}
+
+// checkNonRoot: agent.runAsUser other than 0 runs the agent as that user, mounts only the host's
+// /run/dbus and /run/edgedrain/sentinels of its /run (the reboot sentinel moved there), expects
+// the state and override directories made on the host, and leaves logind's delay to the host's
+// drop-in (deploy/host).
+func checkNonRoot(t *testing.T, rendered []byte, _ []map[string]any) {
+	var ds appsv1.DaemonSet
+	decodeKind(t, rendered, "DaemonSet", "edgedrain-agent", &ds)
+	ctr := ds.Spec.Template.Spec.Containers[0]
+	sc := ctr.SecurityContext
+	require.NotNil(t, sc.RunAsUser)
+	assert.Equal(t, int64(65532), *sc.RunAsUser)
+	assert.Equal(t, int64(65532), *sc.RunAsGroup)
+	assert.True(t, *sc.RunAsNonRoot)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	env := envOf(ctr)
+	assert.Equal(t, "/host/run/edgedrain/sentinels/reboot-required", env["EDGEDRAIN_REBOOT_SENTINEL"])
+	assert.Equal(t, "unix:path=/host/run/dbus/system_bus_socket", env["DBUS_SYSTEM_BUS_ADDRESS"])
+	assert.Equal(t, "delay", env["EDGEDRAIN_CATCH_SHUTDOWN"])
+	assert.Equal(t, "0", env["EDGEDRAIN_INHIBIT_DELAY_MAX"], "the host's drop-in sets logind's delay")
+	assert.NotContains(t, env, "EDGEDRAIN_LOGIND_CONF_DIR")
+	hostPaths := map[string]corev1.HostPathType{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.HostPath.Path] = *v.HostPath.Type
+		}
+	}
+	assert.Equal(t, map[string]corev1.HostPathType{
+		"/var/lib/edgedrain/agent": corev1.HostPathDirectory, "/persist/kube-status": corev1.HostPathDirectory,
+		"/run/dbus": corev1.HostPathDirectory, "/run/edgedrain/sentinels": corev1.HostPathDirectory,
+		"/proc/sys/kernel/random": corev1.HostPathDirectory,
+	}, hostPaths, "no more of the host than that: not its /run, not its logind drop-ins")
+	for _, m := range ctr.VolumeMounts {
+		if strings.HasPrefix(m.MountPath, "/host/") {
+			assert.True(t, m.ReadOnly, "%s read-only", m.MountPath)
+		}
 	}
 }
 
@@ -497,6 +536,11 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		{"logind decommission command", []string{"agent.commands.decommission=logind:poweroff", "agent.extraArgs={--update-reboots}"},
 			"the agent refuses logind commands for a decommission"},
 		{"unknown logind command", []string{"agent.commands.shutdown=logind:halt"}, "the logind commands are logind:reboot and logind:poweroff"},
+		{"non-root agent with nsenter", []string{"agent.runAsUser=65532", "agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
+			"agent.runAsUser other than 0 needs agent.rebootMethod=logind"},
+		{"non-root agent with a sentinel it cannot see", []string{"agent.runAsUser=65532", "agent.sentinels.reboot=/host/run/my-reboot"},
+			"only the host's /run/edgedrain/sentinels is mounted"},
+		{"negative uid", []string{"agent.runAsUser=-1"}, "at '/agent/runAsUser'"},
 		{"agent extraEnv of the chart's EDGEDRAIN_ name", []string{"agent.extraEnv[0].name=EDGEDRAIN_LOG_FORMAT", "agent.extraEnv[0].value=text"},
 			"agent.extraEnv: EDGEDRAIN_LOG_FORMAT: EDGEDRAIN_ variables are the chart's"},
 		{"agent extraEnv of a flag's EDGEDRAIN_ name", []string{"agent.extraEnv[0].name=EDGEDRAIN_COMMAND_TIMEOUT", "agent.extraEnv[0].value=30m"},
