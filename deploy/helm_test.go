@@ -91,7 +91,8 @@ func chartCases() []chartCase {
 		{name: "store-not-kept", set: []string{"nats.embedded.storage.keepOnUninstall=false"}, kust: kustomize("base")},
 		{name: "catch-shutdown", set: []string{"agent.catchShutdown=delay"}, kust: kustomizeWith("base", "catch-shutdown")},
 		{name: "catch-shutdown=block", set: []string{"agent.catchShutdown=block", "agent.inhibitDelayMax=20m"}, more: checkCatchShutdown},
-		{name: "non-root", set: []string{"agent.runAsUser=65532", "agent.catchShutdown=delay"}, more: checkNonRoot},
+		{name: "non-root", set: []string{"agent.runAsUser=65532"}, kust: kustomizeWith("base", "non-root")},
+		{name: "non-root+catch-shutdown", set: []string{"agent.runAsUser=65532", "agent.catchShutdown=delay"}, more: checkNonRoot},
 	}
 }
 
