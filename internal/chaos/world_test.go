@@ -367,6 +367,7 @@ func newWorld(t *testing.T, seed uint64, dir string, nodes, maxConcurrent int) *
 		a.start()
 	}
 	go w.refreshTokens(rctx)
+	go w.keepLeases(rctx)
 	go w.supervise(rctx)
 	return w
 }
