@@ -190,6 +190,11 @@ func (g *Gate) Start(ctx context.Context) error {
 		}
 		g.metrics.SourceAvailable.WithLabelValues(s.Name()).Set(available)
 	}
+	for _, s := range g.sources {
+		if _, ok := s.(FreshReader); !ok && s.Available() {
+			g.log.WithField("source", s.Name()).Warn("this storage system cannot be read afresh: the check before COMPLETE trusts its caches, which may be behind the API")
+		}
+	}
 	g.ready.Store(true)
 	g.log.WithField("policy", g.cfg.Policy.String()).Info("volume gate ready")
 	return nil
