@@ -51,7 +51,7 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.fill(ctx, md.Sequence.Stream-1)
+		r.fill(ctx, md.Sequence.Stream-1, true)
 		r.record(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), md.Timestamp)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errs.Add(1) <= 20 {
@@ -85,7 +85,7 @@ func (r *streamRecorder) poll(ctx context.Context) {
 			continue // (the consumer's errors say why; the next poll tries again)
 		}
 		r.mu.Lock()
-		r.fill(ctx, info.State.LastSeq)
+		r.fill(ctx, info.State.LastSeq, false)
 		r.mu.Unlock()
 	}
 }
@@ -99,7 +99,7 @@ func (r *streamRecorder) finish(ctx context.Context) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fill(ctx, info.State.LastSeq)
+	r.fill(ctx, info.State.LastSeq, true)
 	if r.readBack > 0 {
 		r.w.logf("recorder of %s: %d revisions were read back by sequence (ahead of its consumer, or skipped by it)", r.bucket, r.readBack)
 	}
@@ -109,20 +109,32 @@ func (r *streamRecorder) finish(ctx context.Context) {
 }
 
 // fill reads back the revisions from r.next to last not recorded yet (r.mu held).
-func (r *streamRecorder) fill(ctx context.Context, last uint64) {
+//
+// The poller's fills are not final (final false): a read that fails other than with "not found"
+// (JetStream unavailable while its servers elect leaders) leaves that revision and the ones after
+// it to a later fill — the consumer's, before it records past them, or the end's — instead of
+// taking them for lost.
+func (r *streamRecorder) fill(ctx context.Context, last uint64, final bool) {
+	attempts := 1
+	if final {
+		attempts = 5
+	}
 	for seq := r.next; seq <= last; seq++ {
 		if r.seen[seq] {
 			continue
 		}
 		var msg *jetstream.RawStreamMsg
 		var err error
-		for range 5 {
+		for range attempts {
 			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			msg, err = leaderGet(gctx, r.nc, r.stream.CachedInfo().Config.Name, seq)
 			cancel()
 			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) {
 				break
 			}
+		}
+		if err != nil && !final && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return
 		}
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			if skipped, serr := r.skipped(ctx, seq); serr != nil {
