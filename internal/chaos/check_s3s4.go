@@ -308,6 +308,17 @@ func (h *history) strandedCordon(node string, t time.Time) bool {
 	return true
 }
 
+// edgedrainCordoning reports whether edgedrain published, between from and to, that it was
+// cordoning node (STARTING).
+func (h *history) edgedrainCordoning(node string, from, to time.Time) bool {
+	for _, e := range h.status[node] {
+		if e.Status != nil && e.Status.Status == nodedrain.StatusStarting && !e.At.Before(from) && !e.At.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkOperatorCordons is S4's second clause, the simulation's checkUncordon (internal/sim): a
 // cordon edgedrain did not make is never removed. An operator's cordon (op-cordon) is the
 // operator's when it lands on a schedulable node (on a node already cordoned, kubectl cordon
@@ -356,8 +367,12 @@ func (h *history) checkOperatorCordons() []Violation {
 				if !n.Unschedulable {
 					continue
 				}
-				if n.Annotated != before.Annotated {
-					break // edgedrain cordoned it at the same time: whose cordon it is, the history cannot tell
+				if n.Annotated != before.Annotated || h.edgedrainCordoning(node, f.At.Add(-h.cfg.Slack), n.At) {
+					// edgedrain cordoned it at the same time (kubectl uncordon leaves edgedrain's
+					// record, so its re-cordon may not change the annotation's presence): whose
+					// cordon it is the history cannot tell, and a kubectl cordon that lands on it
+					// changes nothing.
+					break
 				}
 				since = n.At
 				continue

@@ -320,6 +320,14 @@ func TestOperatorCordonRemoved(t *testing.T) {
 	assert.Contains(t, strings.Join(invariants(Check(runOf(early), Config{MaxConcurrent: 1})), "\n"),
 		"was removed at +69.000s", "uncordoned before the operator's record")
 
+	// edgedrain cordoning the node again as the operator's cordon lands (an uncordon left its
+	// record): whose cordon it is cannot be told, and edgedrain's uncordon later is no violation.
+	racing := append(reboot("n1", "r1", 0),
+		nodeEv("n1", 49.9, false, true, true), fault(50, OpCordon, "n1", "start"), st("n1", 50.1, nodedrain.StatusStarting, "r1"),
+		nodeEv("n1", 50.2, true, true, true), nodeEv("n1", 60, false, false, true), fault(80, OpCordon, "n1", "end"))
+	assert.NotContains(t, strings.Join(invariants(Check(runOf(racing), Config{MaxConcurrent: 1})), "\n"), "S4",
+		"edgedrain's re-cordon at the same moment")
+
 	// On a node already cordoned, kubectl cordon changes nothing: the cordon is edgedrain's still.
 	already := append(reboot("n1", "r1", 0), fault(3, OpCordon, "n1", "start"), fault(40, OpCordon, "n1", "end"))
 	assert.Empty(t, invariants(Check(runOf(already), Config{MaxConcurrent: 1})))
