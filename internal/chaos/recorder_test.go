@@ -117,7 +117,7 @@ func (r *streamRecorder) finish(ctx context.Context) {
 func (r *streamRecorder) fill(ctx context.Context, last uint64, final bool) {
 	attempts := 1
 	if final {
-		attempts = 5
+		attempts = 8 // waiting up to about 40 s in all for JetStream to be available again
 	}
 	for seq := r.next; seq <= last; seq++ {
 		if r.seen[seq] {
@@ -125,7 +125,12 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64, final bool) {
 		}
 		var msg *jetstream.RawStreamMsg
 		var err error
-		for range attempts {
+		wait := 500 * time.Millisecond
+		for i := range attempts {
+			if i > 0 && !sleepCtx(ctx, wait) {
+				break
+			}
+			wait = min(2*wait, 8*time.Second)
 			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			msg, err = leaderGet(gctx, r.nc, r.stream.CachedInfo().Config.Name, seq)
 			cancel()
@@ -276,4 +281,16 @@ func (r *streamRecorder) record(seq uint64, subject string, hdr nats.Header, dat
 		}
 	}
 	r.w.add(e)
+}
+
+// sleepCtx sleeps for d unless ctx ends first; it reports whether it slept the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
