@@ -1,7 +1,8 @@
 package sim
 
 import (
-	"fmt"
+	"maps"
+	"reflect"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/volumes"
@@ -72,7 +73,6 @@ func (c *coord) loseAPI() {
 // factsView is one state of the facts as this replica's informers deliver it, from at.
 type factsView struct {
 	at    time.Time
-	key   string
 	vols  []volumes.Volume
 	nodes map[string]volumes.NodeState
 }
@@ -81,13 +81,13 @@ type factsView struct {
 // as its node view (nodeview.go), a change is queued as the view first meets it and delivered a
 // random delay within maxViewLag later, after every change before it.
 func (c *coord) delivered(vols []volumes.Volume, nodes map[string]volumes.NodeState) ([]volumes.Volume, map[string]volumes.NodeState) {
-	live := factsView{at: c.s.w.now, key: fmt.Sprint(vols, nodes), vols: vols, nodes: nodes}
+	live := factsView{at: c.s.w.now, vols: vols, nodes: nodes}
 	q := c.factsQ
 	if len(q) == 0 {
 		c.factsQ = []factsView{live}
 		return vols, nodes
 	}
-	if last := q[len(q)-1]; last.key != live.key {
+	if last := q[len(q)-1]; !maps.Equal(last.nodes, nodes) || !reflect.DeepEqual(last.vols, vols) {
 		live.at = later(c.s.w.now.Add(betweenR(c.s.lrng, 0, maxViewLag)), last.at)
 		q = append(q, live)
 	}
