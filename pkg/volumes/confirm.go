@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sync/errgroup"
@@ -39,10 +40,14 @@ type FreshReader interface {
 	Fresh(ctx context.Context) (Source, error)
 }
 
+// confirmBudget is how long the fresh read may take: an answer older than MaxAnswerAge is not
+// acted on.
+func (g *Gate) confirmBudget() time.Duration { return min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge) }
+
 // confirm decides the replicated volumes of node again on a fresh read: the blockers it finds
 // and whether they block.
 func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOptions) ([]nodedrain.Blocker, bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge)) // (or the caller's deadline, if sooner)
+	rctx, cancel := context.WithTimeout(ctx, g.confirmBudget()) // (or the caller's deadline, if sooner)
 	defer cancel()
 	nodes, sources, err := g.readFresh(rctx)
 	if err != nil {
@@ -55,13 +60,8 @@ func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOp
 	var blockers []nodedrain.Blocker
 	blocked := false
 	for _, sf := range found {
-		if !sf.source.Available() {
-			continue
-		}
-		for _, f := range sf.findings {
-			blockers = append(blockers, f.Blocker())
-			blocked = blocked || f.Decision.Verdict == Block
-		}
+		b, bl := sf.blockers()
+		blockers, blocked = append(blockers, b...), blocked || bl
 	}
 	return blockers, blocked, nil
 }
@@ -76,7 +76,7 @@ func (g *Gate) confirmSafe(ctx context.Context, log logrus.FieldLogger, node str
 	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 		// Slow, not unreachable: said without the transport error, which the coordinator would
 		// take for the API being down.
-		return nil, false, fmt.Errorf("%w: the API server did not answer within %s", ErrNotConfirmed, min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge))
+		return nil, false, fmt.Errorf("%w: the API server did not answer within %s", ErrNotConfirmed, g.confirmBudget())
 	case err != nil:
 		return nil, false, fmt.Errorf("%w: %w", ErrNotConfirmed, err)
 	}

@@ -226,9 +226,9 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 		if !s.Available() {
 			continue
 		}
+		b, bl := sf.blockers()
+		blockers, blocked = append(blockers, b...), blocked || bl
 		for _, f := range sf.findings {
-			blockers = append(blockers, f.Blocker())
-			blocked = blocked || f.Decision.Verdict == Block
 			log.WithFields(logrus.Fields{"volume": f.Volume.Name, "rule": f.Rule, "verdict": f.Decision.Verdict.String()}).Debug(f.Decision.Reason)
 		}
 		if ev, ok := s.(Evictor); ok && g.policyFor(opts) == PolicyEvict && !opts.WholeCluster && sf.volumes > 0 && ctx.Err() == nil {

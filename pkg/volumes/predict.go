@@ -29,6 +29,19 @@ type sourceFindings struct {
 	findings []Finding
 }
 
+// blockers returns the findings as blockers, and whether any blocks; none from a source not
+// installed.
+func (sf sourceFindings) blockers() ([]nodedrain.Blocker, bool) {
+	if !sf.source.Available() {
+		return nil, false
+	}
+	out := make([]nodedrain.Blocker, 0, len(sf.findings))
+	for _, f := range sf.findings {
+		out = append(out, f.Blocker())
+	}
+	return out, Blocks(sf.findings)
+}
+
 // Predict says what would block a drain of node if it started now, without changing anything:
 // the same rules as Check (before eviction, not in a whole-cluster shutdown) over the same
 // cached facts, but no storage system is asked to evict, no drainer Job is created, no Event
