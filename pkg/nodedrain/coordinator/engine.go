@@ -574,15 +574,18 @@ func (e *Engine) nodeUpdated(ctx context.Context, old, cur any) {
 
 // post hands an operation's result to the loop, unless the loop has stopped.
 func (e *Engine) post(ctx context.Context, node string, ev nodedrain.Event) {
-	select {
-	case e.results <- nodeEvent{node: node, ev: ev, run: runOf(ctx)}:
-	case <-ctx.Done():
-	}
+	e.send(ctx, nodeEvent{node: node, ev: ev})
 }
 
 func (e *Engine) postProbe(ctx context.Context, reachable bool) {
+	e.send(ctx, nodeEvent{probe: &reachable})
+}
+
+// send hands ne, stamped with ctx's Run, to the loop, unless the loop has stopped.
+func (e *Engine) send(ctx context.Context, ne nodeEvent) {
+	ne.run = runOf(ctx)
 	select {
-	case e.results <- nodeEvent{probe: &reachable, run: runOf(ctx)}:
+	case e.results <- ne:
 	case <-ctx.Done():
 	}
 }

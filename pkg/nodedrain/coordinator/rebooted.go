@@ -51,8 +51,5 @@ func (e *Engine) rebooted(node, boot string) {
 
 // postRebooted hands a new boot of node to the loop.
 func (e *Engine) postRebooted(ctx context.Context, node, boot string) {
-	select {
-	case e.results <- nodeEvent{node: node, rebooted: boot, run: runOf(ctx)}:
-	case <-ctx.Done():
-	}
+	e.send(ctx, nodeEvent{node: node, rebooted: boot})
 }
