@@ -118,14 +118,7 @@ func (w *world) errorf(format string, args ...any) {
 }
 
 // sleep waits d, or less if the test ends; it reports whether the test goes on.
-func (w *world) sleep(d time.Duration) bool {
-	select {
-	case <-time.After(d):
-		return true
-	case <-w.ctx.Done():
-		return false
-	}
-}
+func (w *world) sleep(d time.Duration) bool { return sleepCtx(w.ctx, d) }
 
 // begin and done bracket a fault or a reboot under way (inflight).
 func (w *world) begin() { w.inflight.Add(1) }
