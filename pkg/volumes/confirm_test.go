@@ -79,9 +79,8 @@ func BenchmarkCheckBeforeComplete(b *testing.B) {
 			objs = append(objs, vol.objects()...)
 		}
 		applyLonghorn(b, c.Dynamic, objs...)
-		for len(g.longhornVolumes(b, nodes[0])) < volumes {
-			time.Sleep(20 * time.Millisecond)
-		}
+		require.Eventually(b, func() bool { return len(g.longhornVolumes(b, nodes[0])) == volumes }, time.Minute, 20*time.Millisecond,
+			"the caches never held the %d volumes", volumes)
 		for _, mode := range []string{"cached", "confirmed"} {
 			opts := coordinator.GateOptions{AfterEviction: true, LastKnown: mode == "cached"}
 			b.Run(fmt.Sprintf("volumes=%d/%s", volumes, mode), func(b *testing.B) {
