@@ -31,8 +31,8 @@ type Metrics struct {
 	OrphanedPVCs *prometheus.GaugeVec
 	// SourceAvailable is 1 for each storage system the gate reads (its CRDs are served), else 0.
 	SourceAvailable *prometheus.GaugeVec
-	// StaleCaches counts checks after eviction that the caches called safe and a fresh read from
-	// the API server did not (confirm.go).
+	// StaleCaches counts episodes of checks after eviction that the caches called safe and a
+	// fresh read from the API server did not (confirm.go).
 	StaleCaches prometheus.Counter
 }
 
@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		StaleCaches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgedrain_volume_gate_stale_caches_total",
-			Help: "Checks before COMPLETE that the volume gate's caches called safe and a read from the API server did not (the caches were behind it; the drain waited).",
+			Help: "Times the volume gate's caches called a node safe before COMPLETE and a read from the API server did not (counted once per episode; the drain waited).",
 		}),
 	}
 	if reg != nil {

@@ -44,9 +44,9 @@ func (e *Engine) rebooted(node, boot string) {
 	msg := fmt.Sprintf("the node rebooted (its boot ID changed) while its drain for request %s (%s, %q) was %s, before COMPLETE: "+
 		"it went down undrained (a shutdown started outside edgedrain that the agent could not hold back long enough, a power loss or a crash)",
 		d.Request.RequestID, d.Request.RequestedBy, d.Request.Context, d.Status.Status)
+	e.metrics.UndrainedReboots.Inc()
 	e.log.WithField("node", node).WithField("request", d.Request.RequestID).Error(msg)
 	e.nodeEvent(node, corev1.EventTypeWarning, EventUndrainedReboot, msg)
-	e.metrics.UndrainedReboots.Inc()
 }
 
 // postRebooted hands a new boot of node to the loop.
