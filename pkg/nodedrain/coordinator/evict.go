@@ -72,6 +72,20 @@ type attemptRun struct {
 	pdbCache map[string][]policyv1.PodDisruptionBudget
 }
 
+// syncFailed is the error of an attempt whose pod informer never synced before ctx ended. The
+// informer retries a refused connection without a word (client-go's watch-list mode backs off
+// and tries again), so the API is asked once whether it answers at all: an attempt that the
+// API's absence ended says so, and is not counted as a failed attempt (unreachable).
+func (e *evictor) syncFailed(ctx context.Context, node string) error {
+	err := fmt.Errorf("watch pods on node %s: %w", node, context.Cause(ctx))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if perr := e.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error(); unreachable(perr) {
+		return fmt.Errorf("%w (the API server does not answer: %w)", err, perr)
+	}
+	return err
+}
+
 // attempt evicts every pod on node that must go and waits until they are gone or ctx ends. On
 // failure it returns the pods that did not go, each with its reason.
 func (e *evictor) attempt(ctx context.Context, node string, progress progressFunc) ([]nodedrain.Blocker, error) {
@@ -100,7 +114,7 @@ func (e *evictor) attempt(ctx context.Context, node string, progress progressFun
 	}})
 	go informer.RunWithContext(watchCtx)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("watch pods on node %s: %w", node, context.Cause(ctx))
+		return nil, e.syncFailed(ctx, node)
 	}
 
 	helper := e.helper(ctx)

@@ -329,6 +329,30 @@ func TestAPIUnreachable(t *testing.T) {
 	}
 }
 
+// An eviction attempt that cannot even list the node's pods because the API is unreachable is
+// not counted among the drain's attempts (its pod informer swallows the transport errors; only
+// its deadline ends it): an API outage during a drain must not use its attempts up and fail it.
+func TestEvictionAttemptsDuringAnOutageDoNotCount(t *testing.T) {
+	h := newHarness(t, "unreach-evict", 2)
+	client, proxy := proxiedClient(t, h)
+	gate := &testGate{safe: map[string]bool{}}
+	cfg := h.config(client)
+	cfg.Gate, cfg.APIUnreachableTimeout = gate, 0 // (the API-unreachable rule off: nothing lets the drain through)
+	cfg.Policy.DrainAttempts, cfg.Policy.DrainAttemptTimeout = 1, time.Second
+	h.run(cfg)
+	node := h.nodes[0]
+	h.request(node, "r1", time.Now())
+	h.waitFor(node, 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+	proxy.Cut()
+	gate.set(node, true)
+	h.waitFor(node, 20*time.Second, "an attempt that could not reach the API", func(s nodedrain.NodeDrainStatus) bool {
+		return s.Status == nodedrain.StatusCordoned && strings.Contains(s.Message, "cannot reach the Kubernetes API to evict")
+	})
+	require.NoError(t, proxy.Restore())
+	h.waitStatus(node, nodedrain.StatusComplete, 30*time.Second)
+	assert.NotContains(t, h.history(node), nodedrain.StatusFailedDrain, "its only attempt was used up by the outage")
+}
+
 // A request made while the API is unreachable is not admitted: it could be neither cordoned nor
 // evicted, and the API-unreachable rule (which has just let the drain under way on the first node
 // proceed) would let it down undrained. Once the API answers it is drained as usual.
