@@ -571,6 +571,12 @@ func (s *Sim) checkAPIRule(c *coord, st nodedrain.NodeDrainStatus) {
 		s.violate("S2", "COMPLETE for %s during an API outage although the node was never cordoned", st.Node)
 	case !c.gateFor(st.Node, coordinator.GateOptions{}).Safe && !c.gateFor(st.Node, whole).Safe:
 		s.violate("S2", "COMPLETE for %s during an API outage although the gate's last view says its volumes are not safe", st.Node)
+	case c.lostAPI.behind && !s.gateOn(c.lostAPI.vols, c.lostAPI.nodes, st.Node, coordinator.GateOptions{}).Safe &&
+		!s.gateOn(c.lostAPI.vols, c.lostAPI.nodes, st.Node, whole).Safe:
+		// "The last view" is the one the informers had when the API went: caches still behind
+		// after an earlier outage hold an older one, which may miss a copy lost in between.
+		s.violate("S2", "COMPLETE for %s during an API outage on informers still behind after an earlier one: when %s lost the API "+
+			"(t=%.3fs) it said the volumes were not safe", st.Node, c.name, c.lostAPI.at.Sub(epoch).Seconds())
 	}
 }
 

@@ -82,6 +82,10 @@ type coord struct {
 	cachesHeld bool // (with InformersBehind: informerlag.go)
 	caughtUpAt time.Time
 	factsQ     []factsView
+	// lostAPI is the checker's record of the last time this replica lost the API (with
+	// InformersBehind): when, what the API said then, and whether its informers were still
+	// holding an older view (informerlag.go: loseAPI).
+	lostAPI apiLoss
 	// offset is the error of the replica's clock (CoordClockSkew).
 	offset time.Duration
 }
@@ -415,6 +419,7 @@ func (c *coord) tick() {
 	case c.apiUp():
 		if !c.apiDownSince.IsZero() {
 			c.apiBack, c.apiDownFor = s.w.now, s.w.now.Sub(c.apiDownSince)
+			c.core.APIAnswered(c.local(s.w.now))
 		}
 		c.apiDownSince = time.Time{}
 	case c.apiDownSince.IsZero():

@@ -48,7 +48,7 @@ func (s *Sim) informersLate() bool { return s.w.now.Before(s.lateInformersUntil)
 // up, as the regressions found before were.)
 func (c *coord) facts() ([]volumes.Volume, map[string]volumes.NodeState) {
 	if !c.s.informersLate() {
-		c.cachesHeld, c.factsQ = false, nil
+		c.cachesHeld, c.factsQ, c.lostAPI = false, nil, apiLoss{}
 		if c.apiCut && c.s.cluster.apiUp {
 			return c.heldVols, c.heldNodes
 		}
@@ -64,10 +64,22 @@ func (c *coord) facts() ([]volumes.Volume, map[string]volumes.NodeState) {
 // loseAPI: this replica stops hearing from the API (its own path cut, or the API down); its
 // informers hold what they had, unless they still held older facts.
 func (c *coord) loseAPI() {
+	vols, nodes := c.s.cluster.facts()
+	c.lostAPI = apiLoss{at: c.s.w.now, vols: vols, nodes: nodes, behind: c.cachesHeld}
 	if !c.cachesHeld {
 		vols, nodes := c.facts()
 		c.heldVols, c.heldNodes, c.cachesHeld = vols, nodes, true
 	}
+}
+
+// apiLoss is what the API said when a replica lost it, for the checker: a view its informers
+// held from an earlier loss (behind) is older than the outage, and the API-unreachable rule must
+// not decide on it (checkAPIRule).
+type apiLoss struct {
+	at     time.Time
+	vols   []volumes.Volume
+	nodes  map[string]volumes.NodeState
+	behind bool
 }
 
 // factsView is one state of the facts as this replica's informers deliver it, from at.
@@ -133,12 +145,39 @@ func (s *Sim) apiBack() {
 	}
 }
 
-// freshFacts is what a read of the API gives this replica now (a quorum read, not its
-// informers'); ok false when it does not reach the API.
-func (c *coord) freshFacts() ([]volumes.Volume, map[string]volumes.NodeState, bool) {
-	if !c.apiUp() {
-		return nil, nil, false
+// readFresh reads the facts from the API server, as the volume gate's check before COMPLETE
+// does (a quorum read, not the informers'), and passes them, or the read's error, to reply. With
+// InformersBehind the read takes a round trip, now and then a slow one (an API server under
+// load), and gives up at deadline (world time) as the gate does; the facts are those at the
+// server when the request reaches it. Without it the read is instant, as the runs found before
+// assume.
+func (c *coord) readFresh(inc int, deadline time.Time, reply func([]volumes.Volume, map[string]volumes.NodeState, error)) {
+	s := c.s
+	if !s.informersLate() {
+		if !c.apiUp() {
+			reply(nil, nil, errUnreachable("list nodes"))
+			return
+		}
+		vols, nodes := s.cluster.liveFacts()
+		reply(vols, nodes, nil)
+		return
 	}
-	vols, nodes := c.s.cluster.liveFacts()
-	return vols, nodes, true
+	there, back := betweenR(s.lrng, time.Millisecond, 30*time.Millisecond), betweenR(s.lrng, time.Millisecond, 30*time.Millisecond)
+	if s.lrng.IntN(8) == 0 {
+		back = betweenR(s.lrng, 500*time.Millisecond, 1500*time.Millisecond)
+	}
+	answer := func(d time.Duration, vols []volumes.Volume, nodes map[string]volumes.NodeState, err error) {
+		if at := s.w.now.Add(d); at.After(deadline) {
+			d, vols, nodes, err = max(0, deadline.Sub(s.w.now)), nil, nil, volumes.ErrNotConfirmed
+		}
+		s.w.after(d, "fresh read answers", func() { c.run("fresh read", inc, func() { reply(vols, nodes, err) }) })
+	}
+	s.w.after(there, "fresh read at the API", func() {
+		if !c.apiUp() {
+			answer(betweenR(s.lrng, 0, 3*time.Second), nil, nil, errUnreachable("list nodes"))
+			return
+		}
+		vols, nodes := s.cluster.liveFacts()
+		answer(back, vols, nodes, nil)
+	})
 }

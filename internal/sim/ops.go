@@ -171,7 +171,18 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
 		whole := c.core.WholeCluster()
 		opts := coordinator.GateOptions{WholeCluster: whole, Decommission: st.Decommission}
-		at := c.now() // (as the executor: before the reads)
+		var policy []nodedrain.Blocker
+		if st.Op == nodedrain.OpFinalGate {
+			policy = s.maint.blockersOn(node) // the executor's finalBlockers, asked first
+		}
+		at := c.now() // (as the executor: after the policy, before the reads)
+		deadline := s.w.now.Add(volumes.MaxConfirmTime)
+		finish := func(r coordinator.GateResult) {
+			if r.Safe && len(policy) > 0 {
+				r = coordinator.GateResult{Blockers: policy}
+			}
+			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: at})
+		}
 		s.w.after(s.w.between(time.Millisecond, 10*time.Millisecond), "gate check", func() {
 			r := c.gateFor(node, opts)
 			// As Gate.Check: no eviction is asked under a cancelled context. The executor cancels
@@ -190,25 +201,24 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			}
 			if r.Safe && st.Op == nodedrain.OpFinalGate && s.volumePolicy(opts) != volumes.PolicyAllow {
 				// As Gate.Check (confirm.go): a safe answer before COMPLETE is decided again on a
-				// read of the API, not on the informers, which may be behind it.
-				vols, nodes, ok := c.freshFacts()
-				if !ok {
-					post(nodedrain.EvResult{Err: errUnreachable("list nodes"), At: at})
-					return
-				}
-				if fresh := s.gateOn(vols, nodes, node, opts); !fresh.Safe {
-					s.w.logf("%s: the volume gate's caches said the volumes of %s are safe, a read from the API says not: the drain waits", c.name, node)
-					r = fresh
-				} else {
-					r.Blockers = fresh.Blockers
-				}
+				// read of the API, not on the informers, which may be behind it, and must come
+				// within volumes.MaxConfirmTime of the check's start.
+				c.readFresh(inc, deadline, func(vols []volumes.Volume, nodes map[string]volumes.NodeState, err error) {
+					if err != nil {
+						post(nodedrain.EvResult{Err: err, At: at})
+						return
+					}
+					if fresh := s.gateOn(vols, nodes, node, opts); !fresh.Safe {
+						s.w.logf("%s: the volume gate's caches said the volumes of %s are safe, a read from the API says not: the drain waits", c.name, node)
+						r = fresh
+					} else {
+						r.Blockers = fresh.Blockers
+					}
+					finish(r)
+				})
+				return
 			}
-			if r.Safe && st.Op == nodedrain.OpFinalGate {
-				if b := s.maint.blockersOn(node); len(b) > 0 { // the executor's finalBlockers
-					r = coordinator.GateResult{Blockers: b}
-				}
-			}
-			post(nodedrain.EvResult{Safe: r.Safe, Blockers: r.Blockers, At: at})
+			finish(r)
 		})
 	case nodedrain.OpReturnGate:
 		s.w.after(s.w.between(time.Millisecond, 50*time.Millisecond), "return check", func() {

@@ -140,6 +140,17 @@ func TestRegressions(t *testing.T) {
 				{"node-0.edge's Node object is deleted"},
 				{"caches said the volumes of node-1.edge are safe, a read from the API says not"},
 				{"node-1.edge COMPLETE"}}},
+		{"the API-unreachable rule does not decide on informers still behind after an earlier outage: the Node holding the " +
+			"volume's other copy, deleted between the two, still exists in them (S2)", 1, func() Config {
+			c := three(1, volumes.PolicyWait)
+			c.Active = 6 * time.Minute
+			return c
+		}(), Plan{{Kind: InformersBehind, For: 6 * time.Minute}, {Kind: PDBBlocks, For: time.Minute}, {At: sec(1), Kind: Reboot, Target: 1},
+			{At: sec(20), Kind: APIOutage, For: 3 * time.Second}, {At: sec(23.5), Kind: NodeDeletedForGood, Target: 0, For: 5 * time.Minute},
+			{At: sec(30), Kind: APIOutage, For: 3 * time.Minute}},
+			[][]string{{"the Kubernetes API is back"}, {"coordinator-0's informers catch up with the API in"},
+				{"node-0.edge's Node object is deleted"}, {"node-1.edge CORDONED", "not proceeding: it went away soon after an earlier outage"},
+				{"the Kubernetes API is back"}, {"node-1.edge COMPLETE"}}},
 		{"kernel-update day is not a whole-cluster shutdown (S3, seed 2)", 2, three(2, volumes.PolicyWait),
 			Plan{{At: sec(76.7), Kind: KernelDay}},
 			[][]string{{"every node gets /var/run/reboot-required"}, {"node-0.edge goes down"}, {"node-1.edge goes down"}, {"node-2.edge goes down"}}},

@@ -31,6 +31,23 @@ type Proxy struct {
 	// the kernel's buffers until its writes block, as behind a link that stopped carrying
 	// packets. Neither side sees it until its own keepalive gives up (and closes its end).
 	stalled [2]bool
+	// delay[i]: each chunk read in that direction is held this long before it is passed on, as
+	// over a slow link (the same index as stalled).
+	delay [2]time.Duration
+}
+
+// Delay holds each chunk that flows one way (toTarget as Stall) for d before passing it on, on
+// every connection, until set again (0: at once): a server that answers slowly.
+func (p *Proxy) Delay(toTarget bool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay[dirIndex(toTarget)] = d
+}
+
+func (p *Proxy) delayOf(toTarget bool) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay[dirIndex(toTarget)]
 }
 
 // Stall stops carrying the bytes that flow one way (toTarget: from the client to the target;
@@ -180,6 +197,7 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 	for p.waitFlowing(toTarget) {
 		n, err := src.Read(buf)
 		if n > 0 {
+			time.Sleep(p.delayOf(toTarget))
 			if !p.waitFlowing(toTarget) {
 				break
 			}

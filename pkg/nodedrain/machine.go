@@ -386,6 +386,9 @@ type EvAPIUnreachable struct {
 	// schedulable, missing, or another Node object than the one the drain cordoned: the cordon
 	// the API confirmed is gone, and pods may have landed before the outage.
 	Uncordoned bool
+	// ViewBehind says the outage began soon after an earlier one ended, while the informers
+	// may still have been listing again: their last view may be older than this outage.
+	ViewBehind bool
 }
 
 // EvPublished says the drain's status Status reached the bus (the write was acknowledged);

@@ -522,6 +522,12 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 			"uncordoned, missing or replaced since the drain cordoned it", e.For.Round(time.Second)), s.d.Status.Blockers)
 		return
 	}
+	if e.ViewBehind {
+		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: it went away soon after an earlier outage, "+
+			"before the volume gate's caches could catch up, so their last view may be older than this outage",
+			e.For.Round(time.Second)), s.d.Status.Blockers)
+		return
+	}
 	if e.Safe {
 		s.actions = append(s.actions, Cancel{})
 		s.d.Waiting, s.d.RetryOp, s.d.Status.APIUnreachable = OpNone, OpNone, true

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,20 @@ func TestPrometheusBlockers(t *testing.T) {
 		p.Set("OtherAlert", 0)
 		_, complete := w.completes(w.nodes[0])
 		notBefore(t, complete, resolved, "the alert resolved")
+	})
+
+	t.Run("a Prometheus slower than the answer age still lets COMPLETE through", func(t *testing.T) {
+		// The answers before COMPLETE must be at most nodedrain.MaxAnswerAge old: the policy's
+		// query before COMPLETE must not count in the volumes' answer, or every answer would be
+		// too old and the check asked again for ever.
+		t.Parallel()
+		w := newWorld(t, "alert-slow", 2)
+		slow := testenv.StartProxy(t, strings.TrimPrefix(p.URL, "http://"))
+		slow.Delay(false, nodedrain.MaxAnswerAge+200*time.Millisecond)
+		w.start(fmt.Sprintf("blockers:\n  prometheus: {url: %q, timeout: 5s, alerts: {include: %q}}\n", "http://"+slow.Addr(), "^NeverFires$"),
+			func(s *settings) { s.eval.Every = 5 * time.Second }) // (admission's checks, as by default, may be 3 × that old)
+		w.requestInOrder(w.nodes[0])
+		w.completes(w.nodes[0])
 	})
 
 	t.Run("a query Prometheus refuses fails closed", func(t *testing.T) {

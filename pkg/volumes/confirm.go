@@ -29,8 +29,9 @@ import (
 // Nodes and the storage system's objects listed from the API server at that moment (a list
 // without a resourceVersion is served from etcd with a quorum read): only if that read is safe
 // too is the node. A read that fails fails the check, which is asked again. The lists run side by
-// side and must answer within nodedrain.MaxAnswerAge: an answer older than that is not acted on
-// anyway. (The API-unreachable rule asks for the last known view, GateOptions.LastKnown: the
+// side and the whole check must answer within nodedrain.MaxAnswerAge of its start: an answer
+// older than that is not acted on anyway, and is asked again at once, so a read allowed longer
+// would only loop. (The API-unreachable rule asks for the last known view, GateOptions.LastKnown: the
 // caches are all there is then.)
 
 // FreshReader is implemented by Sources that can answer from the API server instead of their
@@ -40,14 +41,18 @@ type FreshReader interface {
 	Fresh(ctx context.Context) (Source, error)
 }
 
-// confirmBudget is how long the fresh read may take: an answer older than MaxAnswerAge is not
-// acted on.
-func (g *Gate) confirmBudget() time.Duration { return min(g.cfg.WriteTimeout, nodedrain.MaxAnswerAge) }
+// MaxConfirmTime is how long after its start a check that confirms may answer: an answer older
+// than nodedrain.MaxAnswerAge is not acted on, and a fifth of it is left for the answer to reach
+// the drain.
+const MaxConfirmTime = nodedrain.MaxAnswerAge - nodedrain.MaxAnswerAge/5
 
-// confirm decides the replicated volumes of node again on a fresh read: the blockers it finds
-// and whether they block.
-func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOptions) ([]nodedrain.Blocker, bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.confirmBudget()) // (or the caller's deadline, if sooner)
+// confirmBudget is MaxConfirmTime, or less if writes are given less.
+func (g *Gate) confirmBudget() time.Duration { return min(g.cfg.WriteTimeout, MaxConfirmTime) }
+
+// confirm decides the replicated volumes of node again on a fresh read, which must answer
+// by deadline: the blockers it finds and whether they block.
+func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOptions, deadline time.Time) ([]nodedrain.Blocker, bool, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline) // (or the caller's, if sooner)
 	defer cancel()
 	nodes, sources, err := g.readFresh(rctx)
 	if err != nil {
@@ -69,14 +74,15 @@ func (g *Gate) confirm(ctx context.Context, node string, opts coordinator.GateOp
 // confirmSafe is Check's last step after eviction when the caches found nothing blocking: the
 // replicated volumes' blockers are a fresh read's, others (the local volumes' and the detach
 // wait's, none blocking) are kept. It returns the check's blockers and whether they block.
+// started is when the check began: its budget counts from then.
 func (g *Gate) confirmSafe(ctx context.Context, log logrus.FieldLogger, node string, opts coordinator.GateOptions,
-	others []nodedrain.Blocker) ([]nodedrain.Blocker, bool, error) {
-	fresh, blocked, err := g.confirm(ctx, node, opts)
+	started time.Time, others []nodedrain.Blocker) ([]nodedrain.Blocker, bool, error) {
+	fresh, blocked, err := g.confirm(ctx, node, opts, started.Add(g.confirmBudget()))
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 		// Slow, not unreachable: said without the transport error, which the coordinator would
 		// take for the API being down.
-		return nil, false, fmt.Errorf("%w: the API server did not answer within %s", ErrNotConfirmed, g.confirmBudget())
+		return nil, false, fmt.Errorf("%w: no answer within %s of the check's start", ErrNotConfirmed, g.confirmBudget())
 	case err != nil:
 		return nil, false, fmt.Errorf("%w: %w", ErrNotConfirmed, err)
 	}

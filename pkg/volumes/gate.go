@@ -266,7 +266,7 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 	}
 	if opts.AfterEviction && !opts.LastKnown && !blocked && !othersBlocked && g.policyFor(opts) != PolicyAllow {
 		// COMPLETE follows this answer: decided again on a read of the API (confirm.go).
-		if blockers, blocked, err = g.confirmSafe(ctx, log, node, opts, others); err != nil {
+		if blockers, blocked, err = g.confirmSafe(ctx, log, node, opts, start, others); err != nil {
 			return coordinator.GateResult{}, err
 		}
 	} else {

@@ -33,6 +33,7 @@ type Core struct {
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
 	allowDecommission bool                             // see SetAllowDecommission
 	apiDownSince      time.Time                        // see SetAPIUnreachable
+	apiAnsweredAt     time.Time                        // see APIAnswered
 }
 
 // AdmitPolicy is what the maintenance policy says about the waiting drains (see
@@ -52,6 +53,16 @@ func (c *Core) SetStaleHolderTimeout(d time.Duration) { c.staleAfter = d }
 // it answers). Meanwhile no drain is admitted: it could be neither cordoned nor evicted, and the
 // API-unreachable rule is for drains the API saw cordoned before it went away.
 func (c *Core) SetAPIUnreachable(since time.Time) { c.apiDownSince = since }
+
+// APIAnswered says the Kubernetes API answered this coordinator again at at, after it had not.
+// Its informers may take up to informerRelist more to list again: an outage that begins before
+// that finds their view older than itself (APIUnreachable).
+func (c *Core) APIAnswered(at time.Time) { c.apiAnsweredAt = at }
+
+// lastViewSettles is how long after the API answers again an outage may begin and still find
+// the informers' view current: informerRelist for the reflectors to list again, and the time
+// this coordinator may take to see the API go (its probe's period and timeout).
+const lastViewSettles = informerRelist + 5*time.Second
 
 // SetAllowDecommission says whether decommission requests may be admitted (Config.AllowDecommission).
 func (c *Core) SetAllowDecommission(allow bool) { c.allowDecommission = allow }
@@ -569,9 +580,12 @@ type CordonView func(node string) (found, cordoned bool, uid string)
 // APIUnreachable applies DESIGN §3's rule once the Kubernetes API has been unreachable for
 // down: every drain under way whose volumes the gate's last view calls safe, and whose node the
 // node informer's last view (cordon, nil: not known) shows still cordoned, the same Node object,
-// goes to COMPLETE; the others say why they do not.
+// goes to COMPLETE; the others say why they do not. None does if the outage began while the
+// informers may still have been listing again after an earlier one (lastViewSettles): their
+// view may then be older than this outage, and miss a copy lost in between.
 func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonView, now time.Time) []NodeAction {
 	var out []NodeAction
+	behind := !c.apiAnsweredAt.IsZero() && !c.apiDownSince.IsZero() && c.apiDownSince.Sub(c.apiAnsweredAt) < lastViewSettles
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
 		if !d.Active() {
@@ -583,7 +597,7 @@ func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonVi
 		if err != nil {
 			safe, r.Blockers = d.GateSafe, d.Status.Blockers
 		}
-		ev := nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers}
+		ev := nodedrain.EvAPIUnreachable{For: down, Safe: safe, Blockers: r.Blockers, ViewBehind: behind}
 		if cordon != nil {
 			found, cordoned, uid := cordon(node)
 			ev.Uncordoned = !found || !cordoned || (uid != "" && d.NodeUID != "" && uid != d.NodeUID)

@@ -37,3 +37,39 @@ func TestAPIUnreachableAsksTheNodeInformer(t *testing.T) {
 		})
 	}
 }
+
+// An outage that began soon after an earlier one ended finds the informers perhaps still
+// listing again: their last view may be older than the outage, and the rule does not decide on
+// it. One that began once they had had time to list again does.
+func TestAPIUnreachableRuleWaitsForCachesThatMayBeBehind(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	safe := func(string, bool) (GateResult, error) { return GateResult{Safe: true}, nil }
+	cordoned := func(string) (bool, bool, string) { return true, true, "u1" }
+	for name, c := range map[string]struct {
+		answeredBefore time.Duration // how long before this outage the API answered again (0: it never went)
+		complete       bool
+	}{
+		"no earlier outage": {0, true}, "soon after one": {10 * time.Second, false},
+		"just inside the settling time": {lastViewSettles - time.Second, false}, "once settled": {lastViewSettles, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			core := NewCore(nodedrain.DefaultPolicy(), 1)
+			r := &nodedrain.NodeDrainRequest{Node: "n1", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
+			core.Step("n1", nodedrain.EvRequest{Request: r}, now)
+			core.Step("n1", nodedrain.EvAdmit{}, now)
+			core.Step("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
+			down := now.Add(5 * time.Minute)
+			if c.answeredBefore > 0 {
+				core.APIAnswered(down.Add(-c.answeredBefore))
+			}
+			core.SetAPIUnreachable(down)
+			core.APIUnreachable(time.Hour, safe, cordoned, down.Add(time.Hour))
+			d, ok := core.Drain("n1")
+			require.True(t, ok)
+			assert.Equal(t, c.complete, d.Status.Status == nodedrain.StatusComplete, "status %s: %s", d.Status.Status, d.Status.Message)
+			if !c.complete {
+				assert.Contains(t, d.Status.Message, "soon after an earlier outage")
+			}
+		})
+	}
+}

@@ -178,15 +178,19 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing, UID: string(replaced)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
+		var policy []nodedrain.Blocker
+		if s.Op == nodedrain.OpFinalGate {
+			// The maintenance policy's blockers hold COMPLETE too (checked again: an alert may
+			// have started firing since admission). Asked before the volumes' answer is stamped:
+			// a Prometheus slower than MaxAnswerAge would otherwise age every answer past use,
+			// and the check would be asked again for ever.
+			policy = x.finalBlockers(ctx, node)
+		}
 		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
 			Decommission: s.Decommission})
-		if err == nil && r.Safe && s.Op == nodedrain.OpFinalGate {
-			// The maintenance policy's blockers hold COMPLETE too (checked again: an alert may
-			// have started firing since admission).
-			if b := x.finalBlockers(ctx, node); len(b) > 0 {
-				r = GateResult{Blockers: b}
-			}
+		if err == nil && r.Safe && len(policy) > 0 {
+			r = GateResult{Blockers: policy}
 		}
 		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: at}
 	case nodedrain.OpReturnGate:
@@ -264,6 +268,7 @@ func (e *Engine) apiReachable(reachable bool) {
 	case reachable && !e.apiDownSince.IsZero():
 		e.log.WithField("down", e.cfg.Now().Sub(e.apiDownSince).Round(time.Second)).Info("Kubernetes API reachable again")
 		e.apiDownSince = time.Time{}
+		e.core.APIAnswered(e.cfg.Now())
 	case !reachable && e.apiDownSince.IsZero():
 		e.log.Warn("Kubernetes API unreachable: no drain is admitted until it answers")
 		e.apiDownSince = e.cfg.Now()
