@@ -69,7 +69,15 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) (stop func()) {
 	cfg.Policy.DrainAttemptTimeout = 10 * time.Second // pods with a 1 s grace period on a loaded machine
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
-	log := logrus.New()
+	// Its log is the test's, printed if it fails: written to the process's output, the logs of
+	// the package's parallel tests would bury the failure's own lines.
+	log, out := logrus.New(), &syncBuffer{}
+	log.SetOutput(out)
+	s.t.Cleanup(func() {
+		if s.t.Failed() {
+			s.t.Logf("coordinator log:\n%s", out.String())
+		}
+	})
 	cfg.Logger = log.WithFields(logrus.Fields{"test": s.t.Name(), "component": "coordinator"})
 	if tune != nil {
 		tune(&cfg)
