@@ -7,12 +7,23 @@
 # Needs root, mmdebstrap and the Debian mirror apt uses (its sources file is passed on, so the
 # packages match the machine's). About 15-90 s cold and ~160 MB; later runs reuse the cache. The cache
 # key is this script's content: a change of packages or settings rebuilds.
+# Usage: logind-host.sh [SUITE]: bookworm (the default: Debian 12, systemd 252) or trixie (Debian 13,
+# systemd 257, whose logind refuses root's reboot past a block inhibitor: the tests of block mode
+# boot both).
 # Environment: EDGEDRAIN_CACHE (default: $XDG_CACHE_HOME/edgedrain or ~/.cache/edgedrain).
 set -euo pipefail
 
+suite=${1:-bookworm}
+case "$suite" in
+bookworm | trixie) ;;
+*)
+	echo "logind-host: unknown suite $suite (bookworm or trixie)" >&2
+	exit 2
+	;;
+esac
 cache="${EDGEDRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgedrain}"
 key=$(sha256sum "$0" | cut -c1-16)
-out="$cache/logind-host/$key"
+out="$cache/logind-host/$key-$suite"
 
 if [ -e "$out/.done" ]; then
 	echo "$out/root"
@@ -30,24 +41,31 @@ command -v mmdebstrap >/dev/null || {
 	exit 1
 }
 
-# The mirror: the machine's own apt sources (deb822 or one-line), else Debian's.
+# The mirror: the machine's own apt sources (deb822 or one-line), else Debian's. For bookworm the
+# file itself (the packages match the machine's); for another suite its first Debian URI.
 mirror=http://deb.debian.org/debian
 for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
 	if [ -s "$f" ] && grep -qE '^(URIs:|deb )' "$f"; then
-		mirror=$f
+		if [ "$suite" = bookworm ]; then
+			mirror=$f
+		else
+			uri=$(sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+).*/\1/p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' "$f" |
+				grep -v security | head -n1)
+			mirror=${uri:-$mirror}
+		fi
 		break
 	fi
 done
 
 rm -rf "$out/root"
 start=$SECONDS
-echo "logind-host: building the root filesystem (mmdebstrap, bookworm minbase) from $mirror" >&2
+echo "logind-host: building the root filesystem (mmdebstrap, $suite minbase) from $mirror" >&2
 # No documentation, manual pages or locales: a third of the size, nothing the tests read.
 mmdebstrap --mode=root --variant=minbase --quiet \
 	--include=systemd,systemd-sysv,dbus,polkitd,libpam-systemd \
 	--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
 	--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-	bookworm "$out/root" "$mirror" >&2
+	"$suite" "$out/root" "$mirror" >&2
 
 r="$out/root"
 # Nothing that runs on a timer or waits for hardware during a test; no login prompt.

@@ -41,6 +41,7 @@ type hostAgentConfig struct {
 	NonRoot bool
 	Files   map[string]string
 	Enable  []string
+	Suite   string // the machine's Debian release (testenv.LogindHostOptions)
 }
 
 // startHostAgent boots a machine whose agent runs for node with the scene's bus and extra flags.
@@ -94,6 +95,7 @@ WantedBy=multi-user.target
 			{Host: dir, Machine: dir}, {Host: sockDir, Machine: sockDir}},
 		Files:  files,
 		Enable: append([]string{"edgedrain-agent.service"}, hc.Enable...),
+		Suite:  hc.Suite,
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -158,13 +160,22 @@ func (a *hostAgent) waitLog(msg string, n ...int) {
 // TestTypedRebootWaitsForTheDrain: an administrator's `systemctl reboot` on a node whose agent
 // catches shutdowns (a real logind) becomes a drain request at once; the node goes down only
 // after COMPLETE, boots again with a new boot ID, and is uncordoned. logind's InhibitDelayMaxSec
-// is raised while the agent runs.
+// is raised while the agent runs. On systemd 252 (Debian 12) and 257 (Debian 13).
 func TestTypedRebootWaitsForTheDrain(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, "typed", 3)
+	for _, suite := range []string{"bookworm", "trixie"} {
+		t.Run(suite, func(t *testing.T) {
+			t.Parallel()
+			typedRebootWaitsForTheDrain(t, suite)
+		})
+	}
+}
+
+func typedRebootWaitsForTheDrain(t *testing.T, suite string) {
+	s := newScene(t, "typed-"+suite, 3)
 	target := s.deploy("web", 4, 1)
 	s.runCoordinator(nil)
-	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
+	a := startHostAgent(t, s, target, hostAgentConfig{Suite: suite}, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m")
 	out, err := a.host.LogindProperty("InhibitDelayMaxUSec")
 	require.NoError(t, err, out)
 	assert.Equal(t, "t 120000000", out, "logind's InhibitDelayMaxSec raised to --inhibit-delay-max")
@@ -255,19 +266,51 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 }
 
 // TestBlockModeRefusesACheckedReboot: with --catch-shutdown=block a caller logind checks the
-// inhibitors for is refused with the agent's message (systemd 252 checks root's only when asked).
+// inhibitors for is refused with the agent's message. Which callers those are depends on systemd:
+// on 252 (Debian 12) root's plain `systemctl reboot` goes through (systemctl checks inhibitors for
+// root only when asked); from 257 (Debian 13) it is refused too. Both are booted here, and root's
+// plain reboot tried on each.
 func TestBlockModeRefusesACheckedReboot(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, "typed-block", 3)
-	target := s.deploy("web", 2, 1)
-	s.runCoordinator(nil)
-	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "block", "--inhibit-delay-max", "0")
-	out, err := a.host.Exec("systemctl", "reboot", "--check-inhibitors=yes")
-	require.Error(t, err, "the reboot was not refused: %s", out)
-	assert.Contains(t, out, "agent request reboot", "the person is told what to do instead")
-	out, err = a.host.LogindProperty("PreparingForShutdown")
-	require.NoError(t, err, out)
-	assert.Equal(t, "b false", out, "no shutdown under way")
+	for _, tc := range []struct {
+		suite string
+		// plainRefused: root's plain systemctl reboot is refused ("Access denied": logind's own
+		// check, which does not show the lock's why); otherwise it goes through.
+		plainRefused bool
+	}{{"bookworm", false}, {"trixie", true}} {
+		t.Run(tc.suite, func(t *testing.T) {
+			t.Parallel()
+			s := newScene(t, "typed-block-"+tc.suite, 3)
+			target := s.deploy("web", 2, 1)
+			s.runCoordinator(nil)
+			a := startHostAgent(t, s, target, hostAgentConfig{Suite: tc.suite}, "--catch-shutdown", "block", "--inhibit-delay-max", "0")
+			out, err := a.host.Exec("systemctl", "--version")
+			require.NoError(t, err, out)
+			t.Logf("%s: %s", tc.suite, strings.SplitN(out, "\n", 2)[0])
+			refused := func(says string, args ...string) {
+				t.Helper()
+				out, err := a.host.Exec(append([]string{"systemctl", "reboot"}, args...)...)
+				require.Error(t, err, "the reboot (%v) was not refused: %s", args, out)
+				assert.Contains(t, out, says)
+				out, err = a.host.LogindProperty("PreparingForShutdown")
+				require.NoError(t, err, out)
+				assert.Equal(t, "b false", out, "no shutdown under way")
+			}
+			refused("agent request reboot", "--check-inhibitors=yes") // the person is told what to do instead
+			if tc.plainRefused {
+				refused("Access denied")
+				// Overriding the lock is an action polkit asks a password for, even of root:
+				// without a terminal, refused too.
+				refused("Interactive authentication required", "--check-inhibitors=no")
+				// It is the agent's lock that refuses: without the agent, the reboot goes.
+				out, err := a.host.Exec("systemctl", "stop", "edgedrain-agent.service")
+				require.NoError(t, err, out)
+			}
+			out, err = a.host.Exec("systemctl", "reboot")
+			_, down := a.host.WaitDown(60 * time.Second)
+			require.True(t, down, "root's plain reboot did not go through on %s (%v): %s", tc.suite, err, out)
+		})
+	}
 }
 
 // TestAgentRebootsAndPowersOffThroughARealLogind: the agent's own logind commands on a real

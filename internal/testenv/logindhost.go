@@ -57,6 +57,9 @@ type LogindHostOptions struct {
 	Files map[string]string
 	// Enable lists units (written with Files) enabled at boot: linked into multi-user.target.wants.
 	Enable []string
+	// Suite is the Debian release the machine runs: bookworm (the default: systemd 252) or
+	// trixie (systemd 257).
+	Suite string
 }
 
 // logindHostLocks: a live machine holds a lock named after it; the next machine started on the
@@ -83,7 +86,7 @@ func StartLogindHost(t testing.TB, opts LogindHostOptions) *LogindHost {
 	t.Helper()
 	NeedLogindHost(t)
 	removeDeadLogindHosts()
-	src, err := logindRootfs()
+	src, err := logindRootfs(opts.Suite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +132,18 @@ func StartLogindHost(t testing.TB, opts LogindHostOptions) *LogindHost {
 	return h
 }
 
-// logindRootfs runs hack/logind-host.sh, which builds the root filesystem on first use, and
-// returns its directory.
-func logindRootfs() (string, error) {
+// logindRootfs runs hack/logind-host.sh, which builds the root filesystem of suite (empty: its
+// default) on first use, and returns its directory.
+func logindRootfs(suite string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "logind-host.sh"))
+	args := []string{filepath.Join(root, "hack", "logind-host.sh")}
+	if suite != "" {
+		args = append(args, suite)
+	}
+	cmd := exec.Command("bash", args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
