@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,9 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -232,12 +228,7 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, "typed-late", 3)
 	target := s.deploy("web", 3, 1)
-	zero := intstr.FromInt32(0)
-	_, err := s.c.Client.PolicyV1().PodDisruptionBudgets(s.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-frozen"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	s.blockEvictions("web", 3)
 	s.runCoordinator(nil)
 	// 15 s: time enough, on a loaded machine, for the request and the cordon before logind goes on.
 	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "15s")
@@ -263,6 +254,36 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
 		return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
 	})
+}
+
+// TestCalledOffShutdownEndsAtOnce: a caught reboot whose job logind cannot start once the agent
+// lets it go (here reboot.target is masked) is called off: logind sends PrepareForShutdown(false)
+// and the machine stays up. The agent withdraws its request then, not after --reboot-timeout, so
+// the node is uncordoned at once.
+func TestCalledOffShutdownEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "typed-off", 3)
+	target := s.deploy("web", 3, 1)
+	unblock := s.blockEvictions("web", 3) // the drain waits while reboot.target is masked (logind refuses a masked one up front)
+	s.runCoordinator(nil)
+	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "2m", "--reboot-timeout", "10m")
+	out, err := a.host.Exec("systemctl", "reboot")
+	require.NoError(t, err, "systemctl reboot: %s", out)
+	req := s.request(target, "")
+	out, err = a.host.Exec("systemctl", "mask", "reboot.target")
+	require.NoError(t, err, out)
+	unblock()
+	complete := s.waitStatus(target, nodedrain.StatusComplete, req.RequestID, drainTimeout)
+	a.waitLog("logind says the shutdown was called off")
+	s.waitWithdrawn(target)
+	withdrawn := time.Now()
+	s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
+		return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
+	})
+	assert.False(t, a.host.Down(), "the machine went down")
+	assert.Less(t, withdrawn.Sub(complete.UpdatedAt), time.Minute, "withdrawn long after COMPLETE: at the reboot timeout, not when logind called it off")
+	a.waitLog("was called off by logind: withdrawing request " + req.RequestID)
+	t.Logf("COMPLETE → request withdrawn %s", withdrawn.Sub(complete.UpdatedAt).Round(time.Millisecond))
 }
 
 // TestBlockModeRefusesACheckedReboot: with --catch-shutdown=block a caller logind checks the

@@ -61,6 +61,9 @@ func ConfigFor(seed uint64) Config {
 	if trng := rand.New(rand.NewPCG(seed, 0x7eb007)); trng.IntN(2) == 0 {
 		cfg.TypedReboots, cfg.CatchShutdown = true, trng.IntN(4) > 0
 		cfg.InhibitDelay = time.Duration(20+trng.IntN(580)) * time.Second
+		if trng.IntN(2) == 0 { // (drawn last: the draws above keep their values)
+			cfg.ShutdownJobFailures = 0.2
+		}
 	}
 	// Informers as late as real ones (informerlag.go), in one run in two.
 	cfg.InformersBehind = rand.New(rand.NewPCG(seed, 0x1a90)).IntN(2) == 0

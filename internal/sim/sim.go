@@ -94,6 +94,9 @@ type Config struct {
 	TypedReboots  bool
 	CatchShutdown bool
 	InhibitDelay  time.Duration
+	// ShutdownJobFailures is the share of shutdowns let through whose job logind cannot start:
+	// the machine stays up and logind calls the shutdown off (typedreboot.go).
+	ShutdownJobFailures float64
 	// InformersBehind adds to random plans informers as late as real ones (informerlag.go):
 	// changes delivered late, and a catch-up after the API answers again that takes a
 	// reflector's backoff.
@@ -208,6 +211,8 @@ type Sim struct {
 	vrng *rand.Rand
 	// lrng draws when the coordinators' informers catch up with the API (informerlag.go).
 	lrng *rand.Rand
+	// jrng draws which shutdowns logind calls off after their release (typedreboot.go).
+	jrng *rand.Rand
 	// lateInformersUntil ends InformersBehind.
 	lateInformersUntil time.Time
 	// clocks are the nodes' wall clocks, cpOffset the node lifecycle controller's error, truth
@@ -247,6 +252,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 	s.urng = s.cluster.urng
 	s.vrng = rand.New(rand.NewPCG(seed, 0x71e3))
 	s.lrng = rand.New(rand.NewPCG(seed, 0x1a9))
+	s.jrng = rand.New(rand.NewPCG(seed, 0x10b))
 	s.bus.onWrite = s.forger.observe
 	s.bus.rep.rng = rand.New(rand.NewPCG(seed, 0x4e91cb))
 	cl := s.cluster

@@ -123,7 +123,11 @@ func TestRegressions(t *testing.T) {
 				{"the reboot for request node-1.edge-req1 was not started"}, {"agent of node-1.edge stops (crash while its disk fails)"},
 				{"logind goes on"}, {"node-1.edge goes down undrained"}, {"node-1.edge is up again"}}},
 		{"an update whose command succeeds after a reboot typed meanwhile was let through keeps its request until the node " +
-			"is back: withdrawn at once, its slot went to another node while it went down (S3, seed 5302669)", 5302669, ConfigFor(5302669),
+			"is back: withdrawn at once, its slot went to another node while it went down (S3, seed 5302669)", 5302669, func() Config {
+			c := ConfigFor(5302669)
+			c.ShutdownJobFailures = 0
+			return c
+		}(),
 			Plan{{At: sec(18.2), Kind: KernelDay}, {At: sec(71.1), Kind: Update, Target: 1}, {At: sec(75), Kind: Update, Target: 2},
 				{At: sec(70.4), Kind: BusOutage, For: 17 * time.Second}, {At: sec(63.6), Kind: ClockStep, Target: 1, For: 323 * time.Second},
 				{At: sec(131.1), Kind: TypedReboot, Target: 2}},
@@ -131,6 +135,19 @@ func TestRegressions(t *testing.T) {
 				{"agent of node-2.edge lets the shutdown proceed", "whose command ran"},
 				{"agent of node-2.edge: update command succeeded; the node is going down"}, {"node-2.edge goes down for request"},
 				{"node-2.edge is up again"}, {"node-1.edge STARTING"}}},
+		{"an update whose command succeeds after a reboot typed meanwhile was let through, which logind then calls off, is " +
+			"done: not run again (S5)", 5302669, func() Config {
+			c := ConfigFor(5302669)
+			c.ShutdownJobFailures = 1
+			return c
+		}(), Plan{{At: sec(18.2), Kind: KernelDay}, {At: sec(71.1), Kind: Update, Target: 1}, {At: sec(75), Kind: Update, Target: 2},
+			{At: sec(70.4), Kind: BusOutage, For: 17 * time.Second}, {At: sec(63.6), Kind: ClockStep, Target: 1, For: 323 * time.Second},
+			{At: sec(131.1), Kind: TypedReboot, Target: 2}},
+			[][]string{{"agent of node-2.edge runs the update command"}, {"an administrator reboots node-2.edge"},
+				{"agent of node-2.edge lets the shutdown proceed", "whose command ran"},
+				{"agent of node-2.edge: update command succeeded; the node is going down"},
+				{"node-2.edge stays up: logind could not start its shutdown's job"},
+				{"agent of node-2.edge: update command succeeded, and the shutdown let through meanwhile was called off by logind: withdrawing"}}},
 		{"a drain is not decided on informers still behind the API after its outage: the Node holding the volume's other " +
 			"copy, deleted as the API came back, still exists in them; decided again on a read of the API, the drain waits " +
 			"for a new copy (S2, chaos run seed 77)", 1, three(1, volumes.PolicyWait),

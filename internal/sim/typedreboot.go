@@ -134,6 +134,7 @@ func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
 func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 	c := a.f.caught
 	a.f.caught = nil
+	jobFails := c.own == nil && s.jrng.Float64() < s.cfg.ShutdownJobFailures
 	s.w.after(s.w.between(100*time.Millisecond, 2*time.Second), "machine goes down", func() {
 		n := a.node
 		switch {
@@ -141,6 +142,8 @@ func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 			// (its own command took it down meanwhile)
 		case c.calledOff:
 			s.w.logf("%s stays up: its shutdown was called off", n.name)
+		case jobFails:
+			s.shutdownJobFails(a)
 		case c.own != nil:
 			c.own()
 		case drained && a.cmdRequest == "":
@@ -151,6 +154,19 @@ func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 				s.w.logf("%s goes down undrained (a reboot edgedrain did not ask for)", n.name)
 			}
 			s.powerCycle(a, s.w.between(5*time.Second, 40*time.Second))
+		}
+	})
+}
+
+// shutdownJobFails: logind, let go, could not start the reboot's job (reboot.target masked, a
+// conflicting job): the machine stays up and logind tells every lock holder the shutdown is
+// called off (PrepareForShutdown(false)), after the true it sent before and before any later one.
+func (s *Sim) shutdownJobFails(a *agentProc) {
+	s.w.logf("%s stays up: logind could not start its shutdown's job and calls it off (PrepareForShutdown false)", a.node.name)
+	inc := a.inc
+	a.later(s.w.between(10*time.Millisecond, 100*time.Millisecond), "PrepareForShutdown(false)", func() {
+		if a.inc == inc && a.f.caught == nil { // (a shutdown started since: its true came after this false)
+			a.step(agent.EvShutdownCalledOff{})
 		}
 	})
 }

@@ -77,6 +77,7 @@ func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
 	a.shuttingDown = s.start
 	if !s.start {
 		a.entry().Info("logind says the shutdown was called off")
+		a.step(ctx, EvShutdownCalledOff{}) // (one let through ends now, not at the reboot timeout)
 		a.syncLocks()
 		return
 	}

@@ -124,24 +124,31 @@ func (s *stepper) doneGoingDown() {
 // takes the operation's place (not done: its trigger asks again after the boot).
 func (s *stepper) failedGoingDown() { s.m.State.Superseded = true }
 
-// caughtTimedOut handles a caught shutdown that did not take the node down within RebootTimeout
-// of its release: it was called off (or never came). An operation it took the place of goes
-// back to run its own command, after a fresh confirmation of its COMPLETE; one whose command ran
-// counts the command as failed, as without a lock; one it started ends.
-func (s *stepper) caughtTimedOut() {
+// caughtTimedOut handles a caught shutdown let through that will not take the node down: logind
+// called it off, or it did not come within RebootTimeout (how says which). An operation it took
+// the place of goes back to run its own command, after a fresh confirmation of its COMPLETE; one
+// whose command ran counts the command as failed, as without a lock, unless it succeeded and
+// needs no reboot (then it is done); one it started ends.
+func (s *stepper) caughtTimedOut(how string) {
 	st := &s.m.State
 	switch {
 	case st.Superseded:
 		st.Caught, st.Superseded, st.Released, st.Own = false, false, false, false
 		st.Phase, st.RetryAt, st.CommandRan = PhaseCleared, time.Time{}, st.CommandFailures > 0
-		s.report(LevelWarn, "the shutdown that took the place of the %s did not take the node down within %s (called off?): running the %s's own command once its COMPLETE is confirmed again",
-			st.Operation, s.p.RebootTimeout, st.Operation)
+		s.report(LevelWarn, "the shutdown that took the place of the %s %s: running the %s's own command once its COMPLETE is confirmed again",
+			st.Operation, how, st.Operation)
+	case st.Own && !st.Operation.goesDown(s.p):
+		// Its command succeeded (doneGoingDown) and needs no reboot: the operation is done, the
+		// shutdown let through meanwhile was only keeping its request.
+		st.Caught, st.Released, st.Own = false, false, false
+		s.finish(fmt.Sprintf("%s command succeeded, and the shutdown let through meanwhile %s: withdrawing request %s so the coordinator %s",
+			st.Operation, how, st.RequestID, st.Operation.afterWithdrawal()))
 	case st.Own:
 		st.Caught, st.Released, st.Own = false, false, false
-		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
+		s.commandFailed(fmt.Sprintf("the shutdown after the %s command returned %s", st.Operation, how))
 	default:
-		s.finish(fmt.Sprintf("the node did not go down within %s of the caught %s being let through (called off?): withdrawing request %s so the coordinator %s",
-			s.p.RebootTimeout, st.Operation, st.RequestID, st.Operation.afterWithdrawal()))
+		s.finish(fmt.Sprintf("the caught %s, let through, %s: withdrawing request %s so the coordinator %s",
+			st.Operation, how, st.RequestID, st.Operation.afterWithdrawal()))
 	}
 }
 

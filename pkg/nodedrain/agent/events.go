@@ -91,16 +91,21 @@ type EvRunNotRecorded struct {
 // EvTimer says time has passed. RequestID is the ID a request started at this tick would carry.
 type EvTimer struct{ RequestID string }
 
-func (EvStart) event()          {}
-func (EvTrigger) event()        {}
-func (EvBusStatus) event()      {}
-func (EvBusSnapshot) event()    {}
-func (EvBusDone) event()        {}
-func (EvOverride) event()       {}
-func (EvCommandDone) event()    {}
-func (EvTimer) event()          {}
-func (EvStatusRead) event()     {}
-func (EvRunNotRecorded) event() {}
+// EvShutdownCalledOff says logind called off the shutdown it had announced
+// (PrepareForShutdown(false)): its reboot or power-off job could not start, or was cancelled.
+type EvShutdownCalledOff struct{}
+
+func (EvStart) event()             {}
+func (EvTrigger) event()           {}
+func (EvBusStatus) event()         {}
+func (EvBusSnapshot) event()       {}
+func (EvBusDone) event()           {}
+func (EvOverride) event()          {}
+func (EvCommandDone) event()       {}
+func (EvShutdownCalledOff) event() {}
+func (EvTimer) event()             {}
+func (EvStatusRead) event()        {}
+func (EvRunNotRecorded) event()    {}
 
 // Action is an output of Step for the runtime.
 type Action interface{ action() }

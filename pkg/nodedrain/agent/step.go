@@ -53,6 +53,10 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 		s.runNotRecorded(e)
 	case EvTimer:
 		s.timer(e.RequestID)
+	case EvShutdownCalledOff:
+		if st := s.m.State; st.Caught && st.Released && st.Phase == PhaseWaitingBoot {
+			s.caughtTimedOut("was called off by logind")
+		}
 	case EvStatusRead:
 		s.statusRead(e)
 		edge = s.m.BusKnown
@@ -270,7 +274,7 @@ func (s *stepper) timer(id string) {
 		s.report(LevelInfo, "backoff over: asking again for a drain for the %s (request %s)", st.Operation, id)
 	case PhaseWaitingBoot:
 		if st.Caught {
-			s.caughtTimedOut()
+			s.caughtTimedOut(fmt.Sprintf("did not take the node down within %s (called off?)", s.p.RebootTimeout))
 			return
 		}
 		s.commandFailed(fmt.Sprintf("the node did not go down within %s after the %s command returned", s.p.RebootTimeout, st.Operation))
