@@ -15,7 +15,8 @@ import (
 
 // The host files for an agent not run as root (deploy/host), on a real systemd: at boot the
 // agent's directories are its user's, the sentinel directory is made in /run, and
-// /run/reboot-required is mirrored into it with its content; a reboot clears the mirror.
+// /run/reboot-required is mirrored into it with its content and time, follows it when it is
+// written again or removed, and a reboot clears the mirror.
 func TestHostFilesForTheNonRootAgent(t *testing.T) {
 	testenv.NeedLogindHost(t)
 	t.Parallel()
@@ -30,7 +31,7 @@ func TestHostFilesForTheNonRootAgent(t *testing.T) {
 			"/etc/systemd/system/edgedrain-reboot-required.path":    read("edgedrain-reboot-required.path"),
 			"/etc/systemd/system/edgedrain-reboot-required.service": read("edgedrain-reboot-required.service"),
 		},
-		Enable: []string{"edgedrain-reboot-required.path"},
+		Enable: []string{"edgedrain-reboot-required.path", "edgedrain-reboot-required.service"},
 	})
 	dirs := func() string {
 		out, err := h.Exec("stat", "-c", "%n %u:%g %a", "/var/lib/edgedrain/agent", "/persist/kube-status", "/run/edgedrain/sentinels")
@@ -49,6 +50,27 @@ func TestHostFilesForTheNonRootAgent(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return mirror() == needed }, 10*time.Second, 100*time.Millisecond,
 		"/run/reboot-required not mirrored: %q", mirror())
+	out, err = h.Exec("stat", "-c", "%Y", "/run/reboot-required", "/run/edgedrain/sentinels/reboot-required")
+	require.NoError(t, err, out)
+	times := strings.Fields(out)
+	require.Len(t, times, 2, out)
+	assert.Equal(t, times[0], times[1], "the mirror keeps the file's time")
+
+	const again = "*** System restart required ***\nlinux-image-6.1.0-30\n"
+	out, err = h.Exec("sh", "-c", "printf '"+again+"' > /run/reboot-required")
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool { return mirror() == again }, 10*time.Second, 100*time.Millisecond,
+		"the mirror did not follow a new write: %q", mirror())
+	out, err = h.Exec("rm", "/run/reboot-required")
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool {
+		_, err := h.Exec("test", "-e", "/run/edgedrain/sentinels/reboot-required")
+		return err != nil
+	}, 10*time.Second, 100*time.Millisecond, "the mirror stayed after /run/reboot-required was removed")
+	out, err = h.Exec("sh", "-c", "printf '"+needed+"' > /run/reboot-required")
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool { return mirror() == needed }, 10*time.Second, 100*time.Millisecond,
+		"/run/reboot-required not mirrored when it came back: %q", mirror())
 
 	out, err = h.Exec("systemctl", "reboot")
 	require.NoError(t, err, out)
