@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 )
 
 // hostAgent is the agent as a systemd service of a LogindHost: a real systemd-logind, D-Bus and
@@ -223,15 +225,20 @@ func typedRebootWaitsForTheDrain(t *testing.T, suite string) {
 
 // TestTypedRebootPastTheDelayGoesDownUndrained: a drain a PodDisruptionBudget blocks cannot
 // finish within logind's delay (15 s here): logind goes on, the node goes down undrained, and at
-// the next boot the agent says so and withdraws its request.
+// the next boot the agent says so, counts it (edgedrain_agent_caught_shutdowns_total
+// {outcome="undrained"}) and withdraws its request; the coordinator, seeing the kubelet report the
+// new boot, records a Warning Event UndrainedReboot on the Node.
 func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, "typed-late", 3)
 	target := s.deploy("web", 3, 1)
 	s.blockEvictions("web", 3)
-	s.runCoordinator(nil)
+	s.runCoordinator(func(c *coordinator.Config) { c.Recorder = s.eventRecorder() })
+	metrics := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) // (the machine shares the test's network)
 	// 15 s: time enough, on a loaded machine, for the request and the cordon before logind goes on.
-	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "15s")
+	a := startHostAgent(t, s, target, hostAgentConfig{}, "--catch-shutdown", "delay", "--inhibit-delay-max", "15s", "--listen", metrics)
+	firstBoot := a.host.BootID()
+	s.setBootID(target, firstBoot) // (as its kubelet reports it)
 
 	typed := time.Now()
 	out, err := a.host.Exec("systemctl", "reboot")
@@ -248,12 +255,18 @@ func TestTypedRebootPastTheDelayGoesDownUndrained(t *testing.T) {
 		assert.False(t, st.Status == nodedrain.StatusComplete && st.RequestID == req.RequestID, "no COMPLETE: the drain was blocked")
 	}
 
+	// The kubelet reports the new boot before the agent is back (it starts later in the boot).
+	s.setBootID(target, "the boot after "+firstBoot)
+	ev := s.waitNodeEvent(target, coordinator.EventUndrainedReboot, 30*time.Second)
+	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+	assert.Contains(t, ev.Message, req.RequestID)
 	a.host.Boot()
 	a.waitLog("the node went down for a shutdown started outside edgedrain before it was drained")
 	s.waitWithdrawn(target)
 	s.waitFor(target, 30*time.Second, "idle and uncordoned", func(st nodedrain.NodeDrainStatus) bool {
 		return st.Status == nodedrain.StatusNotRequested && !st.CordonedByUs
 	})
+	assert.Equal(t, 1.0, scrapeMetric(t, "http://"+metrics+"/metrics", `edgedrain_agent_caught_shutdowns_total{outcome="undrained"}`))
 }
 
 // TestCalledOffShutdownEndsAtOnce: a caught reboot whose job logind cannot start once the agent

@@ -21,7 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -315,19 +320,56 @@ func (a *agentProc) metric(series string) float64 {
 	if a.metricsURL == "" {
 		a.metricsURL = "http://" + a.listenAddr() + "/metrics"
 	}
-	resp, err := http.Get(a.metricsURL)
-	require.NoError(a.s.t, err)
+	return scrapeMetric(a.s.t, a.metricsURL, series)
+}
+
+// scrapeMetric returns the value of one sample of the /metrics at url; -1 when it is absent.
+func scrapeMetric(t testing.TB, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(a.s.t, err)
+	require.NoError(t, err)
 	for _, line := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			require.NoError(a.s.t, err)
+			require.NoError(t, err)
 			return f
 		}
 	}
 	return -1
+}
+
+// eventRecorder records the coordinator's Events in the cluster, as the coordinator's main does.
+func (s *scene) eventRecorder() record.EventRecorder {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.c.Client.CoreV1().Events("")})
+	s.t.Cleanup(broadcaster.Shutdown)
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator"})
+}
+
+// waitNodeEvent waits for an Event of reason on node and returns it.
+func (s *scene) waitNodeEvent(node, reason string, timeout time.Duration) corev1.Event {
+	s.t.Helper()
+	var got []corev1.Event
+	require.Eventually(s.t, func() bool {
+		evs, err := s.c.Client.CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
+		require.NoError(s.t, err)
+		got = evs.Items
+		return len(got) > 0
+	}, timeout, 50*time.Millisecond, "no %s Event on %s", reason, node)
+	return got[0]
+}
+
+// setBootID writes the boot ID the kubelet of node reports.
+func (s *scene) setBootID(node, boot string) {
+	s.t.Helper()
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"nodeInfo": map[string]any{"bootID": boot}}})
+	require.NoError(s.t, err)
+	_, err = s.c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	require.NoError(s.t, err)
 }
 
 // listenAddr finds the metrics address the agent logged (it listens on a free port).
