@@ -24,11 +24,7 @@ func TestAPIUnreachableAsksTheNodeInformer(t *testing.T) {
 		"uncordoned": {true, false, "u1", false}, "missing": {false, false, "", false}, "replaced": {true, true, "u2", false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			core := NewCore(nodedrain.DefaultPolicy(), 1)
-			r := &nodedrain.NodeDrainRequest{Node: "n1", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
-			core.Step("n1", nodedrain.EvRequest{Request: r}, now)
-			core.Step("n1", nodedrain.EvAdmit{}, now)
-			core.Step("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
+			core := cordonedCore(now)
 			view := func(string) (bool, bool, string) { return c.found, c.cordoned, c.uid }
 			core.APIUnreachable(time.Hour, safe, view, now)
 			d, ok := core.Drain("n1")
@@ -53,11 +49,7 @@ func TestAPIUnreachableRuleWaitsForCachesThatMayBeBehind(t *testing.T) {
 		"just inside the settling time": {lastViewSettles - time.Second, false}, "once settled": {lastViewSettles, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			core := NewCore(nodedrain.DefaultPolicy(), 1)
-			r := &nodedrain.NodeDrainRequest{Node: "n1", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
-			core.Step("n1", nodedrain.EvRequest{Request: r}, now)
-			core.Step("n1", nodedrain.EvAdmit{}, now)
-			core.Step("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
+			core := cordonedCore(now)
 			down := now.Add(5 * time.Minute)
 			if c.answeredBefore > 0 {
 				core.APIAnswered(down.Add(-c.answeredBefore))
@@ -72,4 +64,14 @@ func TestAPIUnreachableRuleWaitsForCachesThatMayBeBehind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cordonedCore is a Core whose drain of n1 (request r1) has cordoned Node object u1 at now.
+func cordonedCore(now time.Time) *Core {
+	core := NewCore(nodedrain.DefaultPolicy(), 1)
+	r := &nodedrain.NodeDrainRequest{Node: "n1", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
+	core.Step("n1", nodedrain.EvRequest{Request: r}, now)
+	core.Step("n1", nodedrain.EvAdmit{}, now)
+	core.Step("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
+	return core
 }
