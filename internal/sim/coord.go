@@ -88,10 +88,12 @@ type coord struct {
 	lostAPI apiLoss
 	// offset is the error of the replica's clock (CoordClockSkew).
 	offset time.Duration
+	// startedAt is when the process started (its informers listed then): Core.TermBegins.
+	startedAt time.Time
 }
 
 func (s *Sim) newCoord(name string) *coord {
-	c := &coord{s: s, name: name, alive: true, conn: &conn{b: s.bus, name: name, alive: true}, opGen: map[string]int{}}
+	c := &coord{s: s, name: name, alive: true, conn: &conn{b: s.bus, name: name, alive: true}, opGen: map[string]int{}, startedAt: s.w.now}
 	s.w.after(s.w.between(0, time.Second), "campaign", c.campaign)
 	return c
 }
@@ -206,7 +208,7 @@ func (c *coord) restart() {
 		return
 	}
 	c.s.w.logf("%s starts", c.name)
-	c.alive, c.conn.alive = true, true
+	c.alive, c.conn.alive, c.startedAt = true, true, c.s.w.now
 	c.s.w.after(c.s.w.between(0, time.Second), "campaign", c.campaign)
 }
 
@@ -318,6 +320,8 @@ func (c *coord) resume() {
 	c.core = coordinator.NewCore(s.cfg.Policy, s.cfg.MaxConcurrent)
 	c.core.SetStaleHolderTimeout(s.cfg.StaleHolderTimeout)
 	c.core.SetAllowDecommission(true)
+	c.core.SetInformerRelist(s.cfg.InformerRelist)
+	c.core.TermBegins(c.now(), c.local(c.startedAt))
 	c.verdicts = map[string]coordinator.Verdict{}
 	s.resumes++
 	c.unpublished, c.apiDownSince, c.opGen, c.repairs = map[string]bool{}, time.Time{}, map[string]int{}, map[string]bool{}

@@ -94,6 +94,10 @@ type Config struct {
 	TypedReboots  bool
 	CatchShutdown bool
 	InhibitDelay  time.Duration
+	// InformerRelist is the coordinators' Config.InformerRelist (zero: its default; negative:
+	// the API-unreachable rule never waits for the informers, for regressions found before it did
+	// whose caches never lag).
+	InformerRelist time.Duration
 	// ShutdownJobFailures is the share of shutdowns let through whose job logind cannot start:
 	// the machine stays up and logind calls the shutdown off (typedreboot.go).
 	ShutdownJobFailures float64

@@ -134,7 +134,15 @@ func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
 func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 	c := a.f.caught
 	a.f.caught = nil
-	jobFails := c.own == nil && s.jrng.Float64() < s.cfg.ShutdownJobFailures
+	if c.own == nil && !c.calledOff && s.jrng.Float64() < s.cfg.ShutdownJobFailures {
+		// logind starts the job as soon as the last lock goes, and learns at once that it failed.
+		s.w.after(s.w.between(10*time.Millisecond, 100*time.Millisecond), "shutdown job fails", func() {
+			if a.node.up && a.node.bootID == c.boot {
+				s.shutdownJobFails(a)
+			}
+		})
+		return
+	}
 	s.w.after(s.w.between(100*time.Millisecond, 2*time.Second), "machine goes down", func() {
 		n := a.node
 		switch {
@@ -142,8 +150,6 @@ func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 			// (its own command took it down meanwhile)
 		case c.calledOff:
 			s.w.logf("%s stays up: its shutdown was called off", n.name)
-		case jobFails:
-			s.shutdownJobFails(a)
 		case c.own != nil:
 			c.own()
 		case drained && a.cmdRequest == "":

@@ -76,8 +76,13 @@ func (a *Agent) stopCatching() {
 func (a *Agent) onCaught(ctx context.Context, s caughtSignal) {
 	a.shuttingDown = s.start
 	if !s.start {
-		a.entry().Info("logind says the shutdown was called off")
-		a.step(ctx, EvShutdownCalledOff{}) // (one let through ends now, not at the reboot timeout)
+		if s.stopping {
+			// Not called off for the node: another shutdown's job took its place.
+			a.entry().Warn("logind says the shutdown was called off, but systemd is stopping the machine all the same: waiting for the node to go down")
+		} else {
+			a.entry().Info("logind says the shutdown was called off")
+			a.step(ctx, EvShutdownCalledOff{}) // (one let through ends now, not at the reboot timeout)
+		}
 		a.syncLocks()
 		return
 	}

@@ -28,7 +28,8 @@ func (s *stepper) caught(e EvTrigger) {
 	switch {
 	case st.Caught && st.Released:
 		// Let go already (a shutdown called off and started again): the node is as drained as
-		// it was then.
+		// it was then, and going down again.
+		st.CalledOff = false
 		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: st.ClearedBy != "",
 			Reason: "announced again, and let go already"})
 		reply("already let go for request %s", st.RequestID)
@@ -131,6 +132,7 @@ func (s *stepper) failedGoingDown() { s.m.State.Superseded = true }
 // needs no reboot (then it is done); one it started ends.
 func (s *stepper) caughtTimedOut(how string) {
 	st := &s.m.State
+	st.CalledOff = false
 	switch {
 	case st.Superseded:
 		st.Caught, st.Superseded, st.Released, st.Own = false, false, false, false
@@ -141,8 +143,12 @@ func (s *stepper) caughtTimedOut(how string) {
 		// Its command succeeded (doneGoingDown) and needs no reboot: the operation is done, the
 		// shutdown let through meanwhile was only keeping its request.
 		st.Caught, st.Released, st.Own = false, false, false
+		retired := st.Operation == OpDecommission
 		s.finish(fmt.Sprintf("%s command succeeded, and the shutdown let through meanwhile %s: withdrawing request %s so the coordinator %s",
 			st.Operation, how, st.RequestID, st.Operation.afterWithdrawal()))
+		if retired { // (as commandDone: no Node answers a request of this boot)
+			s.m.State.Retired = s.m.Boot
+		}
 	case st.Own:
 		st.Caught, st.Released, st.Own = false, false, false
 		s.commandFailed(fmt.Sprintf("the shutdown after the %s command returned %s", st.Operation, how))

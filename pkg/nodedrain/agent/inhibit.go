@@ -61,6 +61,9 @@ type caughtSignal struct {
 	start bool
 	op    Operation
 	what  string // what logind said is coming, for the request's context
+	// stopping: logind called its shutdown off, but systemd is stopping the machine all the same
+	// (another shutdown's job took its place): the node still goes down.
+	stopping bool
 }
 
 // catcher holds the agent's inhibitor locks on the system bus and listens for
@@ -300,6 +303,9 @@ func (c *catcher) sync(ctx context.Context, conn *dbus.Conn) error {
 		return nil
 	}
 	s := caughtSignal{start: start, op: OpShutdown, what: "a shutdown or reboot (this systemd does not say which)"}
+	if !start {
+		s.stopping = systemStopping(ctx, conn)
+	}
 	if start {
 		// systemd 255 and later say which: PreparingForShutdownWithMetadata's "type".
 		if v, err := getProperty(ctx, conn, "PreparingForShutdownWithMetadata"); err == nil {
@@ -332,6 +338,35 @@ func (c *catcher) shuttingDown() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.announced
+}
+
+// systemStopping reports whether systemd says the machine is stopping (its SystemState), or has
+// a job queued that stops it (a reboot, power-off, halt or kexec target): a shutdown logind
+// called off may have lost its place to another. Unknown (an error) counts as not stopping.
+func systemStopping(ctx context.Context, conn *dbus.Conn) bool {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	manager := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
+	var state dbus.Variant
+	if err := manager.CallWithContext(cctx, "org.freedesktop.DBus.Properties.Get", 0, "org.freedesktop.systemd1.Manager",
+		"SystemState").Store(&state); err == nil && state.Value() == "stopping" {
+		return true
+	}
+	var jobs []struct {
+		ID                uint32
+		Unit, Type, State string
+		JobPath, UnitPath dbus.ObjectPath
+	}
+	if err := manager.CallWithContext(cctx, "org.freedesktop.systemd1.Manager.ListJobs", 0).Store(&jobs); err != nil {
+		return false
+	}
+	for _, j := range jobs {
+		switch j.Unit {
+		case "reboot.target", "poweroff.target", "halt.target", "kexec.target", "shutdown.target", "soft-reboot.target":
+			return true
+		}
+	}
+	return false
 }
 
 // getProperty reads one of logind's Manager properties, within callTimeout.

@@ -129,6 +129,9 @@ type State struct {
 	// Own says the caught shutdown came once the operation's command had run (its own, or one
 	// coinciding with it): the command's result decides whether the operation is done.
 	Own bool `json:"own,omitempty"`
+	// CalledOff says logind called the released shutdown off while the operation's command still
+	// ran: the operation ends as such once the command returns (caughtTimedOut).
+	CalledOff bool `json:"calledOff,omitempty"`
 	// DrainFailures counts FAILEDCORDON / FAILEDDRAIN answers for this operation.
 	DrainFailures int `json:"drainFailures,omitempty"`
 	// ClearedBy says what let the operation run ("COMPLETE", "NOTSUPPORTED", "override COMPLETE").

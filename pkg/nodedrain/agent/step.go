@@ -54,12 +54,15 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 	case EvTimer:
 		s.timer(e.RequestID)
 	case EvShutdownCalledOff:
-		if st := s.m.State; st.Caught && st.Released && st.Phase == PhaseWaitingBoot {
-			s.caughtTimedOut("was called off by logind")
+		if st := &s.m.State; st.Caught && st.Released {
+			st.CalledOff = true // (acted on once the command, if one runs, has returned: below)
 		}
 	case EvStatusRead:
 		s.statusRead(e)
 		edge = s.m.BusKnown
+	}
+	if st := s.m.State; st.CalledOff && st.Caught && st.Released && st.Phase == PhaseWaitingBoot {
+		s.caughtTimedOut("was called off by logind")
 	}
 	s.reconcile(edge)
 	return s.m, s.actions

@@ -49,6 +49,11 @@ type Config struct {
 	// APIUnreachableTimeout is how long the Kubernetes API may be unreachable before a drain
 	// under way is let through to COMPLETE (only if its volumes were safe). Zero disables it.
 	APIUnreachableTimeout time.Duration
+	// InformerRelist bounds how long after the API answers again, or a term begins, the
+	// informers may still be listing again: the API-unreachable rule does not decide on their view
+	// meanwhile (Core.APIAnswered). Zero: a minute (client-go's longest relist wait); negative:
+	// never (for tests that cut the API right after start).
+	InformerRelist time.Duration
 	// EvictRetryDelay is the wait before asking again to evict a pod whose eviction was refused
 	// (by a PodDisruptionBudget or a webhook) within one attempt (> 0).
 	EvictRetryDelay time.Duration

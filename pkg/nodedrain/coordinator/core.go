@@ -33,7 +33,8 @@ type Core struct {
 	staleAfter        time.Duration                    // see SetStaleHolderTimeout
 	allowDecommission bool                             // see SetAllowDecommission
 	apiDownSince      time.Time                        // see SetAPIUnreachable
-	apiAnsweredAt     time.Time                        // see APIAnswered
+	viewSettlesAt     time.Time                        // see APIAnswered
+	relist            time.Duration                    // see SetInformerRelist
 }
 
 // AdmitPolicy is what the maintenance policy says about the waiting drains (see
@@ -54,15 +55,43 @@ func (c *Core) SetStaleHolderTimeout(d time.Duration) { c.staleAfter = d }
 // API-unreachable rule is for drains the API saw cordoned before it went away.
 func (c *Core) SetAPIUnreachable(since time.Time) { c.apiDownSince = since }
 
-// APIAnswered says the Kubernetes API answered this coordinator again at at, after it had not.
-// Its informers may take up to informerRelist more to list again: an outage that begins before
-// that finds their view older than itself (APIUnreachable).
-func (c *Core) APIAnswered(at time.Time) { c.apiAnsweredAt = at }
+// APIAnswered says the Kubernetes API answered this coordinator again at at, after it had not
+// (or, at the start of a term, that it may have missed an outage). Its informers may take up to
+// the relist bound (informerRelist) more to list again, after an outage of any length: a
+// reflector's backoff grows over the failures of the last two minutes, not of this outage alone.
+// An outage that begins before that finds their view older than itself (APIUnreachable). A blip
+// of the probe costs the rule that much too: the safe side.
+func (c *Core) APIAnswered(at time.Time) {
+	if c.relist <= 0 {
+		return
+	}
+	if settles := at.Add(c.relist + probeLateness); settles.After(c.viewSettlesAt) {
+		c.viewSettlesAt = settles
+	}
+}
 
-// lastViewSettles is how long after the API answers again an outage may begin and still find
-// the informers' view current: informerRelist for the reflectors to list again, and the time
-// this coordinator may take to see the API go (its probe's period and timeout).
-const lastViewSettles = informerRelist + 5*time.Second
+// SetInformerRelist sets Config.InformerRelist: zero keeps informerRelist, a negative value
+// never waits.
+func (c *Core) SetInformerRelist(d time.Duration) {
+	if d != 0 {
+		c.relist = d
+	}
+}
+
+// TermBegins says a term of this Core begins at now in a process that started at started. The
+// informers' caches are the process's: one that ran before its term (a standby taking over, or
+// a leader starting a new term) may have missed an outage they are still listing again after,
+// so the API-unreachable rule waits for them as after one (APIAnswered). A process that has
+// just started listed them afresh.
+func (c *Core) TermBegins(now, started time.Time) {
+	if now.Sub(started) > probeLateness {
+		c.APIAnswered(now)
+	}
+}
+
+// probeLateness is how long this coordinator may take to see the API go (its probe's period and
+// timeout): an outage it saw begin at t may have begun that much before.
+const probeLateness = 5 * time.Second
 
 // SetAllowDecommission says whether decommission requests may be admitted (Config.AllowDecommission).
 func (c *Core) SetAllowDecommission(allow bool) { c.allowDecommission = allow }
@@ -125,7 +154,7 @@ func (c *Core) ConfirmDeclared() { c.declaredConfirmed = true }
 // NewCore returns a Core with no drains.
 func NewCore(p nodedrain.Policy, maxConcurrent int) *Core {
 	return &Core{policy: p, maxConcurrent: maxConcurrent, drains: map[string]nodedrain.Drain{},
-		announced: map[string]nodedrain.DrainStatus{}}
+		announced: map[string]nodedrain.DrainStatus{}, relist: informerRelist}
 }
 
 // Drain returns node's drain as the Core knows it.
@@ -581,11 +610,11 @@ type CordonView func(node string) (found, cordoned bool, uid string)
 // down: every drain under way whose volumes the gate's last view calls safe, and whose node the
 // node informer's last view (cordon, nil: not known) shows still cordoned, the same Node object,
 // goes to COMPLETE; the others say why they do not. None does if the outage began while the
-// informers may still have been listing again after an earlier one (lastViewSettles): their
-// view may then be older than this outage, and miss a copy lost in between.
+// informers may still have been listing again after an earlier one (APIAnswered): their view may
+// then be older than this outage, and miss a copy lost in between.
 func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonView, now time.Time) []NodeAction {
 	var out []NodeAction
-	behind := !c.apiAnsweredAt.IsZero() && !c.apiDownSince.IsZero() && c.apiDownSince.Sub(c.apiAnsweredAt) < lastViewSettles
+	behind := !c.apiDownSince.IsZero() && c.apiDownSince.Before(c.viewSettlesAt)
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
 		if !d.Active() {

@@ -54,6 +54,7 @@ type Engine struct {
 	repairFails    map[string]int  // ticks running each of repairs could not be read
 	repairsLost    uint64          // keys of repairs given up (could not be read)
 	apiDownSince   time.Time
+	started        time.Time // when the process made the Engine (its informers listed then): Core.TermBegins
 	results        chan nodeEvent
 	nodeChanged    chan struct{}
 	timer          *time.Timer
@@ -164,7 +165,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: Landed{}, recheck: map[string]bool{}, repairs: map[string]bool{},
-		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}}
+		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}, started: cfg.Now()}
 	e.ops = newExecutor(e)
 	return e, nil
 }
@@ -212,6 +213,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)
 	e.core.SetAllowDecommission(e.cfg.AllowDecommission)
+	e.core.SetInformerRelist(e.cfg.InformerRelist)
+	e.core.TermBegins(e.cfg.Now(), e.started)
 	e.ops = newExecutor(e)
 	defer e.ops.stopAll()
 	if err := e.openBuckets(ctx); err != nil {

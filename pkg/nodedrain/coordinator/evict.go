@@ -78,6 +78,9 @@ type attemptRun struct {
 // API's absence ended says so, and is not counted as a failed attempt (unreachable).
 func (e *evictor) syncFailed(ctx context.Context, node string) error {
 	err := fmt.Errorf("watch pods on node %s: %w", node, context.Cause(ctx))
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err // cancelled (a withdrawal, the term's end): nothing to ask
+	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if perr := e.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error(); unreachable(perr) {

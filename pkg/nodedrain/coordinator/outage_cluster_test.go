@@ -51,6 +51,7 @@ func TestAPIOutageWithLeaderElection(t *testing.T) {
 	cfg := h.config(client)
 	cfg.Gate = gate
 	cfg.APIUnreachableTimeout = 6 * time.Second // longer than the lease's renew deadline
+	cfg.InformerRelist = -1                     // (the API is cut seconds after start, its caches just listed: the rule need not wait for them)
 	h.runLeader(cfg, client, "a")
 	node := h.nodes[0]
 	h.request(node, "r1", time.Now())
@@ -80,6 +81,7 @@ func TestTakeoverFencesTheLeaderInOutageMode(t *testing.T) {
 	old := h.config(client)
 	old.Gate = oldGate
 	old.APIUnreachableTimeout = 10 * time.Second // after the other replica took over (~3 s)
+	old.InformerRelist = -1                      // (cut seconds after start: see TestAPIOutageWithLeaderElection)
 	h.runLeader(old, client, "old")
 	node := h.nodes[0]
 	h.request(node, "r1", time.Now())

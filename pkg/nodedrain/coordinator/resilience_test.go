@@ -311,6 +311,7 @@ func TestAPIUnreachable(t *testing.T) {
 			cfg := h.config(client)
 			cfg.Gate = gate
 			cfg.APIUnreachableTimeout = 3 * time.Second
+			cfg.InformerRelist = -1 // (the API is cut seconds after start, its caches just listed: the rule need not wait for them)
 			h.run(cfg)
 			h.request(h.nodes[0], "r1", time.Now())
 			h.waitFor(h.nodes[0], 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
@@ -362,6 +363,7 @@ func TestNoAdmissionWhileTheAPIIsUnreachable(t *testing.T) {
 	gate := &testGate{safe: map[string]bool{}}
 	cfg := h.config(client)
 	cfg.Gate, cfg.MaxConcurrentDrains, cfg.APIUnreachableTimeout = gate, 2, 3*time.Second
+	cfg.InformerRelist = -1 // (the API is cut seconds after start, its caches just listed: the rule need not wait for them)
 	h.run(cfg)
 	first, second := h.nodes[0], h.nodes[1]
 	h.request(first, "r1", time.Now())
