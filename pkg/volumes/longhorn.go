@@ -2,13 +2,16 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -151,8 +154,29 @@ func (l *Longhorn) Start(ctx context.Context) error {
 
 // served returns the longhorn.io/v1beta2 resources the API server serves; none when the group
 // version is not installed.
+//
+// An API server that does not answer at all (not started yet, or this process's path to it cut)
+// is asked again until it does or ctx ends: a coordinator started meanwhile waits for it instead
+// of exiting and being restarted with the kubelet's growing backoff. An answer that refuses
+// (forbidden, an error) ends it.
 func (l *Longhorn) served(ctx context.Context) (map[string]bool, error) {
-	list, err := l.disc.ServerResourcesForGroupVersionWithContext(ctx, LonghornGroupVersion)
+	var list *metav1.APIResourceList
+	var err error
+	for wait, warned := time.Second, false; ; wait = min(2*wait, 15*time.Second) {
+		list, err = l.disc.ServerResourcesForGroupVersionWithContext(ctx, LonghornGroupVersion)
+		var answered apierrors.APIStatus
+		if err == nil || errors.As(err, &answered) || ctx.Err() != nil {
+			break
+		}
+		if !warned {
+			l.log.WithError(err).Warnf("cannot reach the API server to discover %s; asking again until it answers", LonghornGroupVersion)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		return map[string]bool{}, nil
 	}
