@@ -125,6 +125,9 @@ type nodeEvent struct {
 	node  string
 	ev    nodedrain.Event
 	probe *bool
+	// unready: the probe's API server answered that it is not ready (unready /readyz): it is
+	// recovering, and the informers' lists may still fail, so their view settles from now on.
+	unready bool
 	// rebooted: the node's kubelet reports this new boot ID (rebooted.go).
 	rebooted string
 	run      uint64 // the Run that posted it: a result of an earlier run is dropped
@@ -325,6 +328,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			switch {
 			case r.probe != nil:
 				e.apiReachable(*r.probe)
+				if r.unready {
+					e.core.APIAnswered(e.cfg.Now())
+				}
 			case r.rebooted != "":
 				e.rebooted(r.node, r.rebooted)
 			default:

@@ -222,13 +222,15 @@ func unreachable(err error) bool {
 	return errors.As(err, &uerr) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err)
 }
 
-// probeAPI asks the API server's /readyz every few seconds and reports whether it answered.
+// probeAPI asks the API server's /readyz every few seconds and reports whether it answered, and
+// whether it said it is not ready (unready: recovering, its lists may still fail).
 func (e *Engine) probeAPI(ctx context.Context) {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := e.cfg.Client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(pctx).Error()
 		cancel()
-		e.postProbe(ctx, err == nil || !unreachable(err))
+		reachable := err == nil || !unreachable(err)
+		e.send(ctx, nodeEvent{probe: &reachable, unready: reachable && err != nil})
 		select {
 		case <-ctx.Done():
 			return
