@@ -39,23 +39,34 @@ func InstallKubeVirtCRDs(ctx context.Context, cfg *rest.Config) error {
 	return installCRDs(ctx, cfg, kubevirtCRDs)
 }
 
+// decodeCRDs reads a multi-document YAML of CustomResourceDefinitions, in order.
+func decodeCRDs(yaml []byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(yaml), 4096)
+	for {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("decode CRDs: %w", err)
+		}
+		if crd.Name != "" {
+			out = append(out, &crd)
+		}
+	}
+}
+
 func installCRDs(ctx context.Context, cfg *rest.Config, yaml []byte) error {
 	client, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(yaml), 4096)
-	for {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("decode CRDs: %w", err)
-		}
-		if crd.Name == "" {
-			continue
-		}
-		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{})
+	crds, err := decodeCRDs(yaml)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		_, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
@@ -75,4 +86,5 @@ func installCRDs(ctx context.Context, cfg *rest.Config, yaml []byte) error {
 			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
 		}
 	}
+	return nil
 }

@@ -1,18 +1,16 @@
 package testenv
 
 import (
-	"bytes"
 	"errors"
-	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // The project's minimal Longhorn CRDs (testdata/longhorn-crds.yaml) are a faithful subset of
@@ -25,7 +23,7 @@ import (
 func TestLonghornSchemaIsASubsetOfTheRealOne(t *testing.T) {
 	root, err := RepoRoot()
 	require.NoError(t, err)
-	ours := decodeCRDs(t, longhornCRDs)
+	ours := crdsByName(t, longhornCRDs)
 	releases := []string{"v1.12.1", "v1.7.3"}
 	missing := map[string][]string{} // path -> the releases without it
 	for _, release := range releases {
@@ -35,8 +33,8 @@ func TestLonghornSchemaIsASubsetOfTheRealOne(t *testing.T) {
 			t.Skipf("Longhorn's real CRDs are not beside the project (%s): the project's own schema is not checked against them", path)
 		}
 		require.NoError(t, err)
-		real := decodeCRDs(t, data)
-		for _, name := range sortedKeys(ours) {
+		real := crdsByName(t, data)
+		for _, name := range slices.Sorted(maps.Keys(ours)) {
 			theirs, ok := real[name]
 			if !assert.True(t, ok, "Longhorn %s has no CRD %s", release, name) {
 				continue
@@ -50,7 +48,7 @@ func TestLonghornSchemaIsASubsetOfTheRealOne(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range sortedKeys(missing) {
+	for _, p := range slices.Sorted(maps.Keys(missing)) {
 		if len(missing[p]) == len(releases) {
 			t.Errorf("%s: in no release of Longhorn's schema (%v)", p, releases)
 		} else {
@@ -59,22 +57,16 @@ func TestLonghornSchemaIsASubsetOfTheRealOne(t *testing.T) {
 	}
 }
 
-// decodeCRDs reads a multi-document YAML of CRDs, by name.
-func decodeCRDs(t *testing.T, data []byte) map[string]*apiextensionsv1.CustomResourceDefinition {
+// crdsByName decodes a multi-document YAML of CRDs, by name.
+func crdsByName(t *testing.T, data []byte) map[string]*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
+	crds, err := decodeCRDs(data)
+	require.NoError(t, err)
 	out := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
-			return out
-		} else if err != nil {
-			t.Fatalf("decode CRDs: %v", err)
-		}
-		if crd.Name != "" {
-			out[crd.Name] = &crd
-		}
+	for _, crd := range crds {
+		out[crd.Name] = crd
 	}
+	return out
 }
 
 // version is the schema of crd's version name (nil: none).
@@ -99,7 +91,7 @@ func schemaSubset(ours, theirs *apiextensionsv1.JSONSchemaProps, at string) (gon
 		return nil, []string{at + ": type " + ours.Type + " here, " + theirs.Type + " in the real schema"}
 	}
 	add := func(g, r []string) { gone, retyped = append(gone, g...), append(retyped, r...) }
-	for _, name := range sortedKeys(ours.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(ours.Properties)) {
 		mine := ours.Properties[name]
 		var o *apiextensionsv1.JSONSchemaProps
 		if other, ok := theirs.Properties[name]; ok {
@@ -122,13 +114,4 @@ func schemaSubset(ours, theirs *apiextensionsv1.JSONSchemaProps, at string) (gon
 		add(schemaSubset(ours.AdditionalProperties.Schema, o, at+"{}"))
 	}
 	return gone, retyped
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
