@@ -159,6 +159,33 @@ func TestCaughtShutdownWhileAnUpdateRuns(t *testing.T) {
 	assert.Zero(t, cut.State.Handled[OpUpdate], "cut short by the reboot: not done, its sentinel asks again")
 }
 
+// A reboot caught while an update's command runs, let go and then called off by logind (its job
+// could not start) while the command still runs: once the command succeeds the update is done
+// and its request withdrawn at once — not run again, nor kept until the reboot timeout. A
+// caught reboot let go and called off with no command of its own ends at once too.
+func TestCaughtShutdownCalledOffWhileTheCommandRuns(t *testing.T) {
+	running, _, _ := play(t, fresh(), seq(up, []step{
+		now(sentinel(OpUpdate, "u1", 7)), now(pubOK("u1")), now(status(nodedrain.StatusComplete, "u1")), now(read(nodedrain.StatusComplete, "u1")),
+		now(caughtShutdown("c1")),
+	}))
+	require.Equal(t, PhaseRunning, running.State.Phase)
+	m, _, got := play(t, running, []step{now(EvShutdownCalledOff{})})
+	assert.Empty(t, got, "nothing to do while the command runs")
+	assert.True(t, m.State.CalledOff)
+	m, _, got = play(t, m, []step{now(EvCommandDone{RequestID: "u1"})})
+	assert.Equal(t, []string{"withdraw"}, got, "done: withdrawn at once")
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+	assert.Equal(t, int64(7), m.State.Handled[OpUpdate], "the update is done, not asked again")
+
+	released, _, _ := play(t, fresh(), seq(up, []step{
+		now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusComplete, "c1")), now(read(nodedrain.StatusComplete, "c1")),
+	}))
+	require.Equal(t, PhaseWaitingBoot, released.State.Phase)
+	m, _, got = play(t, released, []step{now(EvShutdownCalledOff{})})
+	assert.Equal(t, []string{"withdraw"}, got)
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+}
+
 // A caught request an operator withdraws lets the shutdown go at once: nothing else would, and
 // logind would wait out its delay with the node uncordoned.
 func TestCaughtShutdownWithdrawnByAnOperatorProceeds(t *testing.T) {
