@@ -56,17 +56,29 @@ func TestHostFilesForTheNonRootAgent(t *testing.T) {
 	require.Len(t, times, 2, out)
 	assert.Equal(t, times[0], times[1], "the mirror keeps the file's time")
 
+	// (Each change once the copy before it is done: systemd starts no unit already running, so a
+	// change in the last instant of one is not announced; edgedrain-reboot-required.service.)
+	settled := func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			out, _ := h.Exec("systemctl", "is-active", "edgedrain-reboot-required.service")
+			return strings.TrimSpace(out) != "activating"
+		}, 10*time.Second, 50*time.Millisecond, "the mirror's copy never ended")
+	}
+	settled()
 	const again = "*** System restart required ***\nlinux-image-6.1.0-30\n"
 	out, err = h.Exec("sh", "-c", "printf '"+again+"' > /run/reboot-required")
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool { return mirror() == again }, 10*time.Second, 100*time.Millisecond,
 		"the mirror did not follow a new write: %q", mirror())
+	settled()
 	out, err = h.Exec("rm", "/run/reboot-required")
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool {
 		_, err := h.Exec("test", "-e", "/run/edgedrain/sentinels/reboot-required")
 		return err != nil
 	}, 10*time.Second, 100*time.Millisecond, "the mirror stayed after /run/reboot-required was removed")
+	settled()
 	out, err = h.Exec("sh", "-c", "printf '"+needed+"' > /run/reboot-required")
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool { return mirror() == needed }, 10*time.Second, 100*time.Millisecond,
