@@ -31,7 +31,7 @@ type streamRecorder struct {
 	bucket   string
 	kind     Kind
 	mu       sync.Mutex
-	next     uint64 // the first revision not recorded yet, or skipped
+	next     uint64 // the first revision not recorded (nor taken for lost, nor a gap) yet
 	seen     map[uint64]bool
 	readBack int // revisions read back by sequence (ahead of the consumer, or skipped by it)
 	skips    int // sequences that never held a message (see skipped)
@@ -51,7 +51,10 @@ func (w *world) recordStream(ctx context.Context, js jetstream.JetStream, bucket
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.fill(ctx, md.Sequence.Stream-1, true)
+		// Not final: a revision JetStream cannot serve just now stays for the poller and the end
+		// to read back, instead of this delivery holding the lock (and the poller) for the
+		// half-minute of a final read's retries while the key's later values push it out.
+		r.fill(ctx, md.Sequence.Stream-1, false)
 		r.record(md.Sequence.Stream, msg.Subject(), msg.Headers(), msg.Data(), md.Timestamp)
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errs.Add(1) <= 20 {
@@ -145,19 +148,28 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64, final bool) {
 			if skipped, serr := r.skipped(ctx, seq); serr != nil {
 				err = fmt.Errorf("%w; and deciding whether it ever held a message: %w", err, serr)
 			} else if skipped {
-				r.seen[seq] = true
+				r.mark(seq)
 				r.skips++
 				r.w.add(Event{Kind: KindPhase, What: "gap", Detail: fmt.Sprintf("%s sequence %d held no message", r.bucket, seq)})
 				continue
 			}
 		}
 		if err != nil {
-			r.seen[seq] = true
+			r.mark(seq)
 			r.w.add(Event{Kind: KindPhase, What: "lost", Detail: fmt.Sprintf("%s revision %d: %v", r.bucket, seq, err)})
 			continue
 		}
 		r.readBack++
 		r.record(msg.Sequence, msg.Subject, msg.Header, msg.Data, msg.Time)
+	}
+}
+
+// mark records that seq is decided (recorded, lost or a gap): the next fill starts at the first
+// revision not decided yet, so one that could not be read just now is read back later.
+func (r *streamRecorder) mark(seq uint64) {
+	r.seen[seq] = true
+	for r.seen[r.next] {
+		r.next++
 	}
 }
 
@@ -250,8 +262,7 @@ func (r *streamRecorder) record(seq uint64, subject string, hdr nats.Header, dat
 	if r.seen[seq] {
 		return
 	}
-	r.seen[seq] = true
-	r.next = max(r.next, seq+1)
+	r.mark(seq)
 	e := Event{At: at, Kind: r.kind, Node: strings.TrimPrefix(subject, "$KV."+r.bucket+"."), Rev: seq}
 	switch {
 	case hdr.Get("KV-Operation") != "":
