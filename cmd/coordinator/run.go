@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,6 +85,7 @@ func run(ctx context.Context, o *options) error {
 	defer broadcaster.Shutdown()
 
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "edgedrain-coordinator", Host: o.identity})
+	started := time.Now() // (the informers list from here: Config.Started)
 	gate, err := startVolumeGate(ctx, o, rc, client, reg, recorder, log)
 	if err != nil {
 		return err
@@ -100,7 +102,7 @@ func run(ctx context.Context, o *options) error {
 	cfg.Client, cfg.JetStream, cfg.Logger, cfg.Gate, cfg.Recorder = client, js, log, gate, recorder
 	cfg.Explainer = kubevirt
 	cfg.Maintenance = maintenance
-	cfg.Identity = o.identity
+	cfg.Identity, cfg.Started = o.identity, started
 	cfg.Metrics = coordinator.NewMetrics(reg)
 	cfg.Signer, cfg.TrustedKeys = signer, trusted.Keys
 	engine, err := coordinator.NewEngine(cfg)

@@ -156,21 +156,24 @@ func (l *Longhorn) Start(ctx context.Context) error {
 // version is not installed.
 //
 // An API server that does not answer at all (not started yet, or this process's path to it cut)
-// is asked again until it does or ctx ends: a coordinator started meanwhile waits for it instead
-// of exiting and being restarted with the kubelet's growing backoff. An answer that refuses
-// (forbidden, an error) ends it.
+// is asked again until it does or ctx ends: a coordinator started meanwhile waits for it (saying
+// so each minute) instead of exiting at once, again and again. (Its /healthz is served only once
+// it has started: a liveness probe shorter than the outage still restarts it.) An answer that
+// refuses (forbidden, an error) ends it.
 func (l *Longhorn) served(ctx context.Context) (map[string]bool, error) {
 	var list *metav1.APIResourceList
 	var err error
-	for wait, warned := time.Second, false; ; wait = min(2*wait, 15*time.Second) {
+	began, warned := time.Now(), time.Time{}
+	for wait := time.Second; ; wait = min(2*wait, 15*time.Second) {
 		list, err = l.disc.ServerResourcesForGroupVersionWithContext(ctx, LonghornGroupVersion)
 		var answered apierrors.APIStatus
 		if err == nil || errors.As(err, &answered) || ctx.Err() != nil {
 			break
 		}
-		if !warned {
-			l.log.WithError(err).Warnf("cannot reach the API server to discover %s; asking again until it answers", LonghornGroupVersion)
-			warned = true
+		if time.Since(warned) >= time.Minute { // (said again each minute: a bad address or CA never heals)
+			l.log.WithError(err).WithField("waited", time.Since(began).Round(time.Second).String()).
+				Warnf("cannot reach the API server to discover %s; asking again until it answers", LonghornGroupVersion)
+			warned = time.Now()
 		}
 		select {
 		case <-ctx.Done():

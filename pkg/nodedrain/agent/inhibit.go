@@ -342,14 +342,15 @@ func (c *catcher) shuttingDown() bool {
 
 // systemStopping reports whether systemd says the machine is stopping (its SystemState), or has
 // a job queued that stops it (a reboot, power-off, halt or kexec target): a shutdown logind
-// called off may have lost its place to another. Unknown (an error) counts as not stopping.
+// called off may have lost its place to another. Unknown (an error: systemd is likely going away
+// itself) counts as stopping: the node then has --reboot-timeout to go down, as before.
 func systemStopping(ctx context.Context, conn *dbus.Conn) bool {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	manager := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
 	var state dbus.Variant
 	if err := manager.CallWithContext(cctx, "org.freedesktop.DBus.Properties.Get", 0, "org.freedesktop.systemd1.Manager",
-		"SystemState").Store(&state); err == nil && state.Value() == "stopping" {
+		"SystemState").Store(&state); err != nil || state.Value() == "stopping" {
 		return true
 	}
 	var jobs []struct {
@@ -358,7 +359,7 @@ func systemStopping(ctx context.Context, conn *dbus.Conn) bool {
 		JobPath, UnitPath dbus.ObjectPath
 	}
 	if err := manager.CallWithContext(cctx, "org.freedesktop.systemd1.Manager.ListJobs", 0).Store(&jobs); err != nil {
-		return false
+		return true
 	}
 	for _, j := range jobs {
 		switch j.Unit {

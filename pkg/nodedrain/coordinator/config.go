@@ -54,6 +54,10 @@ type Config struct {
 	// meanwhile (Core.APIAnswered). Zero: a minute (client-go's longest relist wait); negative:
 	// never (for tests that cut the API right after start).
 	InformerRelist time.Duration
+	// Started is when the process started its informers (before the volume gate's and the
+	// policy's starts, which may wait through an outage); zero: when the Engine is made.
+	// Core.TermBegins.
+	Started time.Time
 	// EvictRetryDelay is the wait before asking again to evict a pod whose eviction was refused
 	// (by a PodDisruptionBudget or a webhook) within one attempt (> 0).
 	EvictRetryDelay time.Duration

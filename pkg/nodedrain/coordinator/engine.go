@@ -54,7 +54,7 @@ type Engine struct {
 	repairFails    map[string]int  // ticks running each of repairs could not be read
 	repairsLost    uint64          // keys of repairs given up (could not be read)
 	apiDownSince   time.Time
-	started        time.Time // when the process made the Engine (its informers listed then): Core.TermBegins
+	started        time.Time // when the process started its informers (Config.Started): Core.TermBegins
 	results        chan nodeEvent
 	nodeChanged    chan struct{}
 	timer          *time.Timer
@@ -168,7 +168,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
 		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: Landed{}, recheck: map[string]bool{}, repairs: map[string]bool{},
-		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}, started: cfg.Now()}
+		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}, started: cfg.Started}
+	if e.started.IsZero() {
+		e.started = cfg.Now()
+	}
 	e.ops = newExecutor(e)
 	return e, nil
 }
