@@ -145,7 +145,9 @@ func (r *streamRecorder) fill(ctx context.Context, last uint64, final bool) {
 			return
 		}
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			if skipped, serr := r.skipped(ctx, seq); serr != nil {
+			if skipped, serr := r.skipped(ctx, seq); serr != nil && !final {
+				return // (the stream's state could not be read just now: decided later)
+			} else if serr != nil {
 				err = fmt.Errorf("%w; and deciding whether it ever held a message: %w", err, serr)
 			} else if skipped {
 				r.mark(seq)
