@@ -199,3 +199,21 @@ func Describe(pods []corev1.Pod) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// StartTestCluster starts a cluster of the test's own with cfg's settings (feature gates, an
+// alpha API) for tests that need what the package's shared cluster does not have; it is
+// stopped when the test ends. Under -short the test is skipped.
+func StartTestCluster(t testing.TB, cfg ControlPlaneConfig) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a local cluster (not run with -short)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	c, stop, err := startCluster(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start a local cluster (%s): %v", cfg.FeatureGates, err)
+	}
+	t.Cleanup(stop)
+	return c
+}

@@ -37,6 +37,10 @@ type ControlPlaneConfig struct {
 	// Service's endpoint, an address in their network namespace that the test forwards to the
 	// API server's loopback port (RealCluster). Empty: loopback, and no such endpoint.
 	AdvertiseAddress string
+	// FeatureGates is given to the API server and the controller manager as --feature-gates
+	// (e.g. "EvictionRequestAPI=true"); RuntimeConfig to the API server as --runtime-config
+	// (an alpha API group: "lifecycle.k8s.io/v1alpha1=true"). Empty: their defaults.
+	FeatureGates, RuntimeConfig string
 }
 
 // ControlPlane is a running etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -137,7 +141,7 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		// endpoint, and their ServiceAccount's API token mounted (ServiceAccount admission).
 		advertise = []string{"--advertise-address=" + cfg.AdvertiseAddress}
 	}
-	if err := start("kube-apiserver", append(advertise,
+	if err := start("kube-apiserver", append(append(advertise,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--tls-cert-file="+files.serverCert, "--tls-private-key-file="+files.serverKey,
@@ -147,7 +151,7 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
-	)...); err != nil {
+	), gates(cfg, true)...)...); err != nil {
 		return nil, err
 	}
 	adminTLS, err := cp.tlsClientConfig("kubernetes-admin", "system:masters")
@@ -178,11 +182,11 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		}, extra...)
 		return start(name, args...)
 	}
-	if err := component("kube-controller-manager", kcmPort,
-		"--service-account-private-key-file="+files.saKey, "--root-ca-file="+files.caCert,
+	if err := component("kube-controller-manager", kcmPort, append([]string{
+		"--service-account-private-key-file=" + files.saKey, "--root-ca-file=" + files.caCert,
 		"--use-service-account-credentials=false",
 		"--concurrent-replicaset-syncs=10", "--concurrent-deployment-syncs=10",
-	); err != nil {
+	}, gates(cfg, false)...)...); err != nil {
 		return nil, err
 	}
 	if err := component("kube-scheduler", schedPort); err != nil {
@@ -211,6 +215,18 @@ func StartControlPlane(ctx context.Context, cfg ControlPlaneConfig) (cp *Control
 		}
 	}
 	return cp, nil
+}
+
+// gates is the feature gate (and, for the API server, runtime config) flags of cfg.
+func gates(cfg ControlPlaneConfig, apiServer bool) []string {
+	var out []string
+	if cfg.FeatureGates != "" {
+		out = append(out, "--feature-gates="+cfg.FeatureGates)
+	}
+	if apiServer && cfg.RuntimeConfig != "" {
+		out = append(out, "--runtime-config="+cfg.RuntimeConfig)
+	}
+	return out
 }
 
 // UserConfig returns a client configuration that authenticates as user in groups, with a

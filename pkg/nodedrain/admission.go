@@ -29,6 +29,31 @@ type NodeInfo struct {
 	// ResourceVersion is the resourceVersion of the Node object these facts were read from
 	// (empty: not known).
 	ResourceVersion string
+	// Other is another writer's maintenance of the node, as its lifecycle conditions show it
+	// (nil: none). Its drain waits; a maintenance in progress takes one of the slots.
+	Other *OtherMaintenance
+}
+
+// OtherMaintenance is a node lifecycle condition (MaintenancePlanned or MaintenanceInProgress,
+// status True) that another writer — an admin, another tool — set on a node. Kubernetes defines
+// no owner of these conditions, so edgedrain does not take such a node for maintenance: two
+// actors would each think the node theirs (one rebooting it while the other evicts, or each
+// letting another node go down beside it).
+type OtherMaintenance struct {
+	// Condition is the condition's type; InProgress is true for MaintenanceInProgress.
+	Condition  string
+	InProgress bool
+	Reason     string
+	Message    string
+}
+
+// waitMessage says why a drain waits for o.
+func (o OtherMaintenance) waitMessage() string {
+	msg := fmt.Sprintf("waiting: the node's %s condition was set by another writer (reason %s", o.Condition, o.Reason)
+	if o.Message != "" {
+		msg += fmt.Sprintf(": %q", o.Message)
+	}
+	return msg + "); edgedrain does not take a node another has in maintenance until it is cleared"
 }
 
 // Hold keeps a waiting drain in REQUESTED for a reason of the maintenance policy (a closed
@@ -169,6 +194,13 @@ func AdmitWith(in AdmitInput) Admission {
 			waiting = append(waiting, name)
 		}
 	}
+	for _, n := range nodes {
+		// Another's maintenance in progress is a node in maintenance like ours: it counts
+		// against the limit, its failure domain and its volumes' copies.
+		if n.Other != nil && n.Other.InProgress && !holdsSlot(drains[n.Name], n.Ready, a.WholeCluster) {
+			holders = append(holders, n.Name)
+		}
+	}
 	sort.Strings(holders)
 	sort.Slice(waiting, func(i, j int) bool {
 		if pi, pj := known[waiting[i]].Priority, known[waiting[j]].Priority; pi != pj {
@@ -196,6 +228,10 @@ func AdmitWith(in AdmitInput) Admission {
 		}
 		if h, held := in.Holds[name]; held {
 			a.Held[name] = h
+			continue
+		}
+		if o := known[name].Other; o != nil {
+			a.Queued[name] = o.waitMessage()
 			continue
 		}
 		if len(holders) >= maxConcurrent {

@@ -78,8 +78,8 @@ func (e *Engine) observeHolds(holds map[string]nodedrain.Hold, now time.Time) {
 	}
 }
 
-// nodeInfos is admission's view of the cluster's nodes: readiness, and the policy's priority
-// (for the node's waiting request) and failure domain.
+// nodeInfos is admission's view of the cluster's nodes: readiness, another writer's
+// maintenance, and the policy's priority (for the node's waiting request) and failure domain.
 func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
 	nodes, err := e.clusterNodes.List(labels.Everything())
 	if err != nil {
@@ -92,6 +92,9 @@ func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
 			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record, ResourceVersion: n.ResourceVersion}
 		if !info.Ready {
 			info.NotReadySince = notReadySince(n, now)
+		}
+		if e.cfg.LifecycleConditions {
+			info.Other = otherMaintenance(n)
 		}
 		if m := e.cfg.Maintenance; m != nil {
 			req := nodedrain.RequesterNone

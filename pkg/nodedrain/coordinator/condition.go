@@ -45,18 +45,21 @@ type conditions struct {
 	nodes  listersv1.NodeLister
 	log    logrus.FieldLogger
 	now    func() time.Time
+	// own, lifecycle: write EdgedrainMaintenance; Kubernetes' node lifecycle conditions (see
+	// lifecycle.go).
+	own, lifecycle bool
 
 	mu      sync.Mutex
 	pending map[string]nodedrain.NodeDrainStatus
-	wrote   map[string]time.Time // node -> when its condition was last written
+	wrote   map[string]written // node -> its last write by this run
 	wake    chan struct{}
 
 	warnings ratelog.Limiter
 }
 
-func newConditions(client kubernetes.Interface, nodes listersv1.NodeLister, log logrus.FieldLogger, now func() time.Time) *conditions {
-	return &conditions{client: client, nodes: nodes, log: log, now: now, pending: map[string]nodedrain.NodeDrainStatus{},
-		wrote: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+func newConditions(client kubernetes.Interface, nodes listersv1.NodeLister, log logrus.FieldLogger, now func() time.Time, own, lifecycle bool) *conditions {
+	return &conditions{client: client, nodes: nodes, log: log, now: now, own: own, lifecycle: lifecycle, pending: map[string]nodedrain.NodeDrainStatus{},
+		wrote: map[string]written{}, wake: make(chan struct{}, 1)}
 }
 
 // set asks for node's condition to follow st.
@@ -78,7 +81,7 @@ func (c *conditions) sweep(drains func(node string) bool) {
 		return
 	}
 	for _, n := range nodes {
-		if current(n) != nil && !drains(n.Name) {
+		if hasOurs(n) && !drains(n.Name) {
 			c.set(nodedrain.NodeDrainStatus{Node: n.Name, Status: nodedrain.StatusNotRequested})
 		}
 	}
@@ -107,7 +110,7 @@ func (c *conditions) run(ctx context.Context) {
 			wait, err := c.write(ctx, st)
 			if err != nil {
 				c.warnings.Logger("condition", c.log).WithField("node", node).WithError(err).
-					Warnf("could not write the node's %s condition; trying again in %s", NodeConditionType, conditionRetry)
+					Warnf("could not write the node's maintenance conditions; trying again in %s", conditionRetry)
 				wait = conditionRetry
 			}
 			if wait > 0 {
@@ -127,65 +130,66 @@ func (c *conditions) run(ctx context.Context) {
 	}
 }
 
+// written is a node's last condition write by this run: when, and the types it showed.
+type written struct {
+	at    time.Time
+	shown map[corev1.NodeConditionType]bool
+}
+
 // inMaintenance reports whether st means edgedrain has business with the node.
 func inMaintenance(st nodedrain.NodeDrainStatus) bool {
 	return (st.Status != nodedrain.StatusNotRequested && st.Status != nodedrain.StatusUnknown) || st.CordonedByUs || !st.ReturningSince.IsZero()
 }
 
-// current is node's maintenance condition, if it has one.
-func current(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == NodeConditionType {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// write patches node's condition (strategic merge on the status subresource: the kubelet's own
-// conditions stay as they are), unless the Node (as the informer last saw it) shows it already.
-// wait > 0: not written yet, try again then (a new message alone too soon after the last write).
+// write patches node's conditions to what st wants (strategic merge on the status subresource,
+// keyed by type: the kubelet's conditions and another writer's stay as they are), unless the
+// Node (as the informer last saw it) shows them already. A condition whose type another writer
+// holds is left to it. wait > 0: not written yet, try again then (new messages alone too soon
+// after the last write).
 func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (wait time.Duration, err error) {
-	var have *corev1.NodeCondition
 	n, err := c.nodes.Get(st.Node)
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, nil // no Node (deleted, not registered yet): nothing to show it on
 	case err != nil:
 		return 0, err
-	default:
-		have = current(n)
 	}
 	now := c.now()
-	var cond map[string]any
-	if inMaintenance(st) {
-		reason := st.Status.String()
-		if have != nil && have.Status == corev1.ConditionTrue && have.Reason == reason {
-			if have.Message == st.Message {
-				return 0, nil
+	want := wanted(st, c.own, c.lifecycle)
+	c.mu.Lock()
+	last, wroteBefore := c.wrote[st.Node] // by this run: the informer may not show it yet
+	c.mu.Unlock()
+	var changes []any
+	newReason := false
+	for _, t := range conditionTypes {
+		have := findCondition(n, t)
+		if have != nil && !ours(*have) {
+			continue // another writer's
+		}
+		w, on := want[t]
+		switch {
+		case !on && (have != nil || last.shown[t]):
+			changes = append(changes, map[string]any{"type": t, "$patch": "delete"})
+			newReason = newReason || have != nil
+		case !on:
+		case have != nil && have.Status == corev1.ConditionTrue && have.Reason == w.reason && have.Message == w.message:
+		default:
+			cond := map[string]any{"type": t, "status": corev1.ConditionTrue, "reason": w.reason,
+				"message": w.message, "lastHeartbeatTime": metav1.NewTime(now)}
+			if have == nil || have.Status != corev1.ConditionTrue {
+				cond["lastTransitionTime"] = metav1.NewTime(now) // else the stored one stays
 			}
-			c.mu.Lock()
-			last := c.wrote[st.Node]
-			c.mu.Unlock()
-			if since := now.Sub(last); since < conditionMessageEvery {
-				return conditionMessageEvery - since, nil
-			}
+			newReason = newReason || have == nil || have.Status != corev1.ConditionTrue || have.Reason != w.reason
+			changes = append(changes, cond)
 		}
-		cond = map[string]any{"type": NodeConditionType, "status": corev1.ConditionTrue, "reason": reason,
-			"message": st.Message, "lastHeartbeatTime": metav1.NewTime(now)}
-		if have == nil || have.Status != corev1.ConditionTrue {
-			cond["lastTransitionTime"] = metav1.NewTime(now) // else the stored one stays
-		}
-	} else {
-		c.mu.Lock()
-		_, ours := c.wrote[st.Node] // written by this run: the informer may not show it yet
-		c.mu.Unlock()
-		if have == nil && !ours {
-			return 0, nil
-		}
-		cond = map[string]any{"type": NodeConditionType, "$patch": "delete"}
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []any{cond}}})
+	if len(changes) == 0 {
+		return 0, nil
+	}
+	if since := now.Sub(last.at); !newReason && wroteBefore && since < conditionMessageEvery {
+		return conditionMessageEvery - since, nil
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": changes}})
 	if err != nil {
 		return 0, err
 	}
@@ -196,8 +200,12 @@ func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (w
 		return 0, err
 	}
 	c.mu.Lock()
-	if inMaintenance(st) {
-		c.wrote[st.Node] = now
+	if len(want) > 0 {
+		shown := make(map[corev1.NodeConditionType]bool, len(want))
+		for t := range want {
+			shown[t] = true
+		}
+		c.wrote[st.Node] = written{at: now, shown: shown}
 	} else {
 		delete(c.wrote, st.Node) // removed: an idle node's next status writes nothing
 	}

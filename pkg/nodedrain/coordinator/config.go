@@ -84,6 +84,10 @@ type Config struct {
 	// NodeConditions keeps each node's maintenance state as the Node condition
 	// EdgedrainMaintenance (NodeConditionType), for kubectl describe node and other tools.
 	NodeConditions bool
+	// LifecycleConditions writes Kubernetes' node lifecycle conditions (MaintenancePlanned,
+	// MaintenanceInProgress, DrainInProgress, Drained; see lifecycle.go) beside it, and keeps
+	// a node another writer has in maintenance by those conditions out of admission.
+	LifecycleConditions bool
 	// AllowDecommission lets decommission requests (nodedrain.DeclaresDecommission) be admitted;
 	// false: they wait in REQUESTED, saying so. Off by default, like the deletes it needs.
 	AllowDecommission bool
@@ -107,6 +111,7 @@ func DefaultConfig() Config {
 		ProgressEvery:         500 * time.Millisecond,
 		BucketReplicas:        1,
 		NodeConditions:        true,
+		LifecycleConditions:   true,
 		StaleHolderTimeout:    30 * time.Minute,
 	}
 }

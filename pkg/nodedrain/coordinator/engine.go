@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -72,7 +73,7 @@ type Engine struct {
 	// warnings samples the warnings about single bus payloads; metrics count them all.
 	warnings ratelog.Limiter
 
-	conds *conditions // the nodes' maintenance conditions (nil: Config.NodeConditions off)
+	conds *conditions // the nodes' maintenance conditions (nil: Config.NodeConditions and LifecycleConditions off)
 }
 
 // leading reports whether this run may still act: with leader election, only while the Lease
@@ -274,8 +275,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	defer func() { _ = statusWatch.Stop() }()
 	e.conds = nil
-	if e.cfg.NodeConditions {
-		e.conds = newConditions(e.cfg.Client, e.nodes, e.log, e.cfg.Now)
+	if e.cfg.NodeConditions || e.cfg.LifecycleConditions {
+		e.conds = newConditions(e.cfg.Client, e.nodes, e.log, e.cfg.Now, e.cfg.NodeConditions, e.cfg.LifecycleConditions)
 		done := make(chan struct{})
 		go func() { defer close(done); e.conds.run(ctx) }()
 		defer func() { cancel(); <-done }() // no write of this run after it returned
@@ -576,7 +577,8 @@ func (e *Engine) signalNodes() {
 func (e *Engine) nodeUpdated(ctx context.Context, old, cur any) {
 	o, ok1 := old.(*corev1.Node)
 	c, ok2 := cur.(*corev1.Node)
-	if !ok1 || !ok2 || nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable {
+	if !ok1 || !ok2 || nodeReady(o) != nodeReady(c) || o.Spec.Unschedulable != c.Spec.Unschedulable ||
+		(e.cfg.LifecycleConditions && !reflect.DeepEqual(otherMaintenance(o), otherMaintenance(c))) {
 		e.signalNodes()
 	}
 	if ok1 && ok2 && bootChanged(o, c) {

@@ -40,7 +40,12 @@ type harness struct {
 
 func newHarness(t *testing.T, group string, nodes int) *harness {
 	t.Helper()
-	c := testenv.RequireCluster(t, cluster)
+	return newHarnessOn(t, testenv.RequireCluster(t, cluster), group, nodes)
+}
+
+// newHarnessOn is newHarness on a cluster of the test's own (testenv.StartTestCluster).
+func newHarnessOn(t *testing.T, c *testenv.Cluster, group string, nodes int) *harness {
+	t.Helper()
 	h := &harness{t: t, c: c, group: group, Bus: testenv.StartBus(t)}
 	h.js = h.JS
 	h.nodes = c.AddNodes(t, group, nodes)
