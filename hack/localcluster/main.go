@@ -88,7 +88,7 @@ func up(dir string, nodes int) error {
 		cp.Stop()
 		return err
 	}
-	if err := testenv.InstallLonghornCRDs(ctx, cp.Admin); err != nil {
+	if _, err := testenv.InstallLonghornCRDs(ctx, cp.Admin); err != nil {
 		return fail(err)
 	}
 	client, err := kubernetes.NewForConfig(cp.Admin)

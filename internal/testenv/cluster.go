@@ -28,22 +28,32 @@ type Cluster struct {
 	Client kubernetes.Interface
 	// Dynamic is an admin dynamic client (Longhorn objects).
 	Dynamic dynamic.Interface
+	// Longhorn is the set of Longhorn CRDs installed: a release ("v1.12.1"), or "minimal".
+	Longhorn string
+}
+
+// ClusterConfig is a cluster's control plane settings and which Longhorn CRDs it gets.
+type ClusterConfig struct {
+	ControlPlaneConfig
+	// Longhorn is a Longhorn release provided beside the project (LonghornRelease) or
+	// LonghornMinimal; empty: what LonghornCRDsEnv chooses (LonghornCRDs).
+	Longhorn string
 }
 
 // StartCluster starts a control plane in a fresh temporary directory and installs the Longhorn
 // and KubeVirt CRDs. The returned stop function ends it and removes the directory.
 func StartCluster(ctx context.Context) (*Cluster, func(), error) {
-	return startCluster(ctx, ControlPlaneConfig{})
+	return startCluster(ctx, ClusterConfig{})
 }
 
-// startCluster is StartCluster with the control plane's settings (Dir is made here).
-func startCluster(ctx context.Context, cfg ControlPlaneConfig) (*Cluster, func(), error) {
+// startCluster is StartCluster with cfg's settings (its Dir is made here).
+func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, func(), error) {
 	dir, err := os.MkdirTemp("", "edgedrain-cluster-")
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.Dir = dir
-	cp, err := StartControlPlane(ctx, cfg)
+	cp, err := StartControlPlane(ctx, cfg.ControlPlaneConfig)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, nil, err
@@ -57,7 +67,7 @@ func startCluster(ctx context.Context, cfg ControlPlaneConfig) (*Cluster, func()
 		c.Dynamic, err = dynamic.NewForConfig(cp.Admin)
 	}
 	if err == nil {
-		err = InstallLonghornCRDs(ctx, cp.Admin)
+		c.Longhorn, err = installLonghorn(ctx, cp.Admin, cfg.Longhorn)
 	}
 	if err == nil {
 		err = InstallKubeVirtCRDs(ctx, cp.Admin)
@@ -203,7 +213,7 @@ func Describe(pods []corev1.Pod) string {
 // StartTestCluster starts a cluster of the test's own with cfg's settings (feature gates, an
 // alpha API) for tests that need what the package's shared cluster does not have; it is
 // stopped when the test ends. Under -short the test is skipped.
-func StartTestCluster(t testing.TB, cfg ControlPlaneConfig) *Cluster {
+func StartTestCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a local cluster (not run with -short)")
@@ -212,7 +222,7 @@ func StartTestCluster(t testing.TB, cfg ControlPlaneConfig) *Cluster {
 	defer cancel()
 	c, stop, err := startCluster(ctx, cfg)
 	if err != nil {
-		t.Fatalf("start a local cluster (%s): %v", cfg.FeatureGates, err)
+		t.Fatalf("start a local cluster (gates %q, Longhorn %q): %v", cfg.FeatureGates, cfg.Longhorn, err)
 	}
 	t.Cleanup(stop)
 	return c

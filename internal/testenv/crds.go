@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -27,10 +31,99 @@ var kubevirtCRDs []byte
 // LonghornNamespace is where Longhorn keeps its objects.
 const LonghornNamespace = "longhorn-system"
 
-// InstallLonghornCRDs installs the minimal Longhorn CRDs (longhorn.io/v1beta2) and waits until
-// the API server serves them.
-func InstallLonghornCRDs(ctx context.Context, cfg *rest.Config) error {
-	return installCRDs(ctx, cfg, longhornCRDs)
+// InstallLonghornCRDs installs Longhorn's CRDs (LonghornCRDs: its real ones when they are beside
+// the project) and waits until the API server serves them. It returns the release installed.
+func InstallLonghornCRDs(ctx context.Context, cfg *rest.Config) (release string, err error) {
+	yaml, release, err := LonghornCRDs()
+	if err != nil {
+		return "", err
+	}
+	return release, installCRDs(ctx, cfg, yaml)
+}
+
+// installLonghorn installs the Longhorn CRDs of release (empty: InstallLonghornCRDs's).
+func installLonghorn(ctx context.Context, cfg *rest.Config, release string) (string, error) {
+	var yaml []byte
+	var err error
+	switch release {
+	case "":
+		return InstallLonghornCRDs(ctx, cfg)
+	case LonghornMinimal:
+		yaml = longhornCRDs
+	default:
+		if yaml, err = LonghornRelease(release); err != nil {
+			return "", err
+		}
+	}
+	return release, installCRDs(ctx, cfg, yaml)
+}
+
+// LonghornCRDsEnv chooses the Longhorn CRDs of the test clusters: a release provided beside the
+// project in ../shared/testdata/longhorn ("v1.12.1", "v1.7.3"), or "minimal", the project's own
+// schema (testdata/longhorn-crds.yaml, only the fields the volume gate reads). Unset: v1.12.1
+// when it is there, else minimal.
+const LonghornCRDsEnv = "EDGEDRAIN_TEST_LONGHORN_CRDS"
+
+// Longhorn CRD sets LonghornCRDs knows.
+const (
+	LonghornLatest  = "v1.12.1"
+	LonghornOldest  = "v1.7.3"
+	LonghornMinimal = "minimal"
+)
+
+var fallbackOnce sync.Once
+
+// LonghornCRDs is the YAML of the Longhorn CRDs LonghornCRDsEnv chooses, and which set it is.
+// Without the real ones beside the project it falls back to the minimal schema and says so
+// once on stderr.
+func LonghornCRDs() (yaml []byte, release string, err error) {
+	release = os.Getenv(LonghornCRDsEnv)
+	if release == LonghornMinimal {
+		return longhornCRDs, LonghornMinimal, nil
+	}
+	chosen := release != ""
+	if !chosen {
+		release = LonghornLatest
+	}
+	yaml, err = LonghornRelease(release)
+	if errors.Is(err, os.ErrNotExist) && !chosen {
+		fallbackOnce.Do(func() {
+			fmt.Fprintf(os.Stderr, "testenv: Longhorn's real CRDs are not beside the project (%v): the tests use the project's minimal schema\n", err)
+		})
+		return longhornCRDs, LonghornMinimal, nil
+	}
+	return yaml, release, err
+}
+
+// LonghornRelease is the CRDs of a Longhorn release provided in ../shared/testdata/longhorn,
+// made installable here: no conversion webhook runs in the test clusters, and the objects are
+// all written and read as v1beta2, so a CRD's webhook conversion is replaced by none.
+func LonghornRelease(release string) ([]byte, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(root, "..", "shared", "testdata", "longhorn", "crds-"+release+".yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("Longhorn %s CRDs: %w", release, err)
+	}
+	crds, err := decodeCRDs(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out bytes.Buffer
+	for _, crd := range crds {
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+		doc, err := json.Marshal(crd)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(doc)
+		out.WriteString("\n")
+	}
+	return out.Bytes(), nil
 }
 
 // InstallKubeVirtCRDs installs the minimal KubeVirt CRDs (kubevirt.io/v1 VirtualMachines,

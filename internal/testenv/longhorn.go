@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,11 +141,15 @@ func LonghornSetting(name, value string) *unstructured.Unstructured {
 }
 
 // ApplyLonghorn creates each object, or replaces it when it exists (keeping its annotations),
-// then writes its status, as Longhorn's controllers would. It returns the objects it created.
+// then writes its status, as Longhorn's controllers would — as the release whose CRDs the
+// cluster has writes it (see asInstalled). It returns the objects it created.
 func ApplyLonghorn(ctx context.Context, dyn dynamic.Interface, objs ...*unstructured.Unstructured) (created []*unstructured.Unstructured, err error) {
 	for _, obj := range objs {
 		gvr, err := LonghornGVR(obj)
 		if err != nil {
+			return created, err
+		}
+		if obj, err = asInstalled(ctx, dyn, obj); err != nil {
 			return created, err
 		}
 		res := dyn.Resource(gvr).Namespace(obj.GetNamespace())
@@ -174,4 +179,65 @@ func ApplyLonghorn(ctx context.Context, dyn dynamic.Interface, objs ...*unstruct
 		}
 	}
 	return created, nil
+}
+
+// asInstalled is obj as the Longhorn release whose CRDs the cluster serves writes it. The
+// builders write an engine's rebuild sources as a list (fromReplicaAddressList, Longhorn 1.10 and
+// later, which leave the deprecated fromReplicaAddress empty); a release without the list
+// (Longhorn 1.7) rebuilds from one source, named in fromReplicaAddress.
+func asInstalled(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if obj.GetKind() != "Engine" {
+		return obj, nil
+	}
+	list, err := engineHasSourceList(ctx, dyn)
+	if err != nil || list {
+		return obj, err
+	}
+	obj = obj.DeepCopy()
+	rebuilds, _, _ := unstructured.NestedMap(obj.Object, "status", "rebuildStatus")
+	for addr, r := range rebuilds {
+		m, _ := r.(map[string]any)
+		from, _ := m["fromReplicaAddressList"].([]any)
+		if len(from) > 1 {
+			return nil, fmt.Errorf("engine %s: a rebuild of %s from %d sources, which this Longhorn release cannot show (one source)", obj.GetName(), addr, len(from))
+		}
+		delete(m, "fromReplicaAddressList")
+		if len(from) == 1 {
+			m["fromReplicaAddress"] = from[0]
+		}
+	}
+	if rebuilds != nil {
+		if err := unstructured.SetNestedMap(obj.Object, rebuilds, "status", "rebuildStatus"); err != nil {
+			return nil, err
+		}
+	}
+	return obj, nil
+}
+
+// sourceLists remembers, per cluster (dynamic client), whether its Engine CRD has
+// fromReplicaAddressList.
+var sourceLists sync.Map
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func engineHasSourceList(ctx context.Context, dyn dynamic.Interface) (bool, error) {
+	if v, ok := sourceLists.Load(dyn); ok {
+		return v.(bool), nil
+	}
+	crd, err := dyn.Resource(crdGVR).Get(ctx, "engines.longhorn.io", metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("read the Engine CRD: %w", err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	has := false
+	for _, v := range versions {
+		vm, _ := v.(map[string]any)
+		if vm["name"] != "v1beta2" {
+			continue
+		}
+		_, has, _ = unstructured.NestedMap(vm, "schema", "openAPIV3Schema", "properties", "status", "properties",
+			"rebuildStatus", "additionalProperties", "properties", "fromReplicaAddressList")
+	}
+	sourceLists.Store(dyn, has)
+	return has, nil
 }

@@ -101,7 +101,7 @@ func StartRealCluster(ctx context.Context, cfg RealClusterConfig) (rc *RealClust
 	if err != nil {
 		return nil, nil, err
 	}
-	c, stopCluster, err := startCluster(ctx, ControlPlaneConfig{BinDir: binDir, AdvertiseAddress: realAPIAddress})
+	c, stopCluster, err := startCluster(ctx, ClusterConfig{ControlPlaneConfig: ControlPlaneConfig{BinDir: binDir, AdvertiseAddress: realAPIAddress}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -163,7 +163,7 @@ func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (w
 	newReason := false
 	for _, t := range conditionTypes {
 		have := findCondition(n, t)
-		if have != nil && !ours(*have) {
+		if have != nil && !ourCondition(*have) {
 			continue // another writer's
 		}
 		w, on := want[t]

@@ -31,7 +31,7 @@ func TestNodeConditionFollowsTheDrain(t *testing.T) {
 
 // The same with the NodeLifecycleConditions gate on (API server and controller manager).
 func TestNodeConditionFollowsTheDrainWithTheGateOn(t *testing.T) {
-	c := testenv.StartTestCluster(t, testenv.ControlPlaneConfig{FeatureGates: "NodeLifecycleConditions=true"})
+	c := testenv.StartTestCluster(t, testenv.ClusterConfig{ControlPlaneConfig: testenv.ControlPlaneConfig{FeatureGates: "NodeLifecycleConditions=true"}})
 	conditionsFollowTheDrain(t, newHarnessOn(t, c, "condition-gate", 3))
 }
 

@@ -72,9 +72,9 @@ func wanted(st nodedrain.NodeDrainStatus, own, lifecycle bool) map[corev1.NodeCo
 	return out
 }
 
-// ours reports whether c is a condition edgedrain writes: its own type, or a lifecycle type
+// ourCondition reports whether c is a condition edgedrain writes: its own type, or a lifecycle type
 // with edgedrain's reason for it.
-func ours(c corev1.NodeCondition) bool {
+func ourCondition(c corev1.NodeCondition) bool {
 	if c.Type == NodeConditionType {
 		return true
 	}
@@ -95,7 +95,7 @@ func findCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondi
 // hasOurs reports whether n carries any condition edgedrain writes.
 func hasOurs(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
-		if ours(c) {
+		if ourCondition(c) {
 			return true
 		}
 	}
@@ -106,7 +106,7 @@ func hasOurs(n *corev1.Node) bool {
 // MaintenancePlanned condition (status True, a reason not edgedrain's); nil if none.
 func otherMaintenance(n *corev1.Node) *nodedrain.OtherMaintenance {
 	for _, t := range []corev1.NodeConditionType{corev1.NodeMaintenanceInProgress, corev1.NodeMaintenancePlanned} {
-		if c := findCondition(n, t); c != nil && c.Status == corev1.ConditionTrue && !ours(*c) {
+		if c := findCondition(n, t); c != nil && c.Status == corev1.ConditionTrue && !ourCondition(*c) {
 			return &nodedrain.OtherMaintenance{Condition: string(t), InProgress: t == corev1.NodeMaintenanceInProgress,
 				Reason: c.Reason, Message: c.Message}
 		}
