@@ -68,6 +68,7 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 		"external-nats+orphan-deletion": func() []byte { return withComponent(t, c, "overlays/external-nats", orphanDeletion) },
 		"base+operator-access":          func() []byte { return withComponent(t, c, "base", "operator-access") },
 		"base+decommission":             func() []byte { return withComponent(t, c, "base", "decommission") },
+		"base+longhorn-hold":            func() []byte { return withComponent(t, c, "base", "longhorn-hold") },
 		"base+nsenter-reboot":           func() []byte { return withComponent(t, c, "base", "nsenter-reboot") },
 	}
 	for name, render := range renders {
@@ -95,6 +96,12 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 				assert.Contains(t, string(rendered), "EDGEDRAIN_ALLOW_DECOMMISSION")
 			} else {
 				assert.NotContains(t, string(rendered), "decommission")
+			}
+			if strings.Contains(name, "longhorn-hold") {
+				assert.Contains(t, string(out), "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-longhorn-hold")
+				assert.Contains(t, string(rendered), "EDGEDRAIN_LONGHORN_HOLD_REPLICAS")
+			} else {
+				assert.NotContains(t, string(rendered), "longhorn-hold")
 			}
 			// Bus identity (DESIGN §10): agents carry a pod-bound token of edgedrain's audience
 			// and no credentials; the coordinator may review tokens.

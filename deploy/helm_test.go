@@ -65,6 +65,7 @@ func chartCases() []chartCase {
 			kust: kustomizeWith("overlays/external-nats", orphanDeletion)},
 		{name: "operator-access", set: []string{"operatorAccess.enabled=true"}, kust: kustomizeWith("base", "operator-access")},
 		{name: "decommission", set: []string{"decommission.enabled=true"}, kust: kustomizeWith("base", "decommission")},
+		{name: "longhorn-hold", set: []string{"longhornHold.enabled=true"}, kust: kustomizeWith("base", "longhorn-hold")},
 		{name: "rebootMethod=command", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=ghcr.io/edgedrain/edgedrain"},
 			kust: kustomizeDebianAgent},
 		{name: "rebootMethod=command+image", set: []string{"agent.rebootMethod=command", "agent.commandImage.repository=" + shellImage},
@@ -272,6 +273,9 @@ func TestHelmTemplatePassesServerSideDryRun(t *testing.T) {
 			decommission := enabled("decommission.enabled=true")
 			assert.Equal(t, decommission, strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-decommission"))
 			assert.Equal(t, decommission, strings.Contains(text, "EDGEDRAIN_ALLOW_DECOMMISSION"))
+			hold := enabled("longhornHold.enabled=true")
+			assert.Equal(t, hold, strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/edgedrain-coordinator-longhorn-hold"))
+			assert.Equal(t, hold, strings.Contains(text, "EDGEDRAIN_LONGHORN_HOLD_REPLICAS"))
 			// Bus identity (DESIGN §10): agents carry a pod-bound token of edgedrain's audience
 			// and no credentials; the coordinator may review tokens.
 			assert.Contains(t, text, "audience: edgedrain")

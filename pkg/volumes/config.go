@@ -52,6 +52,17 @@ type Config struct {
 	// after it they are only reported. 0: no limit. Volumes of pods the drain leaves (DaemonSet,
 	// static pods) are not waited for.
 	DetachTimeout time.Duration
+	// HoldReplicas, under PolicyWait, raises Longhorn's replica-replenishment-wait-interval and
+	// the staleReplicaTimeout of the node's volumes, before COMPLETE, to the node's expected
+	// time away, and restores them once its replicas have caught up (longhorn_hold.go): an
+	// operation longer than Longhorn waits then costs a catch-up instead of a full rebuild of
+	// every volume the node holds. The price: while a node is away, a replica that fails
+	// elsewhere is also rebuilt only after the raised wait.
+	HoldReplicas bool
+	// ExpectedAway is how long a node is expected to be away for its operation (reboot, OS
+	// update); a hold lasts the longer of it and 1.5 times the node's last measured time
+	// away, plus holdMargin (> 0).
+	ExpectedAway time.Duration
 	// SyncTimeout bounds Start's wait for the caches to fill (> 0).
 	SyncTimeout time.Duration
 	// WriteTimeout bounds each API write the gate makes (Job creation, labels, Longhorn
@@ -83,6 +94,7 @@ func DefaultConfig() Config {
 		SyncTimeout:       2 * time.Minute,
 		WriteTimeout:      10 * time.Second,
 		DetachTimeout:     detachTimeoutDefault,
+		ExpectedAway:      15 * time.Minute,
 	}
 }
 
@@ -126,7 +138,8 @@ func (c Config) ValidateSettings() error {
 	if err := c.Drainers.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	for name, d := range map[string]time.Duration{"orphan interval": c.OrphanInterval, "sync timeout": c.SyncTimeout, "write timeout": c.WriteTimeout} {
+	for name, d := range map[string]time.Duration{"orphan interval": c.OrphanInterval, "sync timeout": c.SyncTimeout, "write timeout": c.WriteTimeout,
+		"expected time away": c.ExpectedAway} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}

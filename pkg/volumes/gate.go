@@ -68,6 +68,7 @@ type Gate struct {
 	// readFresh reads the Nodes and the sources from the API server for the check before
 	// COMPLETE (readAPI; confirm.go).
 	readFresh func(context.Context) ([]*corev1.Node, []Source, error)
+	away      awayMemory // the nodes' last measured time away (hold.go)
 }
 
 var (
@@ -264,6 +265,12 @@ func (g *Gate) Check(ctx context.Context, node string, opts coordinator.GateOpti
 	} else {
 		g.forgetDetach(node) // a new eviction round: its volumes get their own detach wait
 	}
+	if opts.AfterEviction && !opts.LastKnown && !blocked && !othersBlocked {
+		// COMPLETE follows: the node's replicas are held for its time away first (hold.go).
+		if held := g.holdReplicas(ctx, log, node, opts); len(held) > 0 {
+			others, othersBlocked = append(others, held...), true
+		}
+	}
 	if opts.AfterEviction && !opts.LastKnown && !blocked && !othersBlocked && g.policyFor(opts) != PolicyAllow {
 		// COMPLETE follows this answer: decided again on a read of the API (confirm.go).
 		if blockers, blocked, err = g.confirmSafe(ctx, log, node, opts, start, others); err != nil {
@@ -343,6 +350,9 @@ func (g *Gate) Release(ctx context.Context, node string) error {
 	if err := g.stopNodeDrainers(ctx, node); err != nil {
 		errs = append(errs, err)
 	}
+	if err := g.releaseHold(ctx, node); err != nil {
+		errs = append(errs, err)
+	}
 	g.forgetDetach(node)
 	g.watch(node, false, nil)
 	if err := errors.Join(errs...); err != nil {
@@ -376,6 +386,11 @@ func (g *Gate) Held(ctx context.Context) ([]string, error) {
 			continue
 		}
 		for _, n := range nodes {
+			held[n] = true
+		}
+	}
+	if g.longhorn != nil {
+		for _, n := range g.longhorn.HeldNodes() {
 			held[n] = true
 		}
 	}

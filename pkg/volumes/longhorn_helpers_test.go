@@ -61,6 +61,8 @@ func gvrOf(u *unstructured.Unstructured) schema.GroupVersionResource {
 		return longhornEngines
 	case "Node":
 		return longhornNodes
+	case "Setting":
+		return longhornSettings
 	}
 	panic("not a Longhorn kind: " + u.GetKind())
 }

@@ -34,7 +34,20 @@ type Metrics struct {
 	// StaleCaches counts episodes of checks after eviction that the caches called safe and a
 	// fresh read from the API server did not (confirm.go).
 	StaleCaches prometheus.Counter
+	// ReplicaHolds observes, for each node's replica hold that ended, how long the node was
+	// away (from the hold to the drain's end; 0 for a hold that expired), by outcome:
+	// caught_up (every replica there came back), rebuilt (some were rebuilt in full),
+	// expired (the node was away longer than held).
+	ReplicaHolds *prometheus.HistogramVec
 }
+
+// Outcomes of a replica hold, the values of the outcome label of
+// edgedrain_volume_replica_hold_away_seconds.
+const (
+	HoldCaughtUp = "caught_up"
+	HoldRebuilt  = "rebuilt"
+	HoldExpired  = "expired"
+)
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -68,9 +81,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edgedrain_volume_gate_stale_caches_total",
 			Help: "Times the volume gate's caches called a node safe before COMPLETE and a read from the API server did not (counted once per episode; the drain waited).",
 		}),
+		ReplicaHolds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgedrain_volume_replica_hold_away_seconds",
+			Help:    "How long a node whose Longhorn replicas were held (--longhorn-hold-replicas) was away, by how they came back: caught_up, rebuilt (in full), expired (away longer than held; 0).",
+			Buckets: []float64{60, 300, 600, 900, 1800, 3600, 7200, 14400},
+		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.TemplatesRefused, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable, m.StaleCaches)
+		reg.MustRegister(m.DrainerJobs, m.TemplateErrors, m.TemplatesRefused, m.CheckDuration, m.OrphanedPVCs, m.SourceAvailable, m.StaleCaches,
+			m.ReplicaHolds)
 	}
 	return m
 }

@@ -16,7 +16,7 @@ import (
 // still degraded (fewer healthy replicas than it wants, wherever they are). It is empty when
 // all of the node's replicas and their volumes are healthy, or the node holds none. It reads
 // the caches only and changes nothing. Before Start it returns ErrNotStarted.
-func (g *Gate) ReturnCheck(_ context.Context, node string) ([]nodedrain.Blocker, error) {
+func (g *Gate) ReturnCheck(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
 	if !g.ready.Load() {
 		return nil, fmt.Errorf("return check of node %s: %w", node, ErrNotStarted)
 	}
@@ -37,6 +37,9 @@ func (g *Gate) ReturnCheck(_ context.Context, node string) ([]nodedrain.Blocker,
 	// While its volumes are not healthy again, their changes and the node's pods wake the
 	// coordinator (the node's own readiness reaches it through its node informer).
 	g.watch(node, len(out) > 0, out)
+	if len(out) == 0 {
+		g.settleHolds(ctx) // the node's replicas are back: its hold may end
+	}
 	return out, nil
 }
 

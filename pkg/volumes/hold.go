@@ -1,0 +1,128 @@
+package volumes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
+	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
+)
+
+// holdMargin is added to a node's expected time away: the reboot's own jitter, Longhorn's
+// reconcile delays.
+const holdMargin = 5 * time.Minute
+
+// awayMemory remembers each node's last measured time away (in memory: a restart forgets it and
+// falls back to Config.ExpectedAway).
+type awayMemory struct {
+	mu   sync.Mutex
+	last map[string]time.Duration
+}
+
+func (m *awayMemory) get(node string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last[node]
+}
+
+func (m *awayMemory) set(node string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		m.last = map[string]time.Duration{}
+	}
+	m.last[node] = d
+}
+
+// holdFor is how long node's replicas are held: the longer of the expected time away and 1.5
+// times the node's last measured one, plus holdMargin.
+func (g *Gate) holdFor(node string) time.Duration {
+	away := g.cfg.ExpectedAway
+	if last := g.away.get(node) * 3 / 2; last > away {
+		away = last
+	}
+	return away + holdMargin
+}
+
+// holdReplicas holds node's Longhorn replicas before COMPLETE (Config.HoldReplicas, under
+// PolicyWait, not in a whole-cluster shutdown or a decommission, where nothing comes back
+// soon); a failure to is a blocker: the drain waits and asks again.
+func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node string, opts coordinator.GateOptions) []nodedrain.Blocker {
+	if !g.cfg.HoldReplicas || g.longhorn == nil || g.policyFor(opts) != PolicyWait || opts.WholeCluster || opts.Decommission {
+		return nil
+	}
+	budget := g.cfg.WriteTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(dl))
+	}
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	away := g.holdFor(node)
+	raised, err := g.longhorn.HoldReplicas(wctx, node, away, g.now())
+	if err != nil {
+		log.WithError(err).Warn("could not raise Longhorn's waits for the node's replicas; will ask again")
+		return []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Name: ReplenishmentWaitSetting,
+			Reason: fmt.Sprintf("longhorn: could not hold the node's replicas for %s (--longhorn-hold-replicas): %v", away, err)}}
+	}
+	if len(raised) > 0 {
+		msg := fmt.Sprintf("held the node's Longhorn replicas for %s (expected time away): raised %s", away, strings.Join(raised, ", "))
+		log.Info(msg)
+		g.event(nodeRef(node), corev1.EventTypeNormal, "ReplicasHeld", "%s", msg)
+	}
+	return nil
+}
+
+// releaseHold marks node's replica hold released (its drain is over) and ends the holds that
+// are done.
+func (g *Gate) releaseHold(ctx context.Context, node string) error {
+	if g.longhorn == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+	defer cancel()
+	if err := g.longhorn.ReleaseHold(wctx, node, g.now()); err != nil {
+		return fmt.Errorf("longhorn replica hold: %w", err)
+	}
+	g.settleHolds(wctx)
+	return nil
+}
+
+// settleHolds ends the replica holds that are done — the node back and its replicas healthy
+// again, or its expected time away past — restoring Longhorn's values, and reports each.
+func (g *Gate) settleHolds(ctx context.Context) {
+	if g.longhorn == nil {
+		return
+	}
+	outcomes, err := g.longhorn.SettleHolds(ctx, g.now(), func(node string) bool {
+		vols, err := g.longhorn.Volumes(node)
+		return err == nil && len(ReturnBlockers(vols, node)) == 0
+	})
+	if err != nil {
+		g.log.WithError(err).Warn("could not end a Longhorn replica hold; will try again")
+	}
+	for _, o := range outcomes {
+		outcome, msg := HoldCaughtUp, fmt.Sprintf("back after %s: %d volume(s) caught up, none rebuilt in full", o.Away.Round(time.Second), o.CaughtUp)
+		switch {
+		case o.Expired:
+			outcome, msg = HoldExpired, fmt.Sprintf("away longer than its replicas were held: Longhorn's waits restored (%d replica(s) there came back, %d did not)", o.CaughtUp, o.Rebuilt)
+		case o.Rebuilt > 0:
+			outcome, msg = HoldRebuilt, fmt.Sprintf("back after %s: %d volume(s) caught up, %d rebuilt in full", o.Away.Round(time.Second), o.CaughtUp, o.Rebuilt)
+		}
+		if !o.Expired {
+			g.away.set(o.Node, o.Away)
+		}
+		g.metrics.ReplicaHolds.WithLabelValues(outcome).Observe(o.Away.Seconds())
+		g.log.WithFields(logrus.Fields{"node": o.Node, "outcome": outcome}).Info("replica hold ended: " + msg)
+		kind := corev1.EventTypeNormal
+		if outcome != HoldCaughtUp {
+			kind = corev1.EventTypeWarning
+		}
+		g.event(nodeRef(o.Node), kind, "ReplicaHoldEnded", "%s", msg)
+	}
+}

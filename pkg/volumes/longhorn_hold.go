@@ -1,0 +1,246 @@
+package volumes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// A node that goes down for its operation with its replicas kept there (PolicyWait) costs a
+// full copy of every volume it holds when it is away longer than Longhorn waits for it: the
+// global Setting replica-replenishment-wait-interval (seconds; Longhorn then builds a new
+// replica elsewhere instead of reusing the failed one) and each Volume's
+// spec.staleReplicaTimeout (minutes; a failed replica older than that is deleted). A hold
+// raises both for the node's expected time away and restores them once the node's replicas
+// have caught up — or the expected time has passed, or the drain ended without the node going
+// down. Everything a hold needs to be undone is kept on the objects it changed
+// (ReplicaHoldAnnotation), so that a coordinator that restarts finds it.
+
+// ReplicaHoldAnnotation on the replica-replenishment-wait-interval Setting and on a Longhorn
+// Volume records a hold: the operator's value before it, the value the gate set, and the nodes
+// it is held for.
+const ReplicaHoldAnnotation = "edgedrain.io/replica-hold"
+
+// ReplenishmentWaitSetting is the Longhorn Setting a hold raises, and its default (seconds).
+const (
+	ReplenishmentWaitSetting = "replica-replenishment-wait-interval"
+	replenishmentWaitDefault = 600
+)
+
+// holdRecord is the value of ReplicaHoldAnnotation.
+type holdRecord struct {
+	// Original is the operator's value before the first hold (the Setting's seconds, the
+	// Volume's minutes); Raised is the value the gate wrote. A value that is neither Raised
+	// when the hold ends was the operator's doing and stays.
+	Original int64               `json:"original"`
+	Raised   int64               `json:"raised"`
+	Nodes    map[string]nodeHold `json:"nodes"`
+}
+
+// nodeHold is one node's part of a hold.
+type nodeHold struct {
+	Since time.Time `json:"since"`
+	// Until: the hold ends by itself then (the node's expected time away has passed: Longhorn
+	// may as well rebuild).
+	Until time.Time `json:"until"`
+	// Released is when the drain ended (the node back, or the drain called off); the hold ends
+	// once the node's replicas have caught up.
+	Released time.Time `json:"released,omitzero"`
+	// Replicas maps each volume with a replica on the node to that replica's name (Setting
+	// record only): the same replica healthy again is a catch-up, anything else a rebuild.
+	Replicas map[string]string `json:"replicas,omitempty"`
+}
+
+// HoldOutcome is how a node's hold ended.
+type HoldOutcome struct {
+	Node string
+	// Away is from the hold to the drain's end (zero: never released: the hold expired).
+	Away time.Duration
+	// CaughtUp, Rebuilt count the node's volumes whose replica there came back, or whose
+	// replica there is gone (built anew elsewhere or there).
+	CaughtUp, Rebuilt int
+	Expired           bool
+}
+
+// settingValue reads the Setting's value in seconds (Longhorn keeps it as a string).
+func settingValue(u *unstructured.Unstructured) (int64, error) {
+	raw, _, _ := unstructured.NestedString(u.Object, "value")
+	if raw == "" {
+		return replenishmentWaitDefault, nil
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("setting %s: value %q is not a number of seconds", u.GetName(), raw)
+	}
+	return v, nil
+}
+
+// readRecord is u's hold record (nil: none, or one that is not readable: reported by err).
+func readRecord(u *unstructured.Unstructured) (*holdRecord, error) {
+	raw, ok := u.GetAnnotations()[ReplicaHoldAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	var rec holdRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return nil, fmt.Errorf("%s %s: unreadable %s: %w", u.GetKind(), u.GetName(), ReplicaHoldAnnotation, err)
+	}
+	if rec.Nodes == nil {
+		rec.Nodes = map[string]nodeHold{}
+	}
+	return &rec, nil
+}
+
+// holdPatch is a merge patch writing value (at path) and rec (nil: removed) as a compare-and-
+// swap on u's resourceVersion.
+func holdPatch(u *unstructured.Unstructured, rec *holdRecord, value any, path ...string) ([]byte, error) {
+	var ann any
+	if rec != nil {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		ann = string(b)
+	}
+	p := map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(),
+		"annotations": map[string]any{ReplicaHoldAnnotation: ann}}}
+	cur := p
+	for i, f := range path {
+		if i == len(path)-1 {
+			cur[f] = value
+			break
+		}
+		next := map[string]any{}
+		cur[f] = next
+		cur = next
+	}
+	return json.Marshal(p)
+}
+
+// HoldReplicas raises Longhorn's replenishment wait and the staleReplicaTimeout of node's
+// volumes to at least away, recording the hold; it never lowers a value. It reads the objects
+// fresh and writes each as a compare-and-swap. raised lists what it raised ("setting 600s ->
+// 1500s", "volume pvc-1 30m -> 25m" ...), empty when everything already waits long enough.
+func (l *Longhorn) HoldReplicas(ctx context.Context, node string, away time.Duration, now time.Time) (raised []string, err error) {
+	if !l.Available() {
+		return nil, nil
+	}
+	replicas := map[string]string{} // volume -> its replica on node
+	objs, err := l.replicas.ByIndex(indexByNode, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		if r := l.replicaFacts(obj); r != nil && r.volume != "" {
+			replicas[r.volume] = r.name
+		}
+	}
+	if len(replicas) == 0 {
+		return nil, nil // nothing of the node's to keep
+	}
+	hold := nodeHold{Since: now.UTC(), Until: now.Add(away).UTC()}
+	seconds := int64(math.Ceil(away.Seconds()))
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		h := hold
+		h.Replicas = replicas
+		what, err := l.holdObject(ctx, longhornSettings, ReplenishmentWaitSetting, node, h, seconds, settingValue, "value")
+		if what != "" {
+			raised = append(raised, "Longhorn setting "+ReplenishmentWaitSetting+" "+what)
+		}
+		return err
+	})
+	if err != nil {
+		return raised, err
+	}
+	minutes := int64(math.Ceil(away.Minutes()))
+	for vol := range replicas {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			what, err := l.holdObject(ctx, longhornVolumes, vol, node, hold, minutes, staleTimeout, "spec", "staleReplicaTimeout")
+			if what != "" {
+				raised = append(raised, "volume "+vol+" staleReplicaTimeout "+what)
+			}
+			return err
+		})
+		if err != nil {
+			return raised, err
+		}
+	}
+	return raised, nil
+}
+
+// staleTimeout reads a Volume's spec.staleReplicaTimeout (minutes; 0: none set, never raised).
+func staleTimeout(u *unstructured.Unstructured) (int64, error) {
+	v, _, err := unstructured.NestedInt64(u.Object, "spec", "staleReplicaTimeout")
+	return v, err
+}
+
+// holdObject adds node's hold to one object and raises its value (read by value, written at
+// path) to at least want. what says what it raised ("" when nothing).
+func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResource, name, node string, h nodeHold, want int64,
+	value func(*unstructured.Unstructured) (int64, error), path ...string) (what string, err error) {
+	res := l.dyn.Resource(gvr).Namespace(l.namespace)
+	u, err := res.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil // no such setting (an older Longhorn) or volume (deleted): nothing to raise
+	}
+	if err != nil {
+		return "", err
+	}
+	cur, err := value(u)
+	if err != nil {
+		return "", err
+	}
+	if cur == 0 && gvr == longhornVolumes {
+		return "", nil // no timeout set on the volume: failed replicas are never cleaned up
+	}
+	rec, err := readRecord(u)
+	if err != nil {
+		return "", err
+	}
+	voided := rec != nil && cur != rec.Raised
+	if voided {
+		rec = nil // the operator set it since: theirs is the value to restore to
+	}
+	if rec == nil {
+		if cur >= want {
+			if voided { // drop the void record, keep the operator's value
+				return "", l.patchHold(ctx, gvr, u, nil, nil)
+			}
+			return "", nil // waits long enough already; nothing held
+		}
+		rec = &holdRecord{Original: cur, Raised: cur, Nodes: map[string]nodeHold{}}
+	}
+	if old, ok := rec.Nodes[node]; ok && old.Released.IsZero() {
+		h.Since = old.Since // the same maintenance, checked again
+	}
+	rec.Nodes[node] = h
+	if want > rec.Raised {
+		what = fmt.Sprintf("%d -> %d", rec.Raised, want)
+		rec.Raised = want
+	}
+	var v any = rec.Raised
+	if gvr == longhornSettings {
+		v = strconv.FormatInt(rec.Raised, 10)
+	}
+	return what, l.patchHold(ctx, gvr, u, rec, v, path...)
+}
+
+// patchHold writes rec (nil: removed) and value at path (none: the value unchanged) to u.
+func (l *Longhorn) patchHold(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, rec *holdRecord, value any, path ...string) error {
+	patch, err := holdPatch(u, rec, value, path...)
+	if err != nil {
+		return err
+	}
+	_, err = l.dyn.Resource(gvr).Namespace(l.namespace).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
