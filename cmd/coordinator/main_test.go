@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +49,7 @@ func TestBadFlagsSayWhatIsWrong(t *testing.T) {
 		{[]string{"--api-unreachable-timeout", "-1s"}, "must not be negative"},
 		{[]string{"--bus-check-interval", "0s"}, "--bus-check-interval 0s: must be positive"},
 		{[]string{"--drain-attempts", "many"}, "invalid value"},
+		{[]string{"--eviction-requests", "maybe"}, `eviction requests "maybe": want auto, on or off`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -76,4 +78,18 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) {
 		assert.True(t, strings.Contains(string(readme), "`--"+f.Name+"`"), "README does not document --%s", f.Name)
 	})
+}
+
+// An alpha API's deprecation warning comes back on every request (one per pod evicted with
+// EvictionRequests): it is logged once.
+func TestAPIWarningsAreLoggedOnce(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	w := &warnOnce{log: log, seen: map[string]bool{}}
+	for i := 0; i < 1000; i++ {
+		w.HandleWarningHeader(299, "", "lifecycle.k8s.io/v1alpha1 EvictionRequest is deprecated in v1.40+")
+	}
+	w.HandleWarningHeader(299, "", "another")
+	w.HandleWarningHeader(199, "", "not a warning of the API server")
+	require.Len(t, hook.AllEntries(), 2)
+	assert.Equal(t, "lifecycle.k8s.io/v1alpha1 EvictionRequest is deprecated in v1.40+", hook.AllEntries()[0].Data["warning"])
 }

@@ -50,6 +50,9 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	rc.QPS, rc.Burst = float32(o.qps), o.burst
+	// The API server warns on every request to an alpha API (EvictionRequests: one per pod to
+	// evict); each distinct warning is logged once.
+	rc.WarningHandler = &warnOnce{log: log, seen: map[string]bool{}}
 	// The Lease has a client of its own; every other client writes only while this replica
 	// holds the Lease (not on standby, not in API-outage mode).
 	leaseRC := rest.CopyConfig(rc)
@@ -263,4 +266,27 @@ func kubeConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubernetes configuration (--kubeconfig, in-cluster, $KUBECONFIG): %w", err)
 	}
 	return rc, nil
+}
+
+// warnOnce logs each distinct warning of the API server once (bounded: past maxWarnings distinct
+// ones, the rest are dropped).
+type warnOnce struct {
+	log  logrus.FieldLogger
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+const maxWarnings = 100
+
+func (w *warnOnce) HandleWarningHeader(code int, _ string, text string) {
+	if code != 299 || text == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[text] || len(w.seen) >= maxWarnings {
+		return
+	}
+	w.seen[text] = true
+	w.log.WithField("warning", text).Warn("the Kubernetes API server warns (each distinct warning is logged once)")
 }

@@ -63,6 +63,11 @@ type Config struct {
 	EvictRetryDelay time.Duration
 	// EvictUnmanagedPods also evicts pods no controller manages; they would die with the node.
 	EvictUnmanagedPods bool
+	// EvictionRequests says whether each pod to evict first gets an EvictionRequest
+	// (lifecycle.k8s.io/v1alpha1), whose responders the eviction waits for (evictionrequest.go):
+	// EvictionRequestsAuto (when the cluster serves the API; empty means it), EvictionRequestsOn
+	// (required: its absence is reported, and pods are evicted as without it), EvictionRequestsOff.
+	EvictionRequests string
 	// Explainer says why a refused eviction is refused where the refusal alone does not (a VM
 	// KubeVirt is live-migrating, or one that cannot migrate: pkg/vms), and may act on it; nil:
 	// the refusal's own message (a PodDisruptionBudget is named).
@@ -108,6 +113,7 @@ func DefaultConfig() Config {
 		APIUnreachableTimeout: 5 * time.Minute,
 		EvictRetryDelay:       time.Second,
 		EvictUnmanagedPods:    true,
+		EvictionRequests:      EvictionRequestsAuto,
 		ProgressEvery:         500 * time.Millisecond,
 		BucketReplicas:        1,
 		NodeConditions:        true,
@@ -157,6 +163,11 @@ func (c Config) ValidateSettings() error {
 	}
 	if c.EvictRetryDelay <= 0 || c.ProgressEvery <= 0 {
 		errs = append(errs, fmt.Errorf("evict retry delay (%s) and progress interval (%s) must be positive", c.EvictRetryDelay, c.ProgressEvery))
+	}
+	switch c.EvictionRequests {
+	case "", EvictionRequestsAuto, EvictionRequestsOn, EvictionRequestsOff:
+	default:
+		errs = append(errs, fmt.Errorf("eviction requests %q: want auto, on or off", c.EvictionRequests))
 	}
 	if c.BucketReplicas < 1 || c.BucketReplicas > 5 {
 		errs = append(errs, fmt.Errorf("bucket replicas must be 1..5, got %d", c.BucketReplicas))

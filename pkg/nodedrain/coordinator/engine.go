@@ -298,6 +298,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.conds.sweep(func(node string) bool { _, ok := e.core.Drain(node); return ok })
 	}
+	e.sweepEvictionRequests(ctx)
 	go e.probeAPI(ctx)
 
 	e.timer = time.NewTimer(time.Hour)

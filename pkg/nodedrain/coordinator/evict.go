@@ -39,7 +39,10 @@ type evictor struct {
 	progressEvery time.Duration
 	// explain says more about a refusal (VMs); nil: nothing.
 	explain EvictionExplainer
-	log     logrus.FieldLogger
+	// ers files EvictionRequests and waits for the pods' responders (evictionrequest.go); nil:
+	// never.
+	ers *evictionRequests
+	log logrus.FieldLogger
 }
 
 // EvictionExplainer explains a refused eviction the refusal alone does not explain, and may act
@@ -70,6 +73,8 @@ type attemptRun struct {
 	goneCh   chan struct{} // signalled when a pod goes
 	pdbMu    sync.Mutex
 	pdbCache map[string][]policyv1.PodDisruptionBudget
+	er       *erAttempt // nil: no EvictionRequests in this attempt
+	erNote   string     // added to every refusal (EvictionRequests required but not served)
 }
 
 // syncFailed is the error of an attempt whose pod informer never synced before ctx ended. The
@@ -90,8 +95,9 @@ func (e *evictor) syncFailed(ctx context.Context, node string) error {
 }
 
 // attempt evicts every pod on node that must go and waits until they are gone or ctx ends. On
-// failure it returns the pods that did not go, each with its reason.
-func (e *evictor) attempt(ctx context.Context, node string, progress progressFunc) ([]nodedrain.Blocker, error) {
+// failure it returns the pods that did not go, each with its reason. last says no attempt
+// follows a failed one (its EvictionRequests are then withdrawn).
+func (e *evictor) attempt(ctx context.Context, node string, last bool, progress progressFunc) ([]nodedrain.Blocker, error) {
 	r := &attemptRun{e: e, node: node, pods: map[types.UID]*podState{}, goneCh: make(chan struct{}, 1),
 		pdbCache: map[string][]policyv1.PodDisruptionBudget{}}
 
@@ -138,6 +144,8 @@ func (e *evictor) attempt(ctx context.Context, node string, progress progressFun
 	}
 	r.mu.Unlock()
 
+	r.er, r.erNote = e.ers.begin(ctx, node)
+	defer func() { r.er.end(ctx, last, r.settled()) }() // (after wg.Wait: deferred first)
 	var wg sync.WaitGroup
 	for _, st := range r.pods {
 		if st.evicted || st.gone {
@@ -207,7 +215,13 @@ func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podSta
 		if !stillLeading(ctx) {
 			return // the Lease lapsed: no write after another replica may have taken over
 		}
-		err := helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
+		// A responder of the pod's own at work (an EvictionRequest's Eviction) holds it as a
+		// refusal would: asked again after the retry delay.
+		hold := r.er.hold(ctx, st.pod)
+		var err error
+		if hold == "" {
+			err = helper.EvictPod(st.pod, policyv1.SchemeGroupVersion)
+		}
 		if err != nil && ctx.Err() != nil {
 			// The attempt ended during the request: its error says nothing about the pod, and
 			// must not replace the last refusal (a PodDisruptionBudget's), which the attempt's
@@ -220,6 +234,8 @@ func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podSta
 		}
 		r.mu.Lock()
 		switch {
+		case hold != "":
+			st.refusal = hold
 		case err == nil:
 			st.evicted, st.refusal = true, ""
 		case apierrors.IsNotFound(err):
@@ -239,6 +255,19 @@ func (r *attemptRun) evict(ctx context.Context, helper *drain.Helper, st *podSta
 		case <-time.After(r.e.retryDelay):
 		}
 	}
+}
+
+// settled returns the pods that went or whose eviction was accepted.
+func (r *attemptRun) settled() []corev1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []corev1.Pod
+	for _, st := range r.pods {
+		if st.gone || st.evicted {
+			out = append(out, st.pod)
+		}
+	}
+	return out
 }
 
 func (r *attemptRun) markGone(uid types.UID) {
@@ -309,6 +338,10 @@ func (r *attemptRun) blockersLocked(includeTerminating bool) []nodedrain.Blocker
 // refusal says why pod's eviction was refused: the explainer's reason, the PodDisruptionBudget
 // that refused it, or the error itself.
 func (r *attemptRun) refusal(ctx context.Context, pod corev1.Pod, err error) string {
+	return r.refusalWhy(ctx, pod, err) + r.erNote
+}
+
+func (r *attemptRun) refusalWhy(ctx context.Context, pod corev1.Pod, err error) string {
 	if r.e.explain != nil {
 		if why, ok := r.e.explain.Explain(ctx, pod, err); ok {
 			return why

@@ -36,7 +36,7 @@ type executor struct {
 // nodeCtx is the context the operations of one node run under, and the func that ends it.
 type nodeCtx struct {
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 }
 
 func newExecutor(e *Engine) *executor {
@@ -44,7 +44,8 @@ func newExecutor(e *Engine) *executor {
 		e:       e,
 		nodeOps: nodeOps{client: e.cfg.Client, now: e.cfg.Now},
 		evictor: &evictor{client: e.cfg.Client, retryDelay: e.cfg.EvictRetryDelay, force: e.cfg.EvictUnmanagedPods,
-			progressEvery: e.cfg.ProgressEvery, explain: e.cfg.Explainer, log: e.log},
+			progressEvery: e.cfg.ProgressEvery, explain: e.cfg.Explainer, log: e.log,
+			ers: newEvictionRequests(e.cfg.Client, e.cfg.EvictionRequests, e.log, e.cfg.Now)},
 		nodes: map[string]nodeCtx{},
 	}
 }
@@ -60,27 +61,36 @@ func (x *executor) nodeContext(ctx context.Context, node string) context.Context
 		if nc.ctx.Err() == nil {
 			return nc.ctx
 		}
-		nc.cancel() // ended with its parent: release it and start afresh
+		nc.cancel(nil) // ended with its parent: release it and start afresh
 	}
-	nctx, cancel := context.WithCancel(ctx)
+	nctx, cancel := context.WithCancelCause(ctx)
 	x.nodes[node] = nodeCtx{ctx: nctx, cancel: cancel}
 	return nctx
 }
 
-// cancel stops every operation under way for node.
+// cancel stops every operation under way for node (errDrainCancelled: an eviction attempt
+// withdraws its EvictionRequests).
 func (x *executor) cancel(node string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if nc, ok := x.nodes[node]; ok {
-		nc.cancel()
+		nc.cancel(errDrainCancelled)
 		delete(x.nodes, node)
 	}
 }
 
 // release tells a gate that did work for node's drain that the drain is over, in the
 // background (it must not hold up the loop). A failure is logged and retried with backoff until
-// it succeeds or the run ends; the next run releases again on resume.
+// it succeeds or the run ends; the next run releases again on resume. The drain's
+// EvictionRequests are withdrawn too.
 func (x *executor) release(ctx context.Context, node string) {
+	if x.evictor.ers.mayBeUsed() {
+		x.wg.Add(1)
+		go func() {
+			defer x.wg.Done()
+			x.evictor.ers.release(ctx, node)
+		}()
+	}
 	r, ok := x.e.cfg.Gate.(GateReleaser)
 	if !ok {
 		return
@@ -113,7 +123,7 @@ func (x *executor) release(ctx context.Context, node string) {
 func (x *executor) stopAll() {
 	x.mu.Lock()
 	for n, nc := range x.nodes {
-		nc.cancel()
+		nc.cancel(nil)
 		delete(x.nodes, n)
 	}
 	x.mu.Unlock()
@@ -203,7 +213,8 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 			x.e.post(ctx, node, nodedrain.EvProgress{RequestID: requestID, Evicted: evicted, Total: total,
 				WaitingDeletion: terminating, Blockers: blockers})
 		}
-		blockers, err := x.evictor.attempt(actx, node, progress)
+		last := s.Attempt >= x.e.cfg.Policy.DrainAttempts
+		blockers, err := x.evictor.attempt(actx, node, last, progress)
 		m.EvictionAttempts.WithLabelValues(result(err)).Inc()
 		return nodedrain.EvResult{Err: err, Blockers: blockers}
 	}
