@@ -212,11 +212,14 @@ func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResour
 		rec = nil // the operator set it since: theirs is the value to restore to
 	}
 	if rec == nil {
-		if cur >= want {
+		// The Setting records every hold, raised or not: it is where each node's hold is
+		// followed to its end (HeldNodes, the outcome). A volume that waits long enough already
+		// is left alone.
+		if cur >= want && gvr != longhornSettings {
 			if voided { // drop the void record, keep the operator's value
 				return "", l.patchHold(ctx, gvr, u, nil, nil)
 			}
-			return "", nil // waits long enough already; nothing held
+			return "", nil
 		}
 		rec = &holdRecord{Original: cur, Raised: cur, Nodes: map[string]nodeHold{}}
 	}

@@ -31,6 +31,9 @@ func (l *Longhorn) ReleaseHold(ctx context.Context, node string, now time.Time) 
 	}
 	var errs []error
 	for _, o := range l.heldObjects() {
+		if _, ok := o.rec.Nodes[node]; !ok && o.gvr != longhornSettings {
+			continue // (the Setting is read fresh whatever its cache says: a hold just made)
+		}
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			return l.updateHold(ctx, o.gvr, o.name, release, nil)
 		})
@@ -47,17 +50,33 @@ func (l *Longhorn) SettleHolds(ctx context.Context, now time.Time, caughtUp func
 	if !l.Available() {
 		return nil, nil
 	}
-	ended := map[string]bool{} // decided once, so that every object ends the same nodes
+	back := map[string]bool{} // caughtUp, asked once a node
+	isBack := func(node string) bool {
+		if b, ok := back[node]; ok {
+			return b
+		}
+		back[node] = caughtUp(node)
+		return back[node]
+	}
+	ended := map[string]bool{} // decided once, on a fresh read, so that every object ends the same nodes
 	ends := func(node string, h nodeHold) bool {
 		if e, ok := ended[node]; ok {
 			return e
 		}
-		ended[node] = now.After(h.Until) || (!h.Released.IsZero() && caughtUp(node))
+		ended[node] = now.After(h.Until) || (!h.Released.IsZero() && isBack(node))
 		return ended[node]
 	}
 	var outcomes []HoldOutcome
 	var errs []error
 	for _, o := range l.heldObjects() {
+		due := false
+		for node, h := range o.rec.Nodes {
+			// (Not ends: the cache may not show a release just written.)
+			due = due || now.After(h.Until) || isBack(node)
+		}
+		if !due {
+			continue // no node of it can end now: nothing to read or write
+		}
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var out []HoldOutcome
 			err := l.updateHold(ctx, o.gvr, o.name, func(rec *holdRecord) bool {
