@@ -150,6 +150,10 @@ func decodeCRDs(yaml []byte) ([]*apiextensionsv1.CustomResourceDefinition, error
 }
 
 func installCRDs(ctx context.Context, cfg *rest.Config, yaml []byte) error {
+	cfg = rest.CopyConfig(cfg)
+	// Longhorn's real CRDs type integers with format int64, which the API server warns about
+	// for each CRD: not the tests' concern.
+	cfg.WarningHandler = rest.NoWarnings{}
 	client, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err

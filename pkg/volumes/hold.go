@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
@@ -18,11 +20,48 @@ import (
 // reconcile delays.
 const holdMargin = 5 * time.Minute
 
+// holdGiveUp is how long a hold that fails holds COMPLETE before the drain goes on without it.
+const holdGiveUp = time.Minute
+
 // awayMemory remembers each node's last measured time away (in memory: a restart forgets it and
-// falls back to Config.ExpectedAway).
+// falls back to Config.ExpectedAway), and its hold's failures.
 type awayMemory struct {
 	mu   sync.Mutex
 	last map[string]time.Duration
+	// failingSince: the first of the node's hold failures in a row; given: the node's hold was
+	// given up (said once).
+	failingSince map[string]time.Time
+	given        map[string]bool
+}
+
+// failing records a failure of node's hold and returns since when it has been failing.
+func (m *awayMemory) failing(node string, now time.Time) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failingSince == nil {
+		m.failingSince, m.given = map[string]time.Time{}, map[string]bool{}
+	}
+	if _, ok := m.failingSince[node]; !ok {
+		m.failingSince[node] = now
+	}
+	return m.failingSince[node]
+}
+
+// gaveUp records that node's hold is given up; true the first time in a row of failures.
+func (m *awayMemory) gaveUp(node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first := !m.given[node]
+	m.given[node] = true
+	return first
+}
+
+// succeeded ends node's row of failures.
+func (m *awayMemory) succeeded(node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.failingSince, node)
+	delete(m.given, node)
 }
 
 func (m *awayMemory) get(node string) time.Duration {
@@ -54,7 +93,8 @@ func (g *Gate) holdFor(node string) time.Duration {
 // PolicyWait, not in a whole-cluster shutdown or a decommission, where nothing comes back
 // soon); a failure to is a blocker: the drain waits and asks again.
 func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node string, opts coordinator.GateOptions) []nodedrain.Blocker {
-	if !g.cfg.HoldReplicas || g.longhorn == nil || g.policyFor(opts) != PolicyWait || opts.WholeCluster || opts.Decommission {
+	if !g.cfg.HoldReplicas || g.longhorn == nil || g.policyFor(opts) != PolicyWait || opts.WholeCluster || opts.Decommission ||
+		opts.HeldElsewhere {
 		return nil
 	}
 	budget := g.cfg.WriteTimeout
@@ -64,16 +104,36 @@ func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node st
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	away := g.holdFor(node)
-	raised, err := g.longhorn.HoldReplicas(wctx, node, away, g.now())
+	raised, wrote, err := g.longhorn.HoldReplicas(wctx, node, away, g.now())
 	if err != nil {
+		// The hold saves a rebuild; it must not cost the drain. A failure no retry mends, or one
+		// that lasts holdGiveUp, lets COMPLETE through without it, said once.
+		since := g.away.failing(node, g.now())
+		if permanent := errors.Is(err, errHoldImpossible) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) ||
+			apierrors.IsBadRequest(err); permanent || g.now().Sub(since) >= holdGiveUp {
+			if g.away.gaveUp(node) {
+				msg := fmt.Sprintf("going on without holding the node's Longhorn replicas (--longhorn-hold-replicas): %v", err)
+				log.Warn(msg)
+				g.event(nodeRef(node), corev1.EventTypeWarning, "ReplicaHoldFailed", "%s", msg)
+			}
+			return nil
+		}
 		log.WithError(err).Warn("could not raise Longhorn's waits for the node's replicas; will ask again")
 		return []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Name: ReplenishmentWaitSetting,
-			Reason: fmt.Sprintf("longhorn: could not hold the node's replicas for %s (--longhorn-hold-replicas): %v", away, err)}}
+			Reason: fmt.Sprintf("longhorn: could not hold the node's replicas for %s (--longhorn-hold-replicas; giving up on it %s after the first failure): %v",
+				away, holdGiveUp, err)}}
 	}
+	g.away.succeeded(node)
 	if len(raised) > 0 {
 		msg := fmt.Sprintf("held the node's Longhorn replicas for %s (expected time away): raised %s", away, strings.Join(raised, ", "))
 		log.Info(msg)
 		g.event(nodeRef(node), corev1.EventTypeNormal, "ReplicasHeld", "%s", msg)
+	}
+	if wrote {
+		// The writes took part of the time the check before COMPLETE has for its read of the
+		// API (MaxConfirmTime); the next check, woken by them, finds the hold in place.
+		return []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Name: ReplenishmentWaitSetting,
+			Reason: fmt.Sprintf("longhorn: holding the node's replicas for %s (--longhorn-hold-replicas); checking again", away)}}
 	}
 	return nil
 }
@@ -89,20 +149,23 @@ func (g *Gate) releaseHold(ctx context.Context, node string) error {
 	if err := g.longhorn.ReleaseHold(wctx, node, g.now()); err != nil {
 		return fmt.Errorf("longhorn replica hold: %w", err)
 	}
-	g.settleHolds(wctx)
+	g.settleHolds(wctx, node)
 	return nil
 }
 
 // settleHolds ends the replica holds that are done — the node back and its replicas healthy
 // again, or its expected time away past — restoring Longhorn's values, and reports each.
-func (g *Gate) settleHolds(ctx context.Context) {
+// justReleased names a node whose release was just written (the caches may not show it yet).
+func (g *Gate) settleHolds(ctx context.Context, justReleased string) {
 	if g.longhorn == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
+	defer cancel()
 	outcomes, err := g.longhorn.SettleHolds(ctx, g.now(), func(node string) bool {
 		vols, err := g.longhorn.Volumes(node)
 		return err == nil && len(ReturnBlockers(vols, node)) == 0
-	})
+	}, justReleased)
 	if err != nil {
 		g.log.WithError(err).Warn("could not end a Longhorn replica hold; will try again")
 	}

@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
@@ -89,7 +91,17 @@ func TestReplicaHoldOutlastsTheMaintenance(t *testing.T) {
 	stale, held = w.stale("vol-hold-long")
 	assert.Equal(t, int64(60), stale, "never lowered")
 	assert.False(t, held)
-	g.check(t, w.nodes[0], afterEviction)
+	rv := func(gvr schema.GroupVersionResource, name string) string {
+		u, err := w.c.Dynamic.Resource(gvr).Namespace(lhNS).Get(context.Background(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		return u.GetResourceVersion()
+	}
+	before := rv(longhornSettings, ReplenishmentWaitSetting) + "/" + rv(longhornVolumes, "vol-hold")
+	for range 3 {
+		assert.True(t, g.check(t, w.nodes[0], afterEviction).Safe)
+	}
+	assert.Equal(t, before, rv(longhornSettings, ReplenishmentWaitSetting)+"/"+rv(longhornVolumes, "vol-hold"),
+		"checks again write nothing: the hold is in place")
 	assert.Equal(t, 1, g.events.count("Normal ReplicasHeld Node /"+w.nodes[0]), "held once: %s", g.events)
 	heldNodes, err := g.Held(context.Background())
 	require.NoError(t, err)
@@ -183,5 +195,52 @@ func TestReplicaHoldEnds(t *testing.T) {
 		require.NoError(t, g.Release(context.Background(), w.nodes[0]))
 		require.Eventually(t, func() bool { v, held := w.setting(); return v == "600" && !held }, 10*time.Second, 50*time.Millisecond)
 		assert.Equal(t, 1, g.events.count("Warning ReplicaHoldEnded Node /"+w.nodes[0], "0 volume(s) caught up, 1 rebuilt in full"), g.events)
+	})
+}
+
+// The hold saves a rebuild and must never cost the drain: a node with many volumes reaches
+// COMPLETE (the writes do not eat the time the check before COMPLETE has for its read), a
+// Setting whose value is not a number lets the drain go on without the hold (said once), and a
+// garbled record is replaced, the value then taken for the operator's.
+func TestReplicaHoldNeverCostsTheDrain(t *testing.T) {
+	t.Run("many volumes", func(t *testing.T) {
+		w := newHoldWorld(t, "hold-many", "600")
+		g := startGate(t, w.c, holding(20*time.Minute))
+		for i := range 60 {
+			w.volume(fmt.Sprintf("vol-hold-many-%d", i), 15, "healthy", "healthy")
+		}
+		g.eventually(t, w.nodes[0], afterEviction, "safe to go down", func(r coordinator.GateResult) bool { return r.Safe })
+		for i := range 60 {
+			stale, held := w.stale(fmt.Sprintf("vol-hold-many-%d", i))
+			require.Equal(t, int64(25), stale, "volume %d", i)
+			require.True(t, held, "volume %d", i)
+		}
+	})
+	t.Run("a setting that is not a number", func(t *testing.T) {
+		w := newHoldWorld(t, "hold-nan", "soon")
+		g := startGate(t, w.c, holding(20*time.Minute))
+		w.volume("vol-hold-nan", 15, "healthy", "healthy")
+		g.eventually(t, w.nodes[0], afterEviction, "safe without the hold", func(r coordinator.GateResult) bool { return r.Safe })
+		g.check(t, w.nodes[0], afterEviction)
+		assert.Equal(t, 1, g.events.count("Warning ReplicaHoldFailed Node /"+w.nodes[0], "not a number of seconds"), g.events)
+		v, held := w.setting()
+		assert.Equal(t, "soon", v)
+		assert.False(t, held)
+	})
+	t.Run("a garbled record", func(t *testing.T) {
+		w := newHoldWorld(t, "hold-garbled", "900")
+		s := lhSetting(ReplenishmentWaitSetting, "900")
+		s.SetAnnotations(map[string]string{ReplicaHoldAnnotation: `{"original": "a lot"`})
+		_, err := testenv.ApplyLonghorn(context.Background(), w.c.Dynamic, s)
+		require.NoError(t, err)
+		g := startGate(t, w.c, holding(20*time.Minute))
+		w.volume("vol-hold-garbled", 15, "healthy", "healthy")
+		g.eventually(t, w.nodes[0], afterEviction, "safe", func(r coordinator.GateResult) bool { return r.Safe })
+		v, held := w.setting()
+		assert.Equal(t, "1500", v)
+		assert.True(t, held)
+		require.NoError(t, g.Release(context.Background(), w.nodes[0]))
+		require.Eventually(t, func() bool { v, held := w.setting(); return v == "900" && !held }, 10*time.Second, 50*time.Millisecond,
+			"the value found under the garbled record is restored")
 	})
 }

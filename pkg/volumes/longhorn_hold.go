@@ -3,6 +3,7 @@ package volumes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -36,6 +37,10 @@ const (
 	ReplenishmentWaitSetting = "replica-replenishment-wait-interval"
 	replenishmentWaitDefault = 600
 )
+
+// errHoldImpossible marks an error no retry will mend (the object's value is not what a hold
+// can raise).
+var errHoldImpossible = errors.New("cannot hold")
 
 // holdRecord is the value of ReplicaHoldAnnotation.
 type holdRecord struct {
@@ -80,7 +85,7 @@ func settingValue(u *unstructured.Unstructured) (int64, error) {
 	}
 	v, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || v < 0 {
-		return 0, fmt.Errorf("setting %s: value %q is not a number of seconds", u.GetName(), raw)
+		return 0, fmt.Errorf("%w: setting %s: value %q is not a number of seconds", errHoldImpossible, u.GetName(), raw)
 	}
 	return v, nil
 }
@@ -127,55 +132,93 @@ func holdPatch(u *unstructured.Unstructured, rec *holdRecord, value any, path ..
 	return json.Marshal(p)
 }
 
+// holdRefresh: a node's hold whose end is at least this close to what a check would set is
+// not written again (each check before COMPLETE would otherwise write every volume).
+const holdRefresh = 5 * time.Minute
+
 // HoldReplicas raises Longhorn's replenishment wait and the staleReplicaTimeout of node's
-// volumes to at least away, recording the hold; it never lowers a value. It reads the objects
-// fresh and writes each as a compare-and-swap. raised lists what it raised ("setting 600s ->
-// 1500s", "volume pvc-1 30m -> 25m" ...), empty when everything already waits long enough.
-func (l *Longhorn) HoldReplicas(ctx context.Context, node string, away time.Duration, now time.Time) (raised []string, err error) {
+// volumes to at least away, recording the hold; it never lowers a value. What the caches show
+// held already is not read or written again; the rest is read fresh and written as a
+// compare-and-swap. raised lists what it raised ("... 600 -> 1500"); wrote says whether it
+// wrote anything (the caller checks again once the caches show it).
+func (l *Longhorn) HoldReplicas(ctx context.Context, node string, away time.Duration, now time.Time) (raised []string, wrote bool, err error) {
 	if !l.Available() {
-		return nil, nil
+		return nil, false, nil
 	}
 	replicas := map[string]string{} // volume -> its replica on node
 	objs, err := l.replicas.ByIndex(indexByNode, node)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	l.memoMu.Lock()
 	for _, obj := range objs {
 		if r := l.replicaFacts(obj); r != nil && r.volume != "" {
 			replicas[r.volume] = r.name
 		}
 	}
+	l.memoMu.Unlock()
 	if len(replicas) == 0 {
-		return nil, nil // nothing of the node's to keep
+		return nil, false, nil // nothing of the node's to keep
 	}
 	hold := nodeHold{Since: now.UTC(), Until: now.Add(away).UTC()}
-	seconds := int64(math.Ceil(away.Seconds()))
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		h := hold
-		h.Replicas = replicas
-		what, err := l.holdObject(ctx, longhornSettings, ReplenishmentWaitSetting, node, h, seconds, settingValue, "value")
-		if what != "" {
-			raised = append(raised, "Longhorn setting "+ReplenishmentWaitSetting+" "+what)
+	one := func(gvr schema.GroupVersionResource, cached cacheGetter, name, label string, h nodeHold, want int64, path ...string) error {
+		if obj, ok, _ := cached.GetByKey(l.namespace + "/" + name); ok {
+			if u, isU := obj.(*unstructured.Unstructured); isU && !needsHold(gvr, u, node, want, h.Until) {
+				return nil
+			}
 		}
-		return err
-	})
-	if err != nil {
-		return raised, err
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			what, did, err := l.holdObject(ctx, gvr, name, node, h, want, path...)
+			if what != "" {
+				raised = append(raised, label+" "+what)
+			}
+			wrote = wrote || did
+			return err
+		})
+	}
+	h := hold
+	h.Replicas = replicas
+	if l.settings != nil {
+		err = one(longhornSettings, l.settings, ReplenishmentWaitSetting, "Longhorn setting "+ReplenishmentWaitSetting, h,
+			int64(math.Ceil(away.Seconds())), "value")
+		if err != nil {
+			return raised, wrote, err
+		}
 	}
 	minutes := int64(math.Ceil(away.Minutes()))
 	for vol := range replicas {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			what, err := l.holdObject(ctx, longhornVolumes, vol, node, hold, minutes, staleTimeout, "spec", "staleReplicaTimeout")
-			if what != "" {
-				raised = append(raised, "volume "+vol+" staleReplicaTimeout "+what)
-			}
-			return err
-		})
-		if err != nil {
-			return raised, err
+		if err = one(longhornVolumes, l.volumes, vol, "volume "+vol+" staleReplicaTimeout", hold, minutes, "spec", "staleReplicaTimeout"); err != nil {
+			return raised, wrote, err
 		}
 	}
-	return raised, nil
+	return raised, wrote, nil
+}
+
+// cacheGetter is the part of an informer's store HoldReplicas reads.
+type cacheGetter interface {
+	GetByKey(key string) (any, bool, error)
+}
+
+// needsHold reports whether u must be written to hold node until until at want: not when its
+// record holds the node (not released) until about then with the value raised enough, nor
+// when it is a volume that waits long enough by itself (or has no timeout). An object whose
+// value the operator changed since the gate raised it needs its record dropped or renewed.
+func needsHold(gvr schema.GroupVersionResource, u *unstructured.Unstructured, node string, want int64, until time.Time) bool {
+	cur, err := holdValue(gvr, u)
+	if err != nil {
+		return true // read fresh: holdObject reports it
+	}
+	rec, err := readRecord(u)
+	switch {
+	case err != nil:
+		return true
+	case rec == nil:
+		return gvr == longhornSettings || (cur != 0 && cur < want)
+	case cur != rec.Raised:
+		return true
+	}
+	h, ok := rec.Nodes[node]
+	return !ok || !h.Released.IsZero() || h.Until.Before(until.Add(-holdRefresh)) || rec.Raised < want
 }
 
 // staleTimeout reads a Volume's spec.staleReplicaTimeout (minutes; 0: none set, never raised).
@@ -184,28 +227,33 @@ func staleTimeout(u *unstructured.Unstructured) (int64, error) {
 	return v, err
 }
 
-// holdObject adds node's hold to one object and raises its value (read by value, written at
-// path) to at least want. what says what it raised ("" when nothing).
+// holdObject adds node's hold to one object, read fresh, and raises its value (written at
+// path) to at least want. what says what it raised ("" when nothing); wrote whether it wrote.
 func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResource, name, node string, h nodeHold, want int64,
-	value func(*unstructured.Unstructured) (int64, error), path ...string) (what string, err error) {
-	res := l.dyn.Resource(gvr).Namespace(l.namespace)
-	u, err := res.Get(ctx, name, metav1.GetOptions{})
+	path ...string) (what string, wrote bool, err error) {
+	u, err := l.dyn.Resource(gvr).Namespace(l.namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil // no such setting (an older Longhorn) or volume (deleted): nothing to raise
+		return "", false, nil // no such setting (an older Longhorn) or volume (deleted): nothing to raise
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	cur, err := value(u)
+	if !needsHold(gvr, u, node, want, h.Until) {
+		return "", false, nil
+	}
+	cur, err := holdValue(gvr, u)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if cur == 0 && gvr == longhornVolumes {
-		return "", nil // no timeout set on the volume: failed replicas are never cleaned up
+		return "", false, nil // no timeout set on the volume: failed replicas are never cleaned up
 	}
 	rec, err := readRecord(u)
 	if err != nil {
-		return "", err
+		// Not edgedrain's record any more (garbled): it cannot say what to restore, and the
+		// value now is the operator's as far as anyone can tell.
+		l.log.WithError(err).Warn("replacing an unreadable replica hold record")
+		rec = &holdRecord{Original: cur, Raised: cur + 1} // (voided below)
 	}
 	voided := rec != nil && cur != rec.Raised
 	if voided {
@@ -217,9 +265,9 @@ func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResour
 		// is left alone.
 		if cur >= want && gvr != longhornSettings {
 			if voided { // drop the void record, keep the operator's value
-				return "", l.patchHold(ctx, gvr, u, nil, nil)
+				return "", true, l.patchHold(ctx, gvr, u, nil, nil)
 			}
-			return "", nil
+			return "", false, nil
 		}
 		rec = &holdRecord{Original: cur, Raised: cur, Nodes: map[string]nodeHold{}}
 	}
@@ -235,7 +283,7 @@ func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResour
 	if gvr == longhornSettings {
 		v = strconv.FormatInt(rec.Raised, 10)
 	}
-	return what, l.patchHold(ctx, gvr, u, rec, v, path...)
+	return what, true, l.patchHold(ctx, gvr, u, rec, v, path...)
 }
 
 // patchHold writes rec (nil: removed) and value at path (none: the value unchanged) to u.

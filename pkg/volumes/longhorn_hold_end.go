@@ -46,7 +46,7 @@ func (l *Longhorn) ReleaseHold(ctx context.Context, node string, now time.Time) 
 // (the node's replicas healthy again), or past their Until. An object none of whose nodes
 // holds it any more gets its operator's value back, unless the operator changed it meanwhile.
 // It returns how each node's hold ended (from the Setting's record).
-func (l *Longhorn) SettleHolds(ctx context.Context, now time.Time, caughtUp func(node string) bool) ([]HoldOutcome, error) {
+func (l *Longhorn) SettleHolds(ctx context.Context, now time.Time, caughtUp func(node string) bool, justReleased string) ([]HoldOutcome, error) {
 	if !l.Available() {
 		return nil, nil
 	}
@@ -58,21 +58,24 @@ func (l *Longhorn) SettleHolds(ctx context.Context, now time.Time, caughtUp func
 		back[node] = caughtUp(node)
 		return back[node]
 	}
-	ended := map[string]bool{} // decided once, on a fresh read, so that every object ends the same nodes
+	// Decided once a hold, on a fresh read, so that every object ends the same ones; a new
+	// hold of the node written meanwhile (another maintenance) is another decision.
+	ended := map[string]bool{}
 	ends := func(node string, h nodeHold) bool {
-		if e, ok := ended[node]; ok {
+		key := node + "@" + h.Since.String() + "@" + h.Released.String()
+		if e, ok := ended[key]; ok {
 			return e
 		}
-		ended[node] = now.After(h.Until) || (!h.Released.IsZero() && isBack(node))
-		return ended[node]
+		ended[key] = now.After(h.Until) || (!h.Released.IsZero() && isBack(node))
+		return ended[key]
 	}
 	var outcomes []HoldOutcome
 	var errs []error
 	for _, o := range l.heldObjects() {
 		due := false
 		for node, h := range o.rec.Nodes {
-			// (Not ends: the cache may not show a release just written.)
-			due = due || now.After(h.Until) || isBack(node)
+			// (The cache may not show the release just written: justReleased.)
+			due = due || now.After(h.Until) || ((!h.Released.IsZero() || node == justReleased) && isBack(node))
 		}
 		if !due {
 			continue // no node of it can end now: nothing to read or write
@@ -118,6 +121,8 @@ func (l *Longhorn) outcome(node string, h nodeHold) HoldOutcome {
 	if !h.Released.IsZero() {
 		o.Away = h.Released.Sub(h.Since)
 	}
+	l.memoMu.Lock()
+	defer l.memoMu.Unlock()
 	for _, name := range h.Replicas {
 		obj, ok, _ := l.replicas.GetByKey(l.namespace + "/" + name)
 		if r := l.replicaFacts(obj); ok && r != nil && r.node == node && r.intact && r.running && !r.deleting {

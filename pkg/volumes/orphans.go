@@ -49,7 +49,7 @@ func (g *Gate) Run(ctx context.Context) error {
 			}
 		}
 		g.reconcilePVCs(ctx)
-		g.settleHolds(ctx)
+		g.settleHolds(ctx, "")
 		if !timer.Stop() {
 			select {
 			case <-timer.C:

@@ -38,7 +38,7 @@ func (g *Gate) ReturnCheck(ctx context.Context, node string) ([]nodedrain.Blocke
 	// coordinator (the node's own readiness reaches it through its node informer).
 	g.watch(node, len(out) > 0, out)
 	if len(out) == 0 {
-		g.settleHolds(ctx) // the node's replicas are back: its hold may end
+		g.settleHolds(ctx, "") // the node's replicas are back: its hold may end
 	}
 	return out, nil
 }

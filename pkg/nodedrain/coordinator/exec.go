@@ -198,7 +198,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
 		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
-			Decommission: s.Decommission})
+			Decommission: s.Decommission, HeldElsewhere: len(policy) > 0})
 		if err == nil && r.Safe && len(policy) > 0 {
 			r = GateResult{Blockers: policy}
 		}

@@ -31,6 +31,10 @@ type GateOptions struct {
 	// LastKnown asks for the gate's last known view alone, for the API-unreachable rule: a gate
 	// that confirms its answer before COMPLETE on a read of the API does not try.
 	LastKnown bool
+	// HeldElsewhere: something else already holds COMPLETE (the maintenance policy's
+	// blockers): work the gate does only for a COMPLETE that follows (a Longhorn replica hold)
+	// waits for a check without it.
+	HeldElsewhere bool
 }
 
 // GateReleaser is implemented by gates that start work for a drain (asking the storage system
