@@ -194,13 +194,16 @@ func AdmitWith(in AdmitInput) Admission {
 			waiting = append(waiting, name)
 		}
 	}
+	var others []string // nodes in another writer's maintenance, named in the waits they cause
 	for _, n := range nodes {
 		// Another's maintenance in progress is a node in maintenance like ours: it counts
 		// against the limit, its failure domain and its volumes' copies.
 		if n.Other != nil && n.Other.InProgress && !holdsSlot(drains[n.Name], n.Ready, a.WholeCluster) {
 			holders = append(holders, n.Name)
+			others = append(others, n.Name)
 		}
 	}
+	sort.Strings(others)
 	sort.Strings(holders)
 	sort.Slice(waiting, func(i, j int) bool {
 		if pi, pj := known[waiting[i]].Priority, known[waiting[j]].Priority; pi != pj {
@@ -236,6 +239,11 @@ func AdmitWith(in AdmitInput) Admission {
 		}
 		if len(holders) >= maxConcurrent {
 			a.Queued[name] = queuedMessage(holders, ahead, maxConcurrent)
+			if len(others) > 0 {
+				// A stale condition of another tool would hold every drain: say whose it is.
+				a.Queued[name] += fmt.Sprintf(" (in another writer's maintenance by its MaintenanceInProgress condition: %s)",
+					nameSome(others, namedHolders))
+			}
 			ahead = append(ahead, name)
 			continue
 		}

@@ -37,7 +37,7 @@ func TestAnothersMaintenanceInProgressTakesASlot(t *testing.T) {
 	ns[1].Other = &OtherMaintenance{Condition: "MaintenanceInProgress", InProgress: true, Reason: "KernelPatch"}
 	a := AdmitWith(AdmitInput{Drains: drains, Nodes: ns, MaxConcurrent: 1})
 	assert.Empty(t, a.Admit)
-	assert.Equal(t, "waiting: b in maintenance (max-concurrent-drains 1)", a.Queued["a"])
+	assert.Equal(t, "waiting: b in maintenance (max-concurrent-drains 1) (in another writer's maintenance by its MaintenanceInProgress condition: b)", a.Queued["a"])
 
 	a = AdmitWith(AdmitInput{Drains: drains, Nodes: ns, MaxConcurrent: 2})
 	assert.Equal(t, []string{"a"}, a.Admit, "a second slot is free")

@@ -15,7 +15,8 @@ import (
 // failed or not yet rebuilt, or stopped while its volume is attached — and each such volume
 // still degraded (fewer healthy replicas than it wants, wherever they are). It is empty when
 // all of the node's replicas and their volumes are healthy, or the node holds none. It reads
-// the caches only and changes nothing. Before Start it returns ErrNotStarted.
+// the caches only; once the node's volumes are healthy again it ends the replica holds that are
+// done (hold.go). Before Start it returns ErrNotStarted.
 func (g *Gate) ReturnCheck(ctx context.Context, node string) ([]nodedrain.Blocker, error) {
 	if !g.ready.Load() {
 		return nil, fmt.Errorf("return check of node %s: %w", node, ErrNotStarted)

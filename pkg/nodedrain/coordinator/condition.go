@@ -34,12 +34,15 @@ const (
 	conditionMessageEvery = 30 * time.Second
 	// conditionWriteTimeout bounds one write.
 	conditionWriteTimeout = 10 * time.Second
+	// conditionConflictRetry is how soon a write refused because the Node changed since the
+	// informer showed it is decided again.
+	conditionConflictRetry = 500 * time.Millisecond
 )
 
 // conditions writes each node's maintenance condition from its published statuses, off the
 // engine's loop: only the latest status per node, a new reason at once, a new message alone at
 // most every conditionMessageEvery, nothing when the Node already shows it. A failed write is
-// tried again later. It is informational: nothing reads it back.
+// tried again later. Admission reads another writer's lifecycle conditions (lifecycle.go).
 type conditions struct {
 	client kubernetes.Interface
 	nodes  listersv1.NodeLister
@@ -189,13 +192,20 @@ func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (w
 	if since := now.Sub(last.at); !newReason && wroteBefore && since < conditionMessageEvery {
 		return conditionMessageEvery - since, nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": changes}})
+	// Decided on the Node as the informer shows it: written only onto that very version, so
+	// that a condition another writer set since is not overwritten or removed (a conflict is
+	// decided again once the informer shows the newer Node).
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": n.ResourceVersion},
+		"status": map[string]any{"conditions": changes}})
 	if err != nil {
 		return 0, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, conditionWriteTimeout)
 	defer cancel()
 	_, err = c.client.CoreV1().Nodes().Patch(wctx, st.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsConflict(err) {
+		return conditionConflictRetry, nil
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return 0, err
 	}

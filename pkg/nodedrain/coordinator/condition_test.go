@@ -120,7 +120,7 @@ func TestAnothersMaintenanceConditionHoldsTheDrain(t *testing.T) {
 	st = h.waitFor(second, 10*time.Second, "waiting for the slot", func(s nodedrain.NodeDrainStatus) bool {
 		return s.Status == nodedrain.StatusRequested && strings.Contains(s.Message, "waiting:")
 	})
-	assert.Equal(t, "waiting: "+target+" in maintenance (max-concurrent-drains 1)", st.Message)
+	assert.Equal(t, "waiting: "+target+" in maintenance (max-concurrent-drains 1) (in another writer's maintenance by its MaintenanceInProgress condition: "+target+")", st.Message)
 	require.Eventually(t, func() bool {
 		return strings.Contains(ourConditions(h.node(target)), "MaintenancePlanned=EdgedrainRequested")
 	}, 10*time.Second, 50*time.Millisecond, "%s", ourConditions(h.node(target)))

@@ -250,7 +250,11 @@ func (a *erAttempt) hold(ctx context.Context, pod corev1.Pod) string {
 	if a == nil {
 		return ""
 	}
-	a.ensure(ctx, pod)
+	if a.ensure(ctx, pod) {
+		// A responder (or a controller making the pod's Eviction) learns of the eviction from
+		// the request: it gets one retry delay to take it up before the pod is evicted.
+		return "EvictionRequest " + evictionRequestName(pod.UID) + " filed: giving the pod's responders a moment to take it up"
+	}
 	if !a.informer.HasSynced() {
 		return ""
 	}
@@ -285,12 +289,13 @@ func (a *erAttempt) hold(ctx context.Context, pod corev1.Pod) string {
 // as good. A failure is logged once per attempt and tried again at the pod's next retry, but
 // for a refusal that will not change within the attempt (RBAC, the API gone): then no pod of
 // the attempt tries again.
-func (a *erAttempt) ensure(ctx context.Context, pod corev1.Pod) {
+// filed says it was filed just now.
+func (a *erAttempt) ensure(ctx context.Context, pod corev1.Pod) (filed bool) {
 	a.mu.Lock()
 	done := a.ensured[pod.UID] || a.unfiled
 	a.mu.Unlock()
 	if done || !stillLeading(ctx) {
-		return
+		return false
 	}
 	_, err := a.x.client.LifecycleV1alpha1().EvictionRequests(pod.Namespace).Create(ctx, evictionRequestFor(pod, a.node), metav1.CreateOptions{})
 	a.mu.Lock()
@@ -298,7 +303,7 @@ func (a *erAttempt) ensure(ctx context.Context, pod corev1.Pod) {
 	switch {
 	case err == nil || apierrors.IsAlreadyExists(err):
 		a.ensured[pod.UID] = true
-		return
+		return err == nil
 	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 		a.unfiled = true
 	}
@@ -307,6 +312,7 @@ func (a *erAttempt) ensure(ctx context.Context, pod corev1.Pod) {
 		a.log.WithError(err).WithField("pod", pod.Namespace+"/"+pod.Name).Warn("cannot file the pod's EvictionRequest; " +
 			"evicting without it (this attempt logs no further such failure)")
 	}
+	return false
 }
 
 // evictionRequestFor is the EvictionRequest edgedrain files for pod, drained from node.

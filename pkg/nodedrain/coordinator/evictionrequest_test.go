@@ -98,6 +98,49 @@ func TestEvictionRequests(t *testing.T) {
 		h.requireOthersKept(held)
 	})
 
+	t.Run("a responder that takes up the request itself", func(t *testing.T) {
+		// A responder (or a controller making Evictions) that learns of the eviction from
+		// edgedrain's EvictionRequest has a retry delay to take it up before the pod is evicted.
+		h := newHarnessOn(t, c, "er-react", 3)
+		target := h.deploy("db", 3, 1)
+		pods := h.podsOn(target)
+		held := pods[0]
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		w, err := h.c.Client.LifecycleV1alpha1().EvictionRequests(h.ns).Watch(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		seen := make(chan struct{})
+		go func() {
+			for ev := range w.ResultChan() {
+				if er, ok := ev.Object.(*lifecyclev1alpha1.EvictionRequest); ok && er.Spec.Requester == EvictionRequester &&
+					er.Spec.Target.Pod != nil && er.Spec.Target.Pod.UID == held.UID {
+					close(seen)
+					return
+				}
+			}
+		}()
+		cfg := h.config(h.c.Client)
+		cfg.EvictionRequests = EvictionRequestsOn
+		cfg.EvictRetryDelay = 2 * time.Second // room for the responder, whatever the load
+		cfg.Policy.DrainAttemptTimeout = 2 * time.Minute
+		h.run(cfg)
+		h.request(target, "r1", time.Now())
+		select {
+		case <-seen:
+		case <-time.After(60 * time.Second):
+			t.Fatal("no EvictionRequest of edgedrain's for the pod")
+		}
+		ev := h.migrating(held)
+		h.waitFor(target, 60*time.Second, "a blocker naming the responder", func(s nodedrain.NodeDrainStatus) bool {
+			return blockerFor(s, held) != nil && strings.Contains(blockerFor(s, held).Reason, "responder "+testResponder+" active")
+		})
+		p, err := h.c.Client.CoreV1().Pods(h.ns).Get(context.Background(), held.Name, metav1.GetOptions{})
+		require.NoError(t, err, "the pod was evicted before its responder could take the request up")
+		assert.Nil(t, p.DeletionTimestamp, "the pod was evicted before its responder could take the request up")
+		h.complete(ev)
+		h.waitStatus(target, nodedrain.StatusComplete, 60*time.Second)
+	})
+
 	t.Run("withdrawn while a responder is active", func(t *testing.T) {
 		h := newHarnessOn(t, c, "er-withdraw", 3)
 		target := h.deploy("vm", 4, 1)
