@@ -34,26 +34,17 @@ const LonghornNamespace = "longhorn-system"
 // InstallLonghornCRDs installs Longhorn's CRDs (LonghornCRDs: its real ones when they are beside
 // the project) and waits until the API server serves them. It returns the release installed.
 func InstallLonghornCRDs(ctx context.Context, cfg *rest.Config) (release string, err error) {
-	yaml, release, err := LonghornCRDs()
-	if err != nil {
-		return "", err
-	}
-	return release, installCRDs(ctx, cfg, yaml)
+	return installLonghorn(ctx, cfg, "")
 }
 
-// installLonghorn installs the Longhorn CRDs of release (empty: InstallLonghornCRDs's).
+// installLonghorn installs the Longhorn CRDs of release (empty: what LonghornCRDsEnv chooses).
 func installLonghorn(ctx context.Context, cfg *rest.Config, release string) (string, error) {
-	var yaml []byte
-	var err error
-	switch release {
-	case "":
-		return InstallLonghornCRDs(ctx, cfg)
-	case LonghornMinimal:
-		yaml = longhornCRDs
-	default:
-		if yaml, err = LonghornRelease(release); err != nil {
-			return "", err
-		}
+	if release == "" {
+		release = os.Getenv(LonghornCRDsEnv)
+	}
+	yaml, release, err := longhornCRDsOf(release)
+	if err != nil {
+		return "", err
 	}
 	return release, installCRDs(ctx, cfg, yaml)
 }
@@ -77,7 +68,11 @@ var fallbackOnce sync.Once
 // Without the real ones beside the project it falls back to the minimal schema and says so
 // once on stderr.
 func LonghornCRDs() (yaml []byte, release string, err error) {
-	release = os.Getenv(LonghornCRDsEnv)
+	return longhornCRDsOf(os.Getenv(LonghornCRDsEnv))
+}
+
+// longhornCRDsOf is LonghornCRDs for release ("": the latest, or minimal without it).
+func longhornCRDsOf(release string) (yaml []byte, _ string, err error) {
 	if release == LonghornMinimal {
 		return longhornCRDs, LonghornMinimal, nil
 	}

@@ -119,15 +119,10 @@ func holdPatch(u *unstructured.Unstructured, rec *holdRecord, value any, path ..
 	}
 	p := map[string]any{"metadata": map[string]any{"resourceVersion": u.GetResourceVersion(),
 		"annotations": map[string]any{ReplicaHoldAnnotation: ann}}}
-	cur := p
-	for i, f := range path {
-		if i == len(path)-1 {
-			cur[f] = value
-			break
+	if len(path) > 0 {
+		if err := unstructured.SetNestedField(p, value, path...); err != nil {
+			return nil, err
 		}
-		next := map[string]any{}
-		cur[f] = next
-		cur = next
 	}
 	return json.Marshal(p)
 }
@@ -253,9 +248,8 @@ func (l *Longhorn) holdObject(ctx context.Context, gvr schema.GroupVersionResour
 		// Not edgedrain's record any more (garbled): it cannot say what to restore, and the
 		// value now is the operator's as far as anyone can tell.
 		l.log.WithError(err).Warn("replacing an unreadable replica hold record")
-		rec = &holdRecord{Original: cur, Raised: cur + 1} // (voided below)
 	}
-	voided := rec != nil && cur != rec.Raised
+	voided := err != nil || (rec != nil && cur != rec.Raised)
 	if voided {
 		rec = nil // the operator set it since: theirs is the value to restore to
 	}
