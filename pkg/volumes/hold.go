@@ -29,7 +29,7 @@ type awayMemory struct {
 	mu   sync.Mutex
 	last map[string]time.Duration
 	// failingSince: the first of the node's hold failures in a row; given: the node's hold was
-	// given up (said once).
+	// given up, not tried again until the drain is over.
 	failingSince map[string]time.Time
 	given        map[string]bool
 }
@@ -47,17 +47,22 @@ func (m *awayMemory) failing(node string, now time.Time) time.Time {
 	return m.failingSince[node]
 }
 
-// gaveUp records that node's hold is given up; true the first time in a row of failures.
-func (m *awayMemory) gaveUp(node string) bool {
+// giveUp records that node's hold is given up until the drain is over.
+func (m *awayMemory) giveUp(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	first := !m.given[node]
 	m.given[node] = true
-	return first
 }
 
-// succeeded ends node's row of failures.
-func (m *awayMemory) succeeded(node string) {
+// givenUp reports whether node's hold was given up in this drain.
+func (m *awayMemory) givenUp(node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.given[node]
+}
+
+// reset ends node's row of failures (a hold made, or the drain over).
+func (m *awayMemory) reset(node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.failingSince, node)
@@ -94,7 +99,9 @@ func (g *Gate) holdFor(node string) time.Duration {
 // soon); a failure to is a blocker: the drain waits and asks again.
 func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node string, opts coordinator.GateOptions) []nodedrain.Blocker {
 	if !g.cfg.HoldReplicas || g.longhorn == nil || g.policyFor(opts) != PolicyWait || opts.WholeCluster || opts.Decommission ||
-		opts.HeldElsewhere {
+		opts.HeldElsewhere || g.away.givenUp(node) {
+		// (Given up: not tried again until the drain is over, lest a write that hangs eat the
+		// time of every check before COMPLETE.)
 		return nil
 	}
 	budget := g.cfg.WriteTimeout
@@ -111,11 +118,10 @@ func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node st
 		since := g.away.failing(node, g.now())
 		if permanent := errors.Is(err, errHoldImpossible) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err) ||
 			apierrors.IsBadRequest(err); permanent || g.now().Sub(since) >= holdGiveUp {
-			if g.away.gaveUp(node) {
-				msg := fmt.Sprintf("going on without holding the node's Longhorn replicas (--longhorn-hold-replicas): %v", err)
-				log.Warn(msg)
-				g.event(nodeRef(node), corev1.EventTypeWarning, "ReplicaHoldFailed", "%s", msg)
-			}
+			g.away.giveUp(node)
+			msg := fmt.Sprintf("going on without holding the node's Longhorn replicas (--longhorn-hold-replicas): %v", err)
+			log.Warn(msg)
+			g.event(nodeRef(node), corev1.EventTypeWarning, "ReplicaHoldFailed", "%s", msg)
 			return nil
 		}
 		log.WithError(err).Warn("could not raise Longhorn's waits for the node's replicas; will ask again")
@@ -123,7 +129,7 @@ func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node st
 			Reason: fmt.Sprintf("longhorn: could not hold the node's replicas for %s (--longhorn-hold-replicas; giving up on it %s after the first failure): %v",
 				away, holdGiveUp, err)}}
 	}
-	g.away.succeeded(node)
+	g.away.reset(node)
 	if len(raised) > 0 {
 		msg := fmt.Sprintf("held the node's Longhorn replicas for %s (expected time away): raised %s", away, strings.Join(raised, ", "))
 		log.Info(msg)
@@ -131,7 +137,7 @@ func (g *Gate) holdReplicas(ctx context.Context, log logrus.FieldLogger, node st
 	}
 	if wrote {
 		// The writes took part of the time the check before COMPLETE has for its read of the
-		// API (MaxConfirmTime); the next check, woken by them, finds the hold in place.
+		// API (MaxConfirmTime); the next check (the gate's recheck) finds the hold in place.
 		return []nodedrain.Blocker{{Kind: nodedrain.BlockerVolume, Name: ReplenishmentWaitSetting,
 			Reason: fmt.Sprintf("longhorn: holding the node's replicas for %s (--longhorn-hold-replicas); checking again", away)}}
 	}
@@ -146,6 +152,7 @@ func (g *Gate) releaseHold(ctx context.Context, node string) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, g.cfg.WriteTimeout)
 	defer cancel()
+	g.away.reset(node) // the next drain tries the hold afresh
 	if err := g.longhorn.ReleaseHold(wctx, node, g.now()); err != nil {
 		return fmt.Errorf("longhorn replica hold: %w", err)
 	}

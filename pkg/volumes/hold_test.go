@@ -222,10 +222,15 @@ func TestReplicaHoldNeverCostsTheDrain(t *testing.T) {
 		w.volume("vol-hold-nan", 15, "healthy", "healthy")
 		g.eventually(t, w.nodes[0], afterEviction, "safe without the hold", func(r coordinator.GateResult) bool { return r.Safe })
 		g.check(t, w.nodes[0], afterEviction)
-		assert.Equal(t, 1, g.events.count("Warning ReplicaHoldFailed Node /"+w.nodes[0], "not a number of seconds"), g.events)
+		assert.Equal(t, 1, g.events.count("Warning ReplicaHoldFailed Node /"+w.nodes[0], "not a number of seconds"),
+			"given up once, not tried at every check: %s", g.events)
 		v, held := w.setting()
 		assert.Equal(t, "soon", v)
 		assert.False(t, held)
+		// The drain is over: the next one tries the hold afresh (and says so again).
+		require.NoError(t, g.Release(context.Background(), w.nodes[0]))
+		g.check(t, w.nodes[0], afterEviction)
+		assert.Equal(t, 2, g.events.count("Warning ReplicaHoldFailed Node /"+w.nodes[0], "not a number of seconds"), g.events)
 	})
 	t.Run("a garbled record", func(t *testing.T) {
 		w := newHoldWorld(t, "hold-garbled", "900")

@@ -34,9 +34,6 @@ const (
 	conditionMessageEvery = 30 * time.Second
 	// conditionWriteTimeout bounds one write.
 	conditionWriteTimeout = 10 * time.Second
-	// conditionConflictRetry is how soon a write refused because the Node changed since the
-	// informer showed it is decided again.
-	conditionConflictRetry = 500 * time.Millisecond
 )
 
 // conditions writes each node's maintenance condition from its published statuses, off the
@@ -204,7 +201,9 @@ func (c *conditions) write(ctx context.Context, st nodedrain.NodeDrainStatus) (w
 	defer cancel()
 	_, err = c.client.CoreV1().Nodes().Patch(wctx, st.Node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsConflict(err) {
-		return conditionConflictRetry, nil
+		// Decided again once the informer has had time to show the newer Node (not at once: an
+		// informer that is relisting would make every pending node fail again and again).
+		return conditionRetry, nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return 0, err
