@@ -396,7 +396,7 @@ func (c *coord) relisting() bool {
 
 // checkVanishedSlots (N2): a drain under way whose Node is gone ends, and frees its slot, within
 // NodeGoneAfter and some slack while one coordinator run leads and can act (reaches the API and
-// NATS, not paused) and some Node is left.
+// NATS, its informers caught up, not paused) and some Node is left.
 func (s *Sim) checkVanishedSlots() {
 	o := s.opState()
 	missing := false // (the leader's view is costly: looked at only when a drain lost its Node)
@@ -414,8 +414,10 @@ func (s *Sim) checkVanishedSlots() {
 		// Its engine run has resumed (its request watch made, the snapshot read): a run still
 		// waiting for its watch's consumer (the JetStream API refuses consumers after a quorum
 		// loss) cannot act, and c.core is still the previous run's (seed 54301).
+		// Nor can one whose informers are still catching up after an outage: the Node's deletion
+		// reaches it only then (seed 8400034: deleted while they lagged 50 s).
 		if s.leads(c) && c.running && c.core != nil && c.watch != nil && c.snapshot == nil && c.apiUp() && !c.relisting() &&
-			c.conn.connected() && !c.paused() {
+			!c.lagging() && c.conn.connected() && !c.paused() {
 			leader = c
 		}
 	}
