@@ -1,16 +1,9 @@
-// Package chaos runs the real programs — coordinator replicas, agents, a three-server NATS
-// cluster, the local control plane with kwok nodes — under random real faults drawn from a seed,
-// records what they did (a history), and judges afterwards, from the history alone, whether the
-// invariants of docs/design.md held: the simulation runs the real decision code, this runs the
-// real processes, whose timing and I/O no model covers. The harness is a test (chaos_test.go,
-// guarded by the local cluster: `go test -short` skips it); `make chaos DURATION=30m SEED=...`
-// runs a long one.
-//
+package chaos
+
 // This file is the history: every event the harness saw, with its time. Statuses and requests
 // carry the time the NATS server stored them (its stream timestamp); Node, pod and Lease
 // changes the time the harness's informers saw them; command runs the time the command's own
 // shell wrote in its record; faults and reboots the time the harness made them.
-package chaos
 
 import (
 	"bufio"

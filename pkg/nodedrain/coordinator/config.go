@@ -1,7 +1,3 @@
-// Package coordinator drains nodes on request (DESIGN §3): it watches NodeDrainRequests on the
-// bus, runs each node's drain through the pure state machine of package nodedrain, performs the
-// machine's actions against Kubernetes (cordon, volume gate, eviction, uncordon), and publishes
-// every NodeDrainStatus. One Engine is active per cluster (RunWithLeaderElection).
 package coordinator
 
 import (

@@ -45,17 +45,6 @@ func (o nodeOps) deleteNode(ctx context.Context, name string, drained types.UID)
 	return true, false, "", nil
 }
 
-// cordonedOrGone is checkCordon, and for a decommission's check before its Node object is
-// deleted a node already missing counts as cordoned (a coordinator stopped after deleting it and
-// before publishing COMPLETE finds it so when it resumes).
-func (o nodeOps) cordonedOrGone(ctx context.Context, name string, decommission bool) (cordonState, error) {
-	cs, err := o.checkCordon(ctx, name)
-	if decommission && cs.missing {
-		return cordonState{cordoned: true}, err
-	}
-	return cs, err
-}
-
 // forget removes a decommissioned node's keys from the bus: its request, if the key still holds
 // requestID (the agent did not withdraw it: the machine is off), then its status, unless another
 // request is on the bus (a new machine with the name: the status may be its). The status may be

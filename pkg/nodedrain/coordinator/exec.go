@@ -166,15 +166,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		return nodedrain.EvResult{Err: err, Kept: left, ResourceVersion: rv}
 	case nodedrain.OpCheckCordon:
-		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
-		cs, err := x.nodeOps.cordonedOrGone(ctx, node, s.Decommission)
-		var pods []nodedrain.Blocker
-		if err == nil && cs.cordoned && !cs.missing {
-			// The pods an eviction would take, read after the cordon: none for COMPLETE.
-			pods, err = x.evictor.left(ctx, node)
-		}
-		return nodedrain.EvResult{Err: err, Cordoned: cs.cordoned, Foreign: cs.cordoned && !cs.ours, Missing: cs.missing,
-			Pods: pods, UID: string(cs.uid), At: at}
+		return x.cordonCheck(ctx, node, s.Decommission)
 	case nodedrain.OpDeleteNode:
 		// Not on checks a pause has made old (the status write before it was held up): the
 		// deletion cannot be undone, and the COMPLETE after it would rest on them too.
@@ -188,21 +180,7 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		}
 		return nodedrain.EvResult{Err: err, Cordoned: deleted, Missing: missing, UID: string(replaced)}
 	case nodedrain.OpGate, nodedrain.OpFinalGate:
-		var policy []nodedrain.Blocker
-		if s.Op == nodedrain.OpFinalGate {
-			// The maintenance policy's blockers hold COMPLETE too (checked again: an alert may
-			// have started firing since admission). Asked before the volumes' answer is stamped:
-			// a Prometheus slower than MaxAnswerAge would otherwise age every answer past use,
-			// and the check would be asked again for ever.
-			policy = x.finalBlockers(ctx, node)
-		}
-		at := x.e.cfg.Now() // (before the reads: see EvResult.At)
-		r, err := x.e.cfg.Gate.Check(ctx, node, GateOptions{WholeCluster: wholeCluster, AfterEviction: s.Op == nodedrain.OpFinalGate,
-			Decommission: s.Decommission, HeldElsewhere: len(policy) > 0})
-		if err == nil && r.Safe && len(policy) > 0 {
-			r = GateResult{Blockers: policy}
-		}
-		return nodedrain.EvResult{Err: err, Safe: r.Safe, Blockers: r.Blockers, At: at}
+		return x.gateCheck(ctx, node, s, wholeCluster)
 	case nodedrain.OpReturnGate:
 		blockers, err := x.returnCheck(ctx, node)
 		return nodedrain.EvResult{Err: err, Safe: err == nil && len(blockers) == 0, Blockers: blockers}

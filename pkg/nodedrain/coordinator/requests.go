@@ -12,6 +12,10 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
 
+// Drain requests enter here: every change of a node's request key on the bus reaches
+// requestEvent, which steps the node's drain (nodedrain.EvRequest) once it knows the node's own
+// agent wrote the value. The rest of this file tells the agent's writes from copies.
+
 // requestHistory is how many values of each node's request key the bus keeps: enough to find the
 // last value the node's agent wrote under a few copies the server was made to write on top.
 const requestHistory = 8

@@ -10,6 +10,10 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
+// The engine's side of admission (nodedrain.Admission): after every event the loop handles it
+// runs afterEvents, which asks the maintenance policy, admits the waiting drains the slots and
+// the policy allow, and re-arms the loop's timer.
+
 // heldSince tracks, for the hold metrics, why and since when each held drain waits.
 type heldSince struct {
 	reason string
