@@ -18,7 +18,7 @@ var _ coordinator.GatePeers = (*Gate)(nil)
 // that copy counts now (its node cordoned, down, its replica stopped) is the gate's question at
 // the drain; admission asks which nodes must not be in maintenance together. (A rebuild that
 // completes on a node in maintenance leaves two drains each waiting for the other's copy just
-// as two intact copies do: the simulation, seed 8006130.)
+// as two intact copies do; the simulation found it.)
 func Peers(vols []Volume, node string, exists func(node string) bool) []nodedrain.VolumePeers {
 	var out []nodedrain.VolumePeers
 	for _, v := range vols {

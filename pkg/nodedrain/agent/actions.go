@@ -117,8 +117,8 @@ func (a *Agent) startCommand(ctx context.Context, act RunCommand) {
 // bootTimeNow is the start-up clean-up's bound (State.CleanupBefore, the boot time read at start)
 // read again: the kernel's boot time moves with the clock, and a node without a real-time clock
 // starts with its clock wrong (at the last saved time, or far in the past) until NTP sets it.
-// Read before, it makes the request the last boot left look made since this boot (simulation,
-// issue 23, seed 9000410). Zero (no clean-up pending) stays zero.
+// Read before, it makes the request the last boot left look made since this boot (found by
+// the simulation with clocks). Zero (no clean-up pending) stays zero.
 func (a *Agent) bootTimeNow(before time.Time) time.Time {
 	if before.IsZero() || a.cfg.BootTimeFile == "" {
 		return before

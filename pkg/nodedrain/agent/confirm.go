@@ -61,7 +61,7 @@ func (s *stepper) statusRead(e EvStatusRead) {
 		// checked read (the bus layer's fallback, e.g. a server copy of an old COMPLETE the
 		// read answers "no value" for), so the status is read again, checked, at once (the
 		// reconcile that follows asks). The older read is not taken either: it would roll the
-		// agent back (seed 2358).
+		// agent back.
 		return
 	}
 	// The read is the bus now. A read older than a value the agent had before asking means the

@@ -75,7 +75,7 @@ func (g *StatusGuard) Check(key string, rev uint64, st nodedrain.NodeDrainStatus
 // too: a removal leaves a delete marker with its revision, so only a replica that has not applied
 // the key's first write answers so (a follower of an R3 bucket that lags, answering a direct
 // get); taken for "no status", it made an agent that had just taken COMPLETE wait for a status
-// that never came again (simulation, seed 8000058, L1). (A replaced bucket resets the guard.)
+// that never came again (invariant L1). (A replaced bucket resets the guard.)
 func (g *StatusGuard) CheckDelete(rev uint64) Verdict {
 	if rev < g.newestRev {
 		return VerdictStale

@@ -158,8 +158,8 @@ type State struct {
 	// its own old request from another agent's, so its start-up withdrawal also removes a request
 	// made before the node booted (stale: no live agent of this boot made it), rather than leave
 	// the node held for good. A request made since the boot may be a live agent's and stays.
-	// Kept until that withdrawal succeeds, across operations and restarts (seed 740080: an
-	// agent restarted while the bus was down no longer knew, and the node stayed held).
+	// Kept until that withdrawal succeeds, across operations and restarts (an agent
+	// restarted while the bus was down no longer knew, and the node stayed held).
 	CleanupBefore time.Time `json:"cleanupBefore,omitzero"`
 }
 

@@ -231,7 +231,7 @@ func ReadBootTime(path string) (time.Time, error) {
 // clean-up is pending, and no request is stale) and whose boot ID is boot: no agent of this boot
 // made it. A request naming the boot it was made in is judged by that alone: the boot time moves
 // with the clock, and a clock stepped back since the request by more than its age made it look
-// made since the boot, for good (simulation with clocks, seeds 50796 and 64603). One naming no
+// made since the boot, for good (found by the simulation with clocks). One naming no
 // boot (an older agent's, or edgedrainctl's) is judged by its time.
 func Stale(req nodedrain.NodeDrainRequest, t time.Time, boot string) bool {
 	switch {

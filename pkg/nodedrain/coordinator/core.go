@@ -148,7 +148,7 @@ type CoreEvent struct {
 // the next Admit may act on a declared whole-cluster shutdown (once). A view from the watch
 // alone may be old: a coordinator paused for seconds wakes with the request events of that
 // time still queued, and Go's select may hand it a timer first; the declaration may have ended
-// meanwhile, and a slot released under it is released for good (simulation, seed 3833).
+// meanwhile, and a slot released under it is released for good (found by the simulation).
 func (c *Core) ConfirmDeclared() { c.declaredConfirmed = true }
 
 // NewCore returns a Core with no drains.
@@ -229,8 +229,8 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 			// Only a drain under way (or COMPLETE) holds work of the volume gate (an eviction
 			// asked of the storage, drainer Jobs). Anything else was left by a drain that ended
 			// while no coordinator ran, or whose release failed when the last one stopped:
-			// Release is idempotent. A decommission whose request went meanwhile is over too
-			// (seed 804142).
+			// Release is idempotent. A decommission whose request went meanwhile is over
+			// too.
 			out = append(out, NodeAction{Node: node, Release: true})
 		}
 	}
@@ -397,7 +397,7 @@ func (c *Core) forgetAbsent(cluster []nodedrain.NodeInfo, now time.Time) []NodeA
 // (admission): after a reboot its kubelet can report Ready well after the agent ran (a network
 // plugin still starting; a hostNetwork agent does not wait for it). Taken for down, the node,
 // which had lost the shutdown's sentinel with its reboot (/var/run), let the declaration pass:
-// the last two nodes went down at once with one slot (simulation, seed 502990, S3).
+// the last two nodes went down at once with one slot (invariant S3, found by the simulation).
 func (c *Core) agentsBack(now time.Time) map[string]bool {
 	back := map[string]bool{}
 	for n, at := range c.withdrawn {
@@ -510,7 +510,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 		// NotReadySince was written on another machine's clock (the node lifecycle controller's,
 		// or the kubelet's), and a coordinator whose clock is ahead of it would release early.
 		// A NotReadySince that changed is a new NotReady spell (the node was Ready in between,
-		// unseen between two passes: seed 517): it is timed anew.
+		// unseen between two passes): it is timed anew.
 		if seen, ok := c.notReady[n.Name]; !n.Ready && (!ok || !seen.cond.Equal(n.NotReadySince)) {
 			c.notReady[n.Name] = notReadySeen{at: now, cond: n.NotReadySince}
 		} else if n.Ready {
@@ -563,11 +563,11 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 // declared whole-cluster shutdown. Admission frees such a slot while the declaration holds; the
 // declaration ends as soon as one node is Ready without a request (the last one withdrew, one
 // came back), and its slot would be held again while a drain admitted under the declaration
-// runs: more nodes in maintenance than the limit (review of seed 873019). Released and
+// runs: more nodes in maintenance than the limit (invariant S3). Released and
 // published, it stays released, as a stale holder's. A node whose Node object is missing counts
 // as down, as admission counts it (its slot free under the declaration): released too, so that
-// the bus never shows it holding a slot admission gave to another node (simulation, seed
-// 5006715: kubectl delete node on a node COMPLETE for the shutdown, not down yet).
+// the bus never shows it holding a slot admission gave to another node (found by the
+// simulation: kubectl delete node on a node COMPLETE for the shutdown, not down yet).
 func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []NodeAction {
 	if !c.wholeCluster {
 		return nil

@@ -49,7 +49,7 @@ func (o nodeOps) deleteNode(ctx context.Context, name string, drained types.UID)
 // requestID (the agent did not withdraw it: the machine is off), then its status, unless another
 // request is on the bus (a new machine with the name: the status may be its). The status may be
 // any of this request's, or older, not only its COMPLETE: publications lost in a bus outage
-// (seed 706050). The request goes first: a forget stopped in between (a write failed, the
+// leave older ones there. The request goes first: a forget stopped in between (a write failed, the
 // coordinator stopped) leaves the status, which a coordinator resuming takes for a decommissioned
 // node's and forgets again; a request left without its status is taken for a new one, of a node
 // not in the cluster, and waits for good (simulation, L1). The request's removal names the

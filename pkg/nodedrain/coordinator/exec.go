@@ -360,7 +360,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 // run that may still act. A reply that came late, after the Lease lapsed (a process paused
 // between its write and its reply), is not announced: another coordinator may have led meanwhile
 // and announced the node's later transitions, and this Event would repeat one of them out of
-// order (simulation, seed 64599: a second NOTREQUESTED after the next leader's whole drain).
+// order (invariant E1: a second NOTREQUESTED after the next leader's whole drain).
 func (e *Engine) announce(ctx context.Context, st nodedrain.NodeDrainStatus) bool {
 	return e.mayAct(ctx) && e.core.Announce(st)
 }

@@ -74,7 +74,7 @@ func (e *Engine) takenOver(ctx context.Context, last uint64) (bool, error) {
 	// wait for it. Answered only by a replica that has applied last (GetCurrent): a follower
 	// that lags answers a direct get with the record it had, this run's own while another
 	// coordinator's is already written, and the run would step over the takeover and write
-	// after it (simulation with replicated buckets, seed 8000773, S1). Else through the stream's message API (its
+	// after it (invariant S1, found by the simulation with replicated buckets). Else through the stream's message API (its
 	// leader's).
 	_, rev, origin, err := e.terms.GetCurrent(ctx, nodedrain.TermKey, last)
 	if err != nil && !errors.Is(err, pubsub.ErrNotFound) && !errors.Is(err, pubsub.ErrDecode) {

@@ -14,7 +14,7 @@ const FieldManager = "edgedrain"
 
 // Whose cordon is it? CordonAnnotation alone cannot tell: kubectl uncordon, then kubectl cordon,
 // on a node edgedrain cordoned change spec.unschedulable and leave the annotation, and the
-// cordon that results is the operator's (issue 23, defect 4; invariant S4). The API server's
+// cordon that results is the operator's (invariant S4). The API server's
 // managedFields can: whoever last set spec.unschedulable owns it there, and an uncordon takes
 // the field from every owner (it is removed), so a later cordon by anyone else is recorded as
 // theirs, never as edgedrain's. That holds whatever edgedrain saw or missed: it was not running,

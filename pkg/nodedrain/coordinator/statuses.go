@@ -267,7 +267,7 @@ func (e *Engine) repairUnread(key string, err error) {
 // get cannot make sense of, direct gets that are not answered, or a follower that lags, do not
 // leave the key unread or read stale. Each read is bounded. (A follower that lags answers a
 // plain direct get with the key's value as it had it: a resume took a drain's status for none
-// and announced it again, simulation seed 8000487, E1; or an older status for the current.)
+// and announced it again, breaking E1; or an older status for the current.)
 func (e *Engine) readStatus(ctx context.Context, key string, atLeast uint64) (nodedrain.NodeDrainStatus, uint64, statusVerdict, error) {
 	rctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	st, rev, origin, err := e.statuses.GetCurrent(rctx, key, atLeast)
