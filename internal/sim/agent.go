@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -298,7 +297,7 @@ func (a *agentProc) perform(act agent.Action) {
 // machine down (and brings it back with a new boot ID); an update succeeds or fails.
 func (a *agentProc) runCommand(x agent.RunCommand) {
 	s := a.s
-	byBus := !strings.HasPrefix(a.m.State.ClearedBy, "override")
+	byBus := !a.m.State.ClearedBy.Override
 	s.w.logf("agent of %s runs the %s command for request %s (cleared by %s)", a.node.name, x.Operation, x.RequestID, a.m.State.ClearedBy)
 	if byBus {
 		s.checkS1(a, x.RequestID)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -347,7 +346,7 @@ func (a *agentProc) noteOverride(ev agent.Event, before agent.State) {
 		}
 	}
 	st := a.m.State
-	if strings.HasPrefix(st.ClearedBy, "override") && (before.ClearedBy != st.ClearedBy || before.RequestID != st.RequestID) {
+	if st.ClearedBy.Override && (before.ClearedBy != st.ClearedBy || before.RequestID != st.RequestID) {
 		if a.f.clearedBy == nil {
 			a.f.clearedBy = map[string]int{}
 		}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -116,7 +115,7 @@ func (a *agentProc) letProceed(x agent.LetShutdownProceed) {
 		s.w.logf("agent of %s lets go of its lock (%s): no shutdown is held back", a.node.name, x.Reason)
 		return
 	}
-	byBus := !strings.HasPrefix(a.m.State.ClearedBy, "override")
+	byBus := !a.m.State.ClearedBy.Override
 	s.w.logf("agent of %s lets the shutdown proceed for request %s (drained %v: %s)", a.node.name, x.RequestID, x.Drained, x.Reason)
 	if x.Runs { // (a release for the operation's own command's shutdown ran on its own check)
 		if byBus {
@@ -153,7 +152,7 @@ func (s *Sim) shutdownProceeds(a *agentProc, rid string, drained bool) {
 		case c.own != nil:
 			c.own()
 		case drained && a.cmdRequest == "":
-			a.cmdRequest, a.cmdByBus = rid, !strings.HasPrefix(a.m.State.ClearedBy, "override")
+			a.cmdRequest, a.cmdByBus = rid, !a.m.State.ClearedBy.Override
 			s.goDown(a, rid, a.cmdByBus)
 		default:
 			if a.cmdRequest == "" {

@@ -30,7 +30,7 @@ func (s *stepper) caught(e EvTrigger) {
 		// Let go already (a shutdown called off and started again): the node is as drained as
 		// it was then, and going down again.
 		st.CalledOff = false
-		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: st.ClearedBy != "",
+		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: st.ClearedBy.Cleared(),
 			Reason: "announced again, and let go already"})
 		reply("already let go for request %s", st.RequestID)
 	case st.Caught:

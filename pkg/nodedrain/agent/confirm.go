@@ -123,7 +123,7 @@ func (s *stepper) released() {
 func (s *stepper) askAgain(why string) {
 	st := &s.m.State
 	s.report(LevelWarn, "%s; withdrawing the request and asking again", why)
-	st.Phase, st.RetryAt, st.ClearedBy = PhaseBackoff, s.now, ""
+	st.Phase, st.RetryAt, st.ClearedBy = PhaseBackoff, s.now, Clearance{}
 	s.m.Confirmed, s.m.ConfirmRetryAt = "", time.Time{}
 	if st.OnBus {
 		st.OnBus = false

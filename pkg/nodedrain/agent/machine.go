@@ -134,8 +134,9 @@ type State struct {
 	CalledOff bool `json:"calledOff,omitempty"`
 	// DrainFailures counts FAILEDCORDON / FAILEDDRAIN answers for this operation.
 	DrainFailures int `json:"drainFailures,omitempty"`
-	// ClearedBy says what let the operation run ("COMPLETE", "NOTSUPPORTED", "override COMPLETE").
-	ClearedBy string `json:"clearedBy,omitempty"`
+	// ClearedBy says what let the operation run: a COMPLETE or NOTSUPPORTED from the bus, or an
+	// operator's override.
+	ClearedBy Clearance `json:"clearedBy,omitzero"`
 	// CommandRan says the command was started at least once; CommandStartedAt is the last start.
 	CommandRan       bool      `json:"commandRan,omitempty"`
 	CommandStartedAt time.Time `json:"commandStartedAt,omitzero"`

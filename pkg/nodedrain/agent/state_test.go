@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +22,7 @@ func TestStateRoundTrip(t *testing.T) {
 
 	want := State{Phase: PhaseWaitingBoot, Operation: OpReboot, Context: "reboot *** System restart required ***",
 		RequestID: "edge-1-20260301T120000.000Z-abcd", RequestedAt: t0, BootID: "b1", OnBus: true,
-		Sentinel: "/run/reboot-required", SentinelModTime: 42, DrainFailures: 1, ClearedBy: "COMPLETE",
+		Sentinel: "/run/reboot-required", SentinelModTime: 42, DrainFailures: 1, ClearedBy: Clearance{Status: nodedrain.StatusComplete},
 		CommandRan: true, CommandStartedAt: t0.Add(time.Minute), CommandFailures: 2, RetryAt: t0.Add(time.Hour),
 		Mine: []string{"edge-1-20260301T110000.000Z-0123", "edge-1-20260301T120000.000Z-abcd"}, Handled: map[Operation]int64{OpUpdate: 7}}
 	require.NoError(t, s.Save(want))
@@ -121,4 +123,27 @@ func TestReadBootTime(t *testing.T) {
 	}
 	_, err = ReadBootTime(filepath.Join(dir, "missing"))
 	assert.Error(t, err)
+}
+
+// A state file keeps what cleared the operation as the text older agents wrote and read; text
+// that names no clearance is a corrupt state, not an operation taken as cleared.
+func TestClearanceInTheStateFile(t *testing.T) {
+	for text, want := range map[string]Clearance{
+		`""`:                      {},
+		`"COMPLETE"`:              {Status: nodedrain.StatusComplete},
+		`"NOTSUPPORTED"`:          {Status: nodedrain.StatusNotSupported},
+		`"override COMPLETE"`:     {Status: nodedrain.StatusComplete, Override: true},
+		`"override NOTSUPPORTED"`: {Status: nodedrain.StatusNotSupported, Override: true},
+	} {
+		var c Clearance
+		require.NoError(t, json.Unmarshal([]byte(text), &c), text)
+		assert.Equal(t, want, c, text)
+		out, err := json.Marshal(c)
+		require.NoError(t, err)
+		assert.JSONEq(t, text, string(out))
+	}
+	for _, text := range []string{`"CORDONED"`, `"override"`, `"override FAILEDDRAIN"`, `"overrideCOMPLETE"`, `"bus COMPLETE"`, `7`, `{}`} {
+		var c Clearance
+		assert.Error(t, json.Unmarshal([]byte(text), &c), text)
+	}
 }

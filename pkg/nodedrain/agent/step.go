@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -131,7 +130,7 @@ func (s *stepper) start(boot, succeeded string) {
 	if st.Retired != "" && st.Retired != boot {
 		st.Retired = "" // the machine booted again after its decommission: a node like any other
 	}
-	if st.Phase != PhaseIdle && strings.HasPrefix(st.ClearedBy, "override") {
+	if st.Phase != PhaseIdle && st.ClearedBy.Override {
 		// An override let this operation run, and the agent stopped before its file was removed
 		// (the removal is in memory only, retried at each step): it goes first, or no command
 		// starts. Left in place, it would let the next operation run without a drain. (If an
@@ -440,7 +439,7 @@ func (s *stepper) stillCleared(edge bool) {
 		retry := st.RetryAt
 		s.clear(v)
 		s.m.State.RetryAt = retry
-	case v.Source != SourceOverride && strings.HasPrefix(st.ClearedBy, "override"):
+	case v.Source != SourceOverride && st.ClearedBy.Override:
 		// Cleared by an operator's override (consumed since): the bus does not hold it back.
 	case v.Source == SourceBus && v.RequestID == st.RequestID && s.m.slotReleased():
 		s.released()
@@ -511,9 +510,9 @@ func (s *stepper) failed(v View) {
 
 func (s *stepper) clear(v View) {
 	st := &s.m.State
-	st.Phase, st.RetryAt, st.ClearedBy = PhaseCleared, time.Time{}, v.Status.String()
-	if v.Source == SourceOverride {
-		st.ClearedBy = "override " + st.ClearedBy
+	st.Phase, st.RetryAt = PhaseCleared, time.Time{}
+	st.ClearedBy = Clearance{Status: v.Status, Override: v.Source == SourceOverride}
+	if st.ClearedBy.Override {
 		s.consumeOverride() // acted on now
 	}
 	s.report(LevelInfo, "%s for request %s: running the %s", st.ClearedBy, st.RequestID, st.Operation)
@@ -532,7 +531,7 @@ func (s *stepper) runIfDue() {
 	if st.Phase != PhaseCleared || s.now.Before(st.RetryAt) || s.m.Interrupted {
 		return
 	}
-	if !strings.HasPrefix(st.ClearedBy, "override") && !s.confirmedNow() {
+	if !st.ClearedBy.Override && !s.confirmedNow() {
 		s.confirm()
 		return
 	}

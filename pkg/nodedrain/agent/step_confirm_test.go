@@ -450,7 +450,8 @@ func TestStepRerunAfterFailedRebootLaterOfOverrideAndWithdrawalDecides(t *testin
 	m, clock, _ = play(t, fresh(), withdrawThenOverride)
 	m, clock, acts = playFrom(t, m, clock, p, []step{at(p.RebootTimeout, EvTimer{})})
 	assert.Equal(t, []string{"command-failed #1", "remove-override"}, summaries(acts))
-	assert.Equal(t, "override COMPLETE", m.State.ClearedBy)
+	assert.Equal(t, Clearance{Status: nodedrain.StatusComplete, Override: true}, m.State.ClearedBy)
+	assert.Equal(t, "override COMPLETE", m.State.ClearedBy.String())
 	_, _, acts = playFrom(t, m, clock, p, []step{at(time.Hour, EvTimer{})})
 	assert.Equal(t, []string{"run reboot r1 #2"}, summaries(acts), "the override came last: the command runs again, no read loop")
 }
