@@ -9,7 +9,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
-// The checker: the invariants of docs/design.md ("## Invariants") decided from a history alone.
+// The checker: the invariants of docs/design.md (§8) decided from a history alone.
 // It implements a subset, each said where it is judged:
 //
 //   - S1 (agent side, check_s1s2.go): every command run for a request r had, stored before it,
