@@ -409,7 +409,7 @@ func (a *Agent) consumeOverride() {
 // newRequestID returns a request ID unique per request: a node prefix, the time and 128 random
 // bits. The agent acts on a COMPLETE only for this ID, and no other node can read it (bus
 // permissions; the coordinator's Node annotation holds only a digest), so another node cannot
-// forge a status this agent would act on, even through a server copy (README, Security model).
+// forge a status this agent would act on, even through a server copy (docs/security.md).
 func (a *Agent) newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])

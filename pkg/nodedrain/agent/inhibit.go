@@ -28,7 +28,7 @@ const (
 	CatchDelay CatchMode = "delay"
 	// CatchBlock holds a block lock too, whose reason tells the person to ask the agent
 	// instead: the callers logind checks are refused; those it lets through (root on systemd
-	// before 257, see README) are caught by the delay lock.
+	// before 257, see docs/concepts/agent.md) are caught by the delay lock.
 	CatchBlock CatchMode = "block"
 )
 

@@ -34,7 +34,7 @@ const KeepCordonedAnnotation = "edgedrain.io/keep-cordoned"
 type cordonRecord struct {
 	// Request is a digest of the request's ID, never the ID itself: Node objects are readable by
 	// every kubelet, and an agent acts on a COMPLETE only for its own request ID, which no other
-	// node may learn (DESIGN §10; README, Security model).
+	// node may learn (DESIGN §10; docs/security.md).
 	Request string    `json:"request"`
 	At      time.Time `json:"at"`
 	// WasUnschedulable is the node's spec.unschedulable before edgedrain cordoned it (always
