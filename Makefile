@@ -1,5 +1,8 @@
 # edgedrain — see README.md. Every target runs on a fresh machine with Go installed; the local
-# cluster's binaries (and helm) are built on first use into ~/.cache/edgedrain, outside the checkout, and reused afterwards.
+# cluster's binaries (and helm) are built on first use into ~/.cache/edgedrain, outside the checkout, and reused afterwards
+# (the first build: 15–40 minutes on 2 cores). make test also needs some Debian packages: it installs them first
+# (hack/deps.sh; `make deps` alone), or, not run as root, stops at once naming the command that does.
+# make docs regenerates the generated documentation (hack/gendocs.sh).
 
 GO        ?= go
 # Use the Go on the machine; go.mod asks for nothing newer.
@@ -10,7 +13,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30000x
 TESTFLAGS ?=
 
-.PHONY: all build image demo test test-short fuzz lint sim chaos cluster-bins cluster-up cluster-down bench clean
+.PHONY: all build image demo test test-short fuzz lint sim chaos cluster-bins cluster-up cluster-down bench docs deps clean
 
 all: build
 
@@ -26,13 +29,17 @@ image:
 	bash hack/image.sh
 
 ## demo: the whole job on a local cluster: a node's reboot drained to COMPLETE, volume data kept
-## safe, the node uncordoned when back. The first run builds the cluster binaries (~10 minutes).
+## safe, the node uncordoned when back. The first run builds the cluster binaries once (15–40
+## minutes on 2 cores; limit EDGEDRAIN_BUILD_TIMEOUT, default 90m) before the demo's own clock
+## starts (EDGEDRAIN_DEMO_TIMEOUT, default 30m).
 demo:
 	$(GO) run ./hack/demo
 
 ## test: everything — lint, unit tests, the cluster tests on a real local control plane, and a
-## short run of every fuzzer. The first run builds the cluster binaries (about 10 minutes).
-test: lint cluster-bins
+## short run of every fuzzer. First the Debian packages the tests need (deps), then the cluster
+## binaries (the first run builds them: 15–40 minutes on 2 cores).
+test: deps
+	@$(MAKE) --no-print-directory lint cluster-bins
 	$(GO) test -count=1 -timeout 45m $(TESTFLAGS) $(PKGS)
 	$(MAKE) fuzz
 
@@ -71,6 +78,15 @@ lint:
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd hack/tools/image && $(GO) vet ./...
+
+## deps: install the Debian packages the tests need when missing (hack/deps.sh: as root; otherwise
+## it names what is missing and the command to run). Quick and silent when all are there.
+deps:
+	@bash hack/deps.sh
+
+## docs: regenerate the generated documentation (hack/gendocs.sh).
+docs:
+	bash hack/gendocs.sh
 
 ## cluster-bins: build (first use) or find the local cluster's pinned binaries, the real nodes'
 ## (kubelet, kube-proxy, CoreDNS) too.

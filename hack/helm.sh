@@ -5,6 +5,8 @@
 # from the Go module proxy like every other dependency, never from a download site.
 #
 # A cold build takes about 5 to 8 minutes on 2 cores (8 CPU-minutes); progress goes to stderr.
+# A test that needs helm builds it on first use, within its test binary's -timeout: `bash hack/helm.sh`
+# beforehand (as .ci/run does) keeps the build out of it.
 # Environment: EDGEDRAIN_CACHE (default: $XDG_CACHE_HOME/edgedrain or ~/.cache/edgedrain), outside the
 # checkout so that every clone on a machine (CI's fresh ones too) shares one build.
 set -euo pipefail
@@ -34,7 +36,8 @@ start=$SECONDS
 cd "$mod"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS=-mod=mod CGO_ENABLED=0
 version=$(go list -m -f '{{.Version}}' helm.sh/helm/v4)
-echo "helm: building helm $version (first use; cached afterwards in $dir)..." >&2
+echo "helm: building helm $version (first use: 5 to 8 minutes on 2 cores; cached afterwards in $dir;" \
+	"a test's -timeout includes it unless it was built beforehand with: bash hack/helm.sh)..." >&2
 # helm version reports the pinned release, as the release binaries do.
 go build -trimpath -ldflags="-s -X helm.sh/helm/v4/internal/version.version=$version" \
 	-o "$bin.tmp" helm.sh/helm/v4/cmd/helm

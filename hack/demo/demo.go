@@ -37,6 +37,8 @@ type demo struct {
 	metrics string
 	start   time.Time
 	keyEnv  []string // points the programs at the demo's status signing key
+	// The limits main builds and runs under, for what the demo says (zero: not said).
+	buildTimeout, timeout time.Duration
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -47,20 +49,62 @@ func (d *demo) say(format string, args ...any) {
 	fmt.Fprintf(d.out, "%s%s\n", elapsed, fmt.Sprintf(format, args...))
 }
 
-func (d *demo) run(ctx context.Context) error {
+// build makes the demo's directory and builds what it runs: the local cluster's binaries (the
+// first time only: 15-40 minutes on 2 cores, cached afterwards) and edgedrain's programs.
+func (d *demo) build(ctx context.Context) error {
 	var err error
 	if d.dir, err = os.MkdirTemp("", "edgedrain-demo-"); err != nil {
 		return err
 	}
 	d.procs = map[string]*process{}
 	d.say("== edgedrain demo: a node's reboot, drained and kept safe ==")
-	d.say("building the local cluster's binaries (first run only: about 10 minutes; progress below)...")
+	limits := ""
+	if d.buildTimeout > 0 {
+		limits = fmt.Sprintf("; limit %s (EDGEDRAIN_BUILD_TIMEOUT), and the demo's own %s clock starts after it",
+			shortDuration(d.buildTimeout), shortDuration(d.timeout))
+	}
+	d.say("building the local cluster's binaries once into %s: 15-40 minutes on 2 cores the first time, "+
+		"seconds afterwards%s; progress below...", cacheDir(), limits)
+	start := time.Now()
 	if _, err := testenv.BuildClusterBinaries(ctx); err != nil {
 		return err
 	}
 	d.say("building coordinator, agent and edgedrainctl...")
 	if d.bin, err = buildBinaries(ctx, d.dir); err != nil {
 		return err
+	}
+	took := time.Since(start).Round(time.Second)
+	if d.timeout > 0 {
+		d.say("built in %s; the demo's %s clock starts now", took, shortDuration(d.timeout))
+	} else {
+		d.say("built in %s", took)
+	}
+	return nil
+}
+
+// cacheDir is where hack/cluster-bins.sh keeps the binaries, home written as ~.
+func cacheDir() string {
+	dir := os.Getenv("EDGEDRAIN_CACHE")
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "~/.cache/edgedrain"
+		}
+		dir = filepath.Join(base, "edgedrain")
+	}
+	if home, err := os.UserHomeDir(); err == nil && strings.HasPrefix(dir, home+"/") {
+		dir = "~" + strings.TrimPrefix(dir, home)
+	}
+	return dir
+}
+
+// run runs the demo (after build, which it calls when that has not run).
+func (d *demo) run(ctx context.Context) error {
+	var err error
+	if d.bin == "" {
+		if err := d.build(ctx); err != nil {
+			return err
+		}
 	}
 	if err := d.makeKeys(); err != nil {
 		return err
@@ -263,14 +307,16 @@ func (d *demo) printMetrics(ctx context.Context) {
 	}
 }
 
-func (d *demo) cleanup() {
+// cleanup stops everything; it removes the demo's directory too unless the demo failed (its
+// logs are there).
+func (d *demo) cleanup(removeDir bool) {
 	for _, p := range d.procs {
 		p.stop()
 	}
 	if d.stopCP != nil {
 		d.stopCP()
 	}
-	if d.dir != "" {
+	if d.dir != "" && removeDir {
 		_ = os.RemoveAll(d.dir)
 	}
 }
@@ -285,7 +331,14 @@ func buildBinaries(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "bin")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/coordinator", "./cmd/agent", "./cmd/edgedrainctl")
 	cmd.Dir = root
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// main says which limit it was.
+			return "", fmt.Errorf("go build (coordinator, agent, edgedrainctl) killed after %s by its time limit",
+				time.Since(start).Round(time.Second))
+		}
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil

@@ -42,7 +42,7 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	err := d.run(ctx)
-	d.cleanup()
+	d.cleanup(true)
 	t.Log(out.String())
 	require.NoError(t, err)
 	text := out.String()

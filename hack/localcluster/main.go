@@ -28,7 +28,7 @@ up    start a local control plane in the background (stopping any earlier one in
       directory), install the Longhorn CRDs, create simulated nodes, print the KUBECONFIG line.
 down  stop it and remove its state.
 
-The first "up" builds the cluster binaries (about 10 minutes); later runs reuse the cache.
+The first "up" builds the cluster binaries (15-40 minutes on 2 cores); later runs reuse the cache.
 
 Flags:
 `)
