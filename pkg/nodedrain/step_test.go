@@ -38,7 +38,9 @@ func newRun(t *testing.T) *run {
 
 func (r *run) step(ev Event) *run {
 	r.t.Helper()
+	before := r.d
 	r.d, r.actions = Step(r.d, ev, r.now, r.p)
+	recordStep(r.t, before, ev, r.now, r.p, r.d, r.actions) // (the transition table: transitions_test.go)
 	return r
 }
 

@@ -102,7 +102,9 @@ func playFrom(t *testing.T, m Machine, clock time.Time, p Policy, steps []step) 
 	for _, s := range steps {
 		clock = clock.Add(s.after)
 		var acts []Action
+		before := m
 		m, acts = Step(m, s.ev, clock, p)
+		recordAgentStep(t, before, s.ev, clock, m, acts) // (the transition table: transitions_test.go)
 		out = append(out, acts...)
 	}
 	return m, clock, out
