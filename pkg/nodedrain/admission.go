@@ -106,15 +106,17 @@ type Admission struct {
 	Held map[string]Hold
 }
 
-// holdsSlot reports whether a drain counts against the concurrency limit: while it runs, and
-// after COMPLETE (or NOTSUPPORTED: its node goes down too, undrained) until the node is back and its agent withdraws the request (its node is down or
-// under maintenance). In a whole-cluster shutdown a COMPLETE node that is no longer Ready has gone
+// holdsSlot is the one rule for whether a drain counts against the concurrency limit (Draining
+// and NodeDrainStatus.HoldsSlot each answer part of it): while it runs (or the bus shows it
+// running: BusHolds), and after COMPLETE (or NOTSUPPORTED: its node goes down too, undrained)
+// until the node is back and its agent withdraws the request (its node is down or under
+// maintenance). In a whole-cluster shutdown a COMPLETE node that is no longer Ready has gone
 // down as planned and frees its slot, so the next node can drain.
 //
 // A node back from its operation holds its slot until it is healthy again (the return gate); a
 // COMPLETE node that never came back releases it (SlotReleased).
 func holdsSlot(d Drain, ready, wholeCluster bool) bool {
-	if d.Active() || d.BusHolds || d.Returning() {
+	if d.Draining() || d.BusHolds || d.Returning() {
 		return true
 	}
 	return d.Cleared() && !d.Status.SlotReleased && !(wholeCluster && !ready)
@@ -159,7 +161,7 @@ func AdmitWith(in AdmitInput) Admission {
 		}
 		// Taken up: under way, COMPLETE, or answered NOTSUPPORTED as the last node up (the
 		// declaration must outlast that answer, or the nodes that went down would hold their
-		// slots again while the one just admitted drains: seed 873019).
+		// slots again while the one just admitted drains: S3).
 		if !ok || d.Request == nil || !DeclaresClusterShutdown(*d.Request) || d.Status.RequestID != d.Request.RequestID ||
 			!(d.Status.Status.InProgress() || d.Status.Status == StatusComplete || d.Status.Status == StatusNotSupported) {
 			a.WholeCluster = false
@@ -180,7 +182,7 @@ func AdmitWith(in AdmitInput) Admission {
 	for _, d := range drains {
 		// (A decommissioned node's request, left until withdrawn, is of no node of the cluster;
 		// once its COMPLETE is on the bus: a COMPLETE decided but not published may yet go back
-		// to CORDONED, the node still in the cluster, simulation seed 1310013, R2.)
+		// to CORDONED, the node still in the cluster: R2.)
 		if d.Request != nil && !DeclaresClusterShutdown(*d.Request) && !(d.Decommissioned() && !d.BusHolds) {
 			a.WholeCluster = false
 		}
@@ -217,7 +219,7 @@ func AdmitWith(in AdmitInput) Admission {
 	})
 	admitted := map[string]bool{} // admitted earlier in this pass: as busy as a running drain
 	busy := func(name string) bool {
-		return admitted[name] || drains[name].Active() || drains[name].Status.Status == StatusComplete ||
+		return admitted[name] || drains[name].Draining() || drains[name].Status.Status == StatusComplete ||
 			drains[name].Status.Status == StatusNotSupported
 	}
 	var ahead []string

@@ -15,7 +15,7 @@ import (
 
 // NodeGoneAfter is how long a decommission's Node object must stay missing before it counts as
 // deleted: a Node deleted by someone else may be registering again (its kubelet restarted), and
-// then it is drained again, as a new one (simulation, seed 772961).
+// then it is drained again, as a new one.
 const NodeGoneAfter = time.Minute
 
 // nodeDeleted handles OpDeleteNode's answer.
@@ -85,7 +85,7 @@ func (s *stepper) linger(since time.Time) {
 
 // decommissionWithdrawn handles the withdrawal of a decommissioned node's request: NOTREQUESTED
 // naming it, so that an agent that did not withdraw it itself learns it was (edgedrainctl
-// withdraw cancels its decommission; seed 731412: removed at once, the status left a restarted
+// withdraw cancels its decommission; removed at once, the status would leave a restarted
 // agent publishing its request again, for a Node gone for good); nothing to uncordon (the Node
 // is gone); the keys go DecommissionLinger later.
 func (s *stepper) decommissionWithdrawn() {

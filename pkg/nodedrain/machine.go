@@ -201,8 +201,10 @@ func (d Drain) Decommissioned() bool {
 	return d.Status.Decommission && d.Status.SlotReleased
 }
 
-// Active reports whether the drain holds an admission slot: started and not yet finished.
-func (d Drain) Active() bool { return d.Status.Status.holdsSlot() }
+// Draining reports whether the drain is under way: admitted, and not yet COMPLETE or failed
+// (STARTING, CORDONED, DRAINRETRYING). A draining node holds an admission slot, but so do
+// others: holdsSlot (admission.go) is the one rule for that.
+func (d Drain) Draining() bool { return d.Status.Status.draining() }
 
 // Idle reports whether the drain is NOTREQUESTED with no request and nothing under way or due
 // (no uncordon, no return gate).
@@ -252,15 +254,15 @@ func (d Drain) ReturnDeadline(p Policy) time.Time {
 	}
 	since := d.Status.ReturningSince
 	if since.Before(d.ResumedAt) {
-		// (Another replica's clock behind this one's made a resumed return gate time out at once:
-		// simulation, issue 23, seed 9002139, R1.)
+		// (Another replica's clock behind this one's made a resumed return gate time out at once,
+		// breaking R1.)
 		since = d.ResumedAt
 	}
 	return since.Add(p.ReturnTimeout)
 }
 
-// holdsSlot reports whether a drain in status s is in maintenance.
-func (s DrainStatus) holdsSlot() bool {
+// draining reports whether s is the status of a drain under way (Drain.Draining).
+func (s DrainStatus) draining() bool {
 	switch s {
 	case StatusStarting, StatusCordoned, StatusDrainRetrying:
 		return true

@@ -78,7 +78,7 @@ func (d Drain) mayGiveWay() bool {
 // dn's (the same instant: by name), or has sent its COMPLETE: such a drain cannot give way (its
 // node may be going down), so the other one does, whenever it was admitted.
 func aheadOf(p Drain, pn string, d Drain, dn string) bool {
-	if p.Request == nil || !p.Active() {
+	if p.Request == nil || !p.Draining() {
 		return false
 	}
 	if p.Status.CompleteSent != d.Status.CompleteSent {

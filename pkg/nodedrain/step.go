@@ -205,7 +205,7 @@ func (s *stepper) request(r *NodeDrainRequest) {
 	// An uncordon already sent may still land too, and it removes whatever cordon of edgedrain's
 	// it reads then: it is waited for (no drain is admitted before its answer), never doubled.
 	// A second one, its answer taken for the first's, removed the cordon of the drain admitted
-	// meanwhile, which went COMPLETE on a schedulable node (simulation, seed 5008849).
+	// meanwhile, which went COMPLETE on a schedulable node (S2).
 	if inFlight == OpUncordon {
 		s.d.Waiting = OpUncordon
 	}
@@ -371,16 +371,16 @@ func (s *stepper) result(e EvResult) {
 		case e.Cordoned && len(e.Pods) > 0 && !(e.Foreign && s.d.Status.CordonedByUs):
 			// Pods landed on the node after the eviction attempt listed its pods (it evicts
 			// those, as kubectl drain does): they go before COMPLETE, as a failed attempt's pods
-			// do, within the attempts left (simulation, seed 7000001: COMPLETE with a pod the
-			// scheduler bound to the node just before its cordon).
+			// do, within the attempts left (else COMPLETE with a pod the scheduler
+			// bound to the node just before its cordon).
 			s.d.Evicted = false
 			s.evicted(EvResult{Err: fmt.Errorf("%d pod(s) landed on the node after the attempt listed its pods", len(e.Pods)),
 				Blockers: e.Pods}, s.d.Status.Attempt)
 		case e.Cordoned && e.Foreign && s.d.Status.CordonedByUs:
 			// edgedrain's cordon is gone (someone uncordoned the node, then cordoned it): pods
 			// may have landed meanwhile, so the drain starts over, under that cordon, which it
-			// will leave in place. A decommission too, before it deletes the Node (simulation,
-			// seed 40661: a pod that landed in between went with the deleted Node).
+			// will leave in place. A decommission too, before it deletes the Node (else a
+			// pod that landed in between would go with the deleted Node).
 			s.cordonAgain("the node was uncordoned and cordoned again by someone else during the drain: " +
 				"draining it again (that cordon is theirs; edgedrain will leave it)")
 		case e.Cordoned && s.d.Status.Decommission:
@@ -491,7 +491,7 @@ func (s *stepper) timer() {
 }
 
 func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
-	if s.d.Request == nil || !s.d.Active() {
+	if s.d.Request == nil || !s.d.Draining() {
 		return
 	}
 	if s.d.Status.Decommission {
@@ -516,7 +516,7 @@ func (s *stepper) apiUnreachable(e EvAPIUnreachable) {
 		return
 	}
 	if e.Uncordoned {
-		// (Simulation, seed 7001876: the Node was deleted and registered again, schedulable,
+		// (The Node may have been deleted and registered again, schedulable,
 		// while the drain waited for its volumes; no check read it before the outage.)
 		s.note(fmt.Sprintf("Kubernetes API unreachable for %s; not proceeding: the node informer's last view shows the node "+
 			"uncordoned, missing or replaced since the drain cordoned it", e.For.Round(time.Second)), s.d.Status.Blockers)

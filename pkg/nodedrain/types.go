@@ -170,9 +170,11 @@ func RequestOf(st NodeDrainStatus, context string) *NodeDrainRequest {
 	return &NodeDrainRequest{Node: st.Node, RequestID: st.RequestID, RequestedAt: at, RequestedBy: st.RequestedBy, Context: context}
 }
 
-// HoldsSlot reports whether the node is in maintenance by this status: a drain under way, or
-// back from its operation and not yet healthy (the return gate).
-func (s NodeDrainStatus) HoldsSlot() bool { return s.Status.holdsSlot() || !s.ReturningSince.IsZero() }
+// HoldsSlot reports whether this status alone shows the node holding an admission slot: a drain
+// under way, or back from its operation and not yet healthy (the return gate). A COMPLETE node
+// holds one too until it is back, which the status cannot show: admission's holdsSlot, which
+// knows the request and the node's readiness, is the whole rule.
+func (s NodeDrainStatus) HoldsSlot() bool { return s.Status.draining() || !s.ReturningSince.IsZero() }
 
 // Validate reports every way s breaks the contract, as one error matching ErrInvalid.
 func (s NodeDrainStatus) Validate() error {

@@ -25,8 +25,8 @@ func (s *stepper) publishFailed() {
 	// Its write may have landed all the same (a lost reply): the agent may act on it.
 	st.CompleteSent, st.APIUnreachable = true, false
 	if !s.d.Evicted {
-		// A COMPLETE of the API-unreachable rule: its pods were never evicted (simulation,
-		// seed 771705: checked again from the final gate, it went COMPLETE with a pod on it).
+		// A COMPLETE of the API-unreachable rule: its pods were never evicted (checked
+		// again from the final gate only, it would go COMPLETE with a pod on it).
 		s.set(StatusCordoned, "the COMPLETE could not be published; checking volumes, the pods and the cordon again", nil)
 		s.retry(OpGate, 0, s.p.GateRecheck)
 		return

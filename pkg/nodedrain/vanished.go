@@ -7,7 +7,7 @@ import (
 
 // A Node deleted while its drain is under way (kubectl delete node during the eviction, a
 // machine removed from the cluster) must not hold the drain, and its admission slot, for ever,
-// nor ever let the agent proceed (issue 23, defect 4b): once the Node has been missing for
+// nor ever let the agent proceed (N1): once the Node has been missing for
 // NodeGoneAfter (a kubelet registering it again takes seconds), the coordinator ends the drain
 // (EvNodeGone). A Node that registers again within that time is a new object: the check before
 // COMPLETE tells it by its UID and the drain starts over on it. A Node that registers again
@@ -41,7 +41,7 @@ func (s *stepper) nodeGone(e EvNodeGone) {
 // no longer managed): not a decommission, whose Node going is its purpose, nor while a cordon is
 // in flight (a write that may still land: its answer comes first; the event comes again).
 func (s *stepper) mayEndUnderWay() bool {
-	return s.d.Request != nil && s.d.Active() && !s.d.Status.Decommission && s.d.Waiting != OpCordon
+	return s.d.Request != nil && s.d.Draining() && !s.d.Status.Decommission && s.d.Waiting != OpCordon
 }
 
 // endUnderWay ends a drain under way, cancelling what it had in flight: FAILEDCORDON from

@@ -225,7 +225,7 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 		c.drains[node] = d
 		c.resumeWithdrawal(node, st, in.Requests[node], now)
 		out = appendNode(out, node, d.Status.RequestID, actions)
-		if (!d.Active() && d.Status.Status != nodedrain.StatusComplete) || (d.Decommissioned() && d.Request == nil) {
+		if (!d.Draining() && d.Status.Status != nodedrain.StatusComplete) || (d.Decommissioned() && d.Request == nil) {
 			// Only a drain under way (or COMPLETE) holds work of the volume gate (an eviction
 			// asked of the storage, drainer Jobs). Anything else was left by a drain that ended
 			// while no coordinator ran, or whose release failed when the last one stopped:
@@ -617,7 +617,7 @@ func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonVi
 	behind := !c.apiDownSince.IsZero() && c.apiDownSince.Before(c.viewSettlesAt)
 	for _, node := range c.Nodes() {
 		d := c.drains[node]
-		if !d.Active() {
+		if !d.Draining() {
 			continue
 		}
 		after := d.Waiting >= nodedrain.OpFinalGate || d.RetryOp == nodedrain.OpFinalGate

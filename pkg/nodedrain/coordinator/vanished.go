@@ -30,7 +30,7 @@ func (c *Core) endVanished(nodes []nodedrain.NodeInfo, now time.Time) []NodeActi
 		d := c.drains[node]
 		// A node that stopped matching --node-selector is timed the same way, and ends its own
 		// way: it is still there, with the drain's cordon (EvNodeUnmanaged).
-		if (present[node] && !unmanaged[node]) || !d.Active() || d.Request == nil || d.Status.Decommission {
+		if (present[node] && !unmanaged[node]) || !d.Draining() || d.Request == nil || d.Status.Decommission {
 			delete(c.vanished, node)
 			continue
 		}

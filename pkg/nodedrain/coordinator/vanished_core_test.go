@@ -29,7 +29,7 @@ func TestCoreEndsTheDrainOfAVanishedNode(t *testing.T) {
 	c.Admit(onlyB, AdmitPolicy{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter))
 	assert.Equal(t, nodedrain.StatusFailedDrain, status())
 	d, _ = c.Drain("a")
-	assert.False(t, d.Active())
+	assert.False(t, d.Draining())
 }
 
 // Under a declared whole-cluster shutdown admission counts a COMPLETE node whose Node object is
