@@ -364,7 +364,8 @@ func (a *agentProc) decommission(x agent.RunCommand, fails bool) {
 		default:
 			a.recordOutcome(x.RequestID)
 			a.inProcess(func() { a.step(agent.EvCommandDone{RequestID: x.RequestID}) })
-			// The command's own doing, whatever becomes of the agent meanwhile (seed 721206).
+			// The command's own doing, whatever becomes of the agent meanwhile (scenario
+			// decommission-powers-off-though-agent-crashed).
 			s.w.after(s.w.between(100*time.Millisecond, 3*time.Second), "machine powers off", func() {
 				if a.node.up {
 					a.retire()

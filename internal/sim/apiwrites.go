@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// API writes as client-go makes them (issue 23, "make the model as unkind as reality"): a request
+// API writes as client-go makes them (the model as unkind as reality): a request
 // whose context ends (its timeout, or a cancellation: a drain withdrawn, a run stopped) returns
 // an error at once, while the write it sent may still land at the server later, or never; and a
 // write that landed may have its reply lost. Both hold for the coordinator's Node patches

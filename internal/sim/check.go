@@ -193,8 +193,9 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 // wholeClusterDeclared reports whether a whole-cluster shutdown is declared by DESIGN's rule
 // (nodedrain.AdmitWith): every live request declares it and is taken up by the coordinator, at
 // least one does, and every node
-// without one is down (not Ready, or no Node object): no agent runs there to ask (seed 600445:
-// a node taken down by an operator's override file made no request).
+// without one is down (not Ready, or no Node object): no agent runs there to ask (scenario
+// cluster-shutdown-declared-by-admission-rule: a node taken down by an operator's override file
+// made no request).
 func (s *Sim) wholeClusterDeclared() bool { return s.declaredBy(true) }
 
 // declaredBy is that rule; with takenUp false, a declaring request counts before the
@@ -208,7 +209,7 @@ func (s *Sim) declaredBy(takenUp bool) bool {
 		switch {
 		case ok && st.RequestID == r.RequestID && st.Decommission && st.SlotReleased:
 			// A decommissioned node's request, left until withdrawn: of no node of the cluster
-			// (as admission; seed 920084).
+			// (as admission; scenario decommission-leftover-does-not-hide-cluster-shutdown).
 		case ok && nodedrain.DeclaresClusterShutdown(r):
 			// and the coordinator has taken it up (REQUESTED or later, for this request,
 			// NOTSUPPORTED included)
@@ -244,18 +245,20 @@ func (s *Sim) check() {
 		n := cl.nodes[name]
 		a := s.agentOf(name)
 		// Asked after every event, whatever the bus shows: a node healthy again while the bus
-		// still shows its slot held has ended its return (seed 5555: it went down again later,
-		// for another reason, and was counted as still returning).
+		// still shows its slot held has ended its return (scenario
+		// healthy-node-with-slot-on-bus-has-ended-return: it went down again later, for another
+		// reason, and was counted as still returning).
 		back := s.backUnhealthy(name, st, req, live)
 		switch {
 		case !n.up && a.cmdByBus && a.cmdRequest != "" && a.f.ranReleased[a.cmdRequest] && !s.withdrawn[a.cmdRequest] &&
 			!(a.cmdDeclared && st.RequestID == a.cmdRequest && strings.HasPrefix(st.Message, coordinator.ReleasedUnderShutdown)):
 			// Gone down for a command started on a COMPLETE whose slot was released: the release
 			// gave its slot away before, so it holds one again. Not one released under a declared
-			// whole-cluster shutdown (its Node object missing counts as down, seed 5006715) that
-			// then went down for its declaring request: a node that goes down under the
-			// declaration holds no slot (seed 51984: Node deleted and registered again while its
-			// agent was paused before the shutdown command).
+			// whole-cluster shutdown (its Node object missing counts as down: scenario
+			// cluster-shutdown-complete-node-deleted-keeps-slot) that then went down for its
+			// declaring request: a node that goes down under the declaration holds no slot (as
+			// when its Node was deleted and registered again while its agent was paused before the
+			// shutdown command).
 			holders = append(holders, name+" (down on a released COMPLETE)")
 		case st.HoldsSlot():
 			holders = append(holders, name)
@@ -394,7 +397,7 @@ func (s *Sim) checkEnd() {
 		case a.podGone && n.deleted:
 			// Known limit: its Node deleted for a decommission that did not finish (its command
 			// failed within the ~40 s its agent's pod outlives the Node, or an operator withdrew it
-			// after the deletion: seed 740852), the machine is out of the cluster, with no agent,
+			// after the deletion), the machine is out of the cluster, with no agent,
 			// until its kubelet restarts and registers it again; a request made meanwhile waits.
 		case n.gone && !n.exists && !st.HoldsSlot():
 			// Its Node deleted by someone else (operators.go) and not registered again: its
@@ -407,18 +410,20 @@ func (s *Sim) checkEnd() {
 		case n.retired && n.overridden && s.bus.value(bucketRequests, name) != nil:
 			// An operator forced the decommission with the override file (S1's explicit
 			// override), not through the coordinator: the machine is gone, and a request it
-			// could not withdraw first (seed 871613; or its command powered it off before
-			// returning) is the operator's to withdraw (edgedrainctl withdraw), as README's
-			// override section says; the node stays cordoned for it, and a drain under way for it
-			// keeps its slot and waits (seed 2129995: for a volume whose other copy failed).
+			// could not withdraw first (scenario forced-decommission-leaves-leftovers-to-operator;
+			// or its command powered it off before returning) is the operator's to withdraw
+			// (edgedrainctl withdraw), as README's override section says; the node stays cordoned
+			// for it, and a drain under way for it keeps its slot and waits (scenario
+			// forced-decommission-waiting-volumes-leaves-slot-to-operator: for a volume whose other
+			// copy failed).
 		case s.bus.value(bucketRequests, name) != nil && (!st.HoldsSlot() || st.Status == nodedrain.StatusCordoned) &&
 			(s.copiesStranded(name) != "" || s.strandedMachine() != ""):
 			// The same known limit, seen from other nodes: a drain that needs the copies of a
 			// volume the stranded machine still holds (their Node deleted, they count as lost)
 			// waits with it, queued or cordoned and waiting for its volumes, and so may the
-			// drains queued behind it, the cluster a node short (seed 8001246: NATS unavailable
-			// for the ~40 s after the deletion, the agent never had its COMPLETE; seed 41150,
-			// the same under a quorum loss).
+			// drains queued behind it, the cluster a node short (as when NATS was unavailable for
+			// the ~40 s after the deletion and the agent never had its COMPLETE, or the same under
+			// a quorum loss).
 		case st.Status == nodedrain.StatusRequested && s.bus.value(bucketRequests, name) != nil && s.retiredHoldsSlot() != "":
 			// The known limits of a retired machine's leftover request, seen from other nodes:
 			// drained to COMPLETE while its Node was still there (Ready for a while after the
@@ -454,7 +459,7 @@ func (s *Sim) checkEnd() {
 		case a.sentinel[agent.OpDecommission] != 0 && !n.retired && a.sentinel[agent.OpDecommission] != s.cancelled[name+"/"+string(agent.OpDecommission)] &&
 			a.m.State.Handled[agent.OpDecommission] != a.sentinel[agent.OpDecommission]:
 			// (Handled: the agent counts it done, e.g. the machine went down while its command
-			// ran and came back: seed 761277.)
+			// ran and came back.)
 			s.violate("L1", "the decommission asked for on %s was never done (the machine still runs; Node deleted %v)", name, n.deleted)
 		}
 		if s.violation != nil {
@@ -519,12 +524,14 @@ func (s *Sim) copiesStranded(node string) string {
 }
 
 // decommissionStatusLeft reports whether a status of a decommission that reached COMPLETE is
-// still on the bus. (A status forged afterwards, seed 800470, or a coordinator's answer to it,
-// names no such request; a decommission withdrawn before its COMPLETE, seed 710195, ends as any
-// withdrawn drain, though its Node deletion landed.)
+// still on the bus. (A status forged afterwards, as in scenario
+// forged-status-over-removed-key-left-alone, or a coordinator's answer to it, names no such
+// request; a decommission withdrawn before its COMPLETE ends as any withdrawn drain, though its
+// Node deletion landed.)
 //
 // What the key holds is judged, if a coordinator wrote it: a copied delete marker empties the
-// key as well as the coordinator's removal (seed 2020252); a forged value left is judged above.
+// key as well as the coordinator's removal (scenario copied-delete-marker-holds-no-status); a
+// forged value left is judged above.
 //
 // A machine whose Node registered again (its decommission withdrawn before the power-off) is a
 // node of the cluster again: its idle status stays, as any node's does.

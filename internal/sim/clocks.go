@@ -9,7 +9,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
 
-// Clock faults (issue 23): every process reads its own machine's wall clock, and the times it
+// Clock faults: every process reads its own machine's wall clock, and the times it
 // writes (a request's RequestedAt, a status's StartedAt, UpdatedAt and ReturningSince, a Node
 // condition's transition time) or reads (the kernel's boot time, a state file's times) are that
 // clock's. Within a process Go measures durations on the monotonic clock (time.Now carries a

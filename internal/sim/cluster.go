@@ -333,7 +333,8 @@ func (c *cluster) machineUp(n *node) {
 	switch {
 	case n.deleted:
 		// Its Node object was deleted for a decommission whose command did not retire the
-		// machine: the kubelet registers it again as it starts (seed 700308), a new object.
+		// machine: the kubelet registers it again as it starts, a new object (scenario
+		// decommissioned-machine-booting-again-is-decommissioned-again).
 		c.w.logf("%s's kubelet registers its Node object again (its agent's pod is made again)", n.name)
 		n.exists, n.deleted, n.unschedulable, n.annotation, n.keep, n.cordonBy = true, false, false, "", "", ""
 		c.newUID(n)

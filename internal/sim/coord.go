@@ -110,8 +110,9 @@ func (c *coord) run(what string, inc int, f func()) {
 	}
 	if c.s.w.now.Before(c.frozenUntil) || len(c.held) > 0 {
 		// Held in one queue, in the order they came: a pause extended by another one must
-		// not run the events of its second part before those of its first (seed 754076: a
-		// withdrawal ran after the request that followed it, which then looked withdrawn).
+		// not run the events of its second part before those of its first (scenario
+		// twice-paused-coordinator-runs-held-events-in-order: a withdrawal ran after the
+		// request that followed it, which then looked withdrawn).
 		c.held = append(c.held, heldEvent{what: what, inc: inc, f: f})
 		if !c.thawing {
 			c.thawing = true

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Pods that land on a cordoned node (issue 23, "make the model as unkind as reality"). The
+// Pods that land on a cordoned node (the model as unkind as reality). The
 // coordinator's evictor is kubectl's (k8s.io/kubectl/pkg/drain): one list of the node's pods per
 // attempt (DaemonSet and mirror pods skipped), the eviction of exactly those, success when those
 // UIDs are gone. A pod that lands after the list is not that attempt's: the cordon keeps the

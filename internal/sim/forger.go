@@ -140,7 +140,7 @@ func (f *forger) forge(node string) {
 }
 
 // flooded reports whether one more forged value would push the last value a coordinator wrote
-// out of node's key history. Known open (seeds 5165, 2030085): a forger that writes a key's
+// out of node's key history. Known open (random runs found it): a forger that writes a key's
 // whole history (8 values) while no coordinator repairs it — one paused, or in API-outage mode
 // and fenced by the forgery itself — leaves a resuming coordinator no status of the node to
 // resume from: it forgets the node's drain or return gate and admits another node (S3). Until

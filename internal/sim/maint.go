@@ -202,7 +202,7 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		// A decommission's COMPLETE comes after its Node deletion (which was checked as a
 		// COMPLETE is: S2).
 		// (A Node registered again within an API round trip of the COMPLETE came after the
-		// check that found it gone: a check-then-act residual, seed 100084.)
+		// check that found it gone: a check-then-act residual.)
 		if n := s.cluster.nodes[st.Node]; n.exists && s.w.now.Sub(n.changedAt) >= freshness {
 			s.violate("D1", "COMPLETE of the decommission of %s while its Node object exists", st.Node)
 		}
@@ -238,13 +238,15 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 		case declared && !s.hist.any("declared-requests", s.downSince(st.Node, at), at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
 			// Gone down under the declaration: declared at some moment between the node's going
 			// down and the decision, which may come later (a release that could not be published
-			// goes out later, seed 931624; a coordinator frozen meanwhile decides when it wakes,
-			// seed 993922: the declaration had ended by then, the node had gone down under it).
-			// One decided now may follow a status published in this same event that made the
-			// declaration (seed 931687), which the history records only after the event. The
-			// requests alone are judged: a coordinator frozen while the last declaring request
-			// came takes it up only when it wakes, after requests that ended the declaration
-			// meanwhile, yet it saw them in the bus's order.
+			// goes out later: scenario no-release-in-cluster-shutdown-without-fresh-read; a
+			// coordinator frozen meanwhile decides when it wakes: scenario
+			// frozen-coordinator-no-release-after-declaration-ended, the declaration had ended by
+			// then, the node had gone down under it). One decided now may follow a status
+			// published in this same event that made the declaration (scenario
+			// release-decided-in-declaring-event), which the history records only after the
+			// event. The requests alone are judged: a coordinator frozen while the last declaring
+			// request came takes it up only when it wakes, after requests that ended the
+			// declaration meanwhile, yet it saw them in the bus's order.
 			s.violate("R2", "%s released its admission slot as gone down under a whole-cluster shutdown none declared", st.Node)
 		case declared:
 			// Gone down under the declaration: released at once, and for good.

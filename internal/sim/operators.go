@@ -8,7 +8,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
-// Operators acting on Node objects behind edgedrain's back (issue 23, defects 4, 4b, 4c):
+// Operators acting on Node objects behind edgedrain's back:
 // kubectl uncordon then kubectl cordon on a node edgedrain cordoned (the cordon is then the
 // operator's, though edgedrain's annotation is still there), the keep-cordoned annotation, and
 // kubectl delete node, the Node registering again later as a new object.
@@ -413,9 +413,9 @@ func (s *Sim) checkVanishedSlots() {
 	for _, c := range s.coords {
 		// Its engine run has resumed (its request watch made, the snapshot read): a run still
 		// waiting for its watch's consumer (the JetStream API refuses consumers after a quorum
-		// loss) cannot act, and c.core is still the previous run's (seed 54301).
+		// loss) cannot act, and c.core is still the previous run's.
 		// Nor can one whose informers are still catching up after an outage: the Node's deletion
-		// reaches it only then (seed 8400034: deleted while they lagged 50 s).
+		// reaches it only then (as for a Node deleted while they lagged 50 s).
 		if s.leads(c) && c.running && c.core != nil && c.watch != nil && c.snapshot == nil && c.apiUp() && !c.relisting() &&
 			!c.lagging() && c.conn.connected() && !c.paused() {
 			leader = c

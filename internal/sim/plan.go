@@ -190,7 +190,8 @@ func (s *Sim) apply(f Fault) {
 		c := s.coords[f.Target%len(s.coords)]
 		w.logf("%s freezes for %s", c.name, f.For)
 		// A pause within a pause does not end the first one early: events held for the first
-		// would otherwise run after later ones, a reordering no process sees (seed 404719).
+		// would otherwise run after later ones, a reordering no process sees (scenario
+		// pause-within-pause-keeps-watch-order).
 		if until := w.now.Add(f.For); until.After(c.frozenUntil) {
 			c.frozenUntil = until
 		}
@@ -276,8 +277,9 @@ func (s *Sim) apply(f Fault) {
 			w.logf("%s's Node object is deleted and registered again", n.name)
 			n.exists = false
 			// Its copies stop counting as healthy elsewhere (S2), as when its kubelet stops
-			// reporting: a COMPLETE decided just before is judged on what its checks saw (seed
-			// 2007040: the Node went 2 ms before a COMPLETE for another node).
+			// reporting: a COMPLETE decided just before is judged on what its checks saw (scenario
+			// node-deleted-after-gate-check-judged-as-of-check: the Node went 2 ms before a
+			// COMPLETE for another node).
 			cl.markUnsafe(n.name)
 			n.changedAt = w.now
 			w.after(w.between(time.Second, 10*time.Second), "node registers", func() {

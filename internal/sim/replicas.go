@@ -7,7 +7,7 @@ import (
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
-// A replicated NATS cluster (issue 23): each bucket is a stream of three replicas, which the
+// A replicated NATS cluster: each bucket is a stream of three replicas, which the
 // model bus otherwise answers as one server that is always current. nats.go reads a bucket's
 // keys with direct gets (the buckets allow them: allow_direct), which every replica subscribed
 // for them answers, a queue group of the stream's replicas; a follower that is behind answers

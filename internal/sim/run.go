@@ -49,7 +49,7 @@ func ConfigFor(seed uint64) Config {
 		}
 	}
 	// Pods landing on cordoned nodes (evictor.go) and API writes landing late or unanswered
-	// (apiwrites.go), each in one run in two, from streams of their own (issue 23).
+	// (apiwrites.go), each in one run in two, from streams of their own.
 	cfg.UnkindPods = rand.New(rand.NewPCG(seed, 0xe71c7)).IntN(2) == 0
 	cfg.LateWrites = rand.New(rand.NewPCG(seed, 0xa91c1)).IntN(2) == 0
 	// Clock faults (clocks.go), from a stream of their own: in one run in two.
@@ -103,11 +103,11 @@ func configOneSlotWithWait(seed uint64) Config {
 		cfg.Domains = 2
 	}
 	cfg.Preflight = coordinator.Preflight(prng.IntN(3))
-	// The gate's change signals (issue 12), from a stream of their own too.
+	// The gate's change signals, from a stream of their own too.
 	if rrng := rand.New(rand.NewPCG(seed, 0x1f0c4a)); rrng.IntN(4) > 0 {
 		cfg.InformerChanges = time.Duration(50+rrng.IntN(2950)) * time.Millisecond
 	}
-	// Node decommission (issue 12), from a stream of its own: in one run in four of 3 nodes or
+	// Node decommission, from a stream of its own: in one run in four of 3 nodes or
 	// more (one decommissioned leaves at least two), with a linger from 1 to 5 min (longer than
 	// the agent's pod outlives its deleted Node).
 	drng := rand.New(rand.NewPCG(seed, 0xdec0))

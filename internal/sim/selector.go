@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Selector faults (issue 23): the coordinator manages only the nodes matching --node-selector
+// Selector faults: the coordinator manages only the nodes matching --node-selector
 // (nodedrain.NodeInfo.Unmanaged) while the whole cluster counts as capacity
 // (--cluster-node-selector), and a node's labels change: it stops matching mid-drain, or
 // matches only later.

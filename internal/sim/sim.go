@@ -388,8 +388,9 @@ func (s *Sim) powerCycle(a *agentProc, d time.Duration) {
 	}
 	// Under a declared whole-cluster shutdown a node that is down holds no slot, whatever took
 	// it down (admission's rule): as for one its command took down, the slot stays free until
-	// it withdraws, even if the declaration ends meanwhile (seed 119738: a power cut; seed
-	// 600445: a reinstall).
+	// it withdraws, even if the declaration ends meanwhile (a power cut: scenario
+	// power-loss-in-cluster-shutdown-keeps-slot-free; a reinstall: scenario
+	// reinstalled-node-in-cluster-shutdown-holds-no-slot).
 	if r, ok := s.bus.value(bucketRequests, n.name).(nodedrain.NodeDrainRequest); ok &&
 		nodedrain.DeclaresClusterShutdown(r) && s.wholeClusterDeclared() {
 		s.downDeclared[r.RequestID] = true
