@@ -60,7 +60,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	writes := &coordinator.WriteGate{}
+	writes := &coordinator.WriteGuard{}
 	if o.leaderElect {
 		writes.Set(func() bool { return false })
 		rc.Wrap(writes.Wrap)

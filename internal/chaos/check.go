@@ -196,10 +196,10 @@ func Check(events []Event, cfg Config) []Violation {
 		cfg.MaxConcurrent = 1
 	}
 	if cfg.CordonAttempts == 0 {
-		cfg.CordonAttempts = nodedrain.DefaultPolicy().CordonAttempts
+		cfg.CordonAttempts = nodedrain.DefaultLimits().CordonAttempts
 	}
 	if cfg.DrainAttempts == 0 {
-		cfg.DrainAttempts = nodedrain.DefaultPolicy().DrainAttempts
+		cfg.DrainAttempts = nodedrain.DefaultLimits().DrainAttempts
 	}
 	h := index(events, cfg)
 	var out []Violation

@@ -170,7 +170,7 @@ const busServers = 3
 // API round trip (Slack). What else follows a fault (a Lease taken over by the other
 // coordinator, at most its LeaseDuration of 10 s) is counted: the bound has room for it.
 func (h *history) s4Grace() time.Duration {
-	return h.cfg.Slack + nodedrain.DefaultPolicy().UncordonRetry
+	return h.cfg.Slack + nodedrain.DefaultLimits().UncordonRetry
 }
 
 // suspendsS4 reports whether fault kind what on target takes a leader's API or bus away, and

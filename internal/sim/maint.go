@@ -140,10 +140,10 @@ func (w simWindow) String() string { return "sim" }
 
 // holds is the coordinator's Maintenance.Admission: the real DecideHolds on the model's windows
 // and the coordinator's verdicts.
-func (c *coord) holds() coordinator.AdmitPolicy {
+func (c *coord) holds() coordinator.AdmissionVerdict {
 	m := c.s.maint
 	if !c.s.cfg.Maintenance {
-		return coordinator.AdmitPolicy{}
+		return coordinator.AdmissionVerdict{}
 	}
 	return coordinator.DecideHolds(coordinator.HoldInput{Waiting: c.core.Waiting(), Now: c.now(),
 		Window:     func(r nodedrain.Requester) coordinator.Window { return simWindow{m: m, r: r, off: c.offset} },

@@ -19,8 +19,8 @@ type Config struct {
 	// API-unreachable path can only fire then.
 	NoLeaderElection bool
 	MaxConcurrent    int
-	Policy           nodedrain.Policy
-	AgentPolicy      agent.Policy
+	Policy           nodedrain.Limits
+	AgentPolicy      agent.Limits
 	VolumePolicy     volumes.Policy
 	// InformerChanges is the mean time between the change signals the gate's informers give the
 	// coordinator (nodedrain.EvChanged, Engine's gate watch); zero: none, the gates are asked again
@@ -108,14 +108,14 @@ type Config struct {
 }
 
 // simPolicy is a coordinator policy with DESIGN's attempt counts and short delays.
-func simPolicy() nodedrain.Policy {
-	return nodedrain.Policy{CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
+func simPolicy() nodedrain.Limits {
+	return nodedrain.Limits{CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
 		DrainAttempts: 5, DrainAttemptTimeout: 20 * time.Second, DrainBackoff: 2 * time.Second, DrainBackoffMax: 10 * time.Second,
 		GateRecheck: 2 * time.Second, GateReact: 50 * time.Millisecond, UncordonRetry: 2 * time.Second}
 }
 
-func simAgentPolicy() agent.Policy {
-	return agent.Policy{DrainRetryBackoff: 20 * time.Second, DrainRetryBackoffMax: 2 * time.Minute,
+func simAgentPolicy() agent.Limits {
+	return agent.Limits{DrainRetryBackoff: 20 * time.Second, DrainRetryBackoffMax: 2 * time.Minute,
 		CommandRetryBackoff: 5 * time.Second, CommandRetryBackoffMax: time.Minute, RebootTimeout: 2 * time.Minute,
 		BusRetry: 2 * time.Second}
 }

@@ -212,8 +212,8 @@ func (b *Bus) Seen(node string) []nodedrain.NodeDrainStatus {
 
 // FastPolicy is the drain policy tests run coordinators with: the default attempts, with delays
 // short enough that retries happen within a test.
-func FastPolicy() nodedrain.Policy {
-	p := nodedrain.DefaultPolicy()
+func FastPolicy() nodedrain.Limits {
+	p := nodedrain.DefaultLimits()
 	p.CordonBackoff, p.CordonBackoffMax = 50*time.Millisecond, 200*time.Millisecond
 	p.DrainAttemptTimeout = 3 * time.Second
 	p.DrainBackoff, p.DrainBackoffMax = 100*time.Millisecond, 300*time.Millisecond

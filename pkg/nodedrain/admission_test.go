@@ -404,7 +404,7 @@ func TestDeclaredShutdownWithABrokenNode(t *testing.T) {
 // A drain that leaves maintenance frees its slot only once that status is on the bus: until
 // then the bus may still show it in maintenance (seed 101553).
 func TestSlotFreedOnlyWhenTheFreeingStatusIsPublished(t *testing.T) {
-	p := DefaultPolicy()
+	p := DefaultLimits()
 	failing := drainIn(StatusDrainRetrying, "a", 0)
 	failing.BusHolds = true                                                     // as Step sets it with the status
 	failing, _ = Step(failing, EvPublished{Status: StatusDrainRetrying}, t0, p) // on the bus

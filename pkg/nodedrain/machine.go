@@ -45,8 +45,9 @@ func (o Op) String() string {
 	return fmt.Sprintf("Op(%d)", int(o))
 }
 
-// Policy holds the retry limits and delays of a drain. DefaultPolicy gives DESIGN's defaults.
-type Policy struct {
+// Limits holds the retry limits and delays of a drain (not a policy: the maintenance policy is
+// package policy's, the volume policy package volumes'). DefaultLimits gives the defaults.
+type Limits struct {
 	// CordonAttempts is how many cordon attempts are made before FAILEDCORDON (≥ 1).
 	CordonAttempts int
 	// CordonBackoff is the wait after the first failed cordon; it doubles up to CordonBackoffMax.
@@ -77,10 +78,10 @@ type Policy struct {
 	DecommissionLinger time.Duration
 }
 
-// DefaultPolicy returns DESIGN §3's defaults: 10 cordon attempts backing off 1 s doubling to
+// DefaultLimits returns DESIGN §3's defaults: 10 cordon attempts backing off 1 s doubling to
 // 10 s; 5 eviction attempts of at most 5 minutes each, backing off 5 s doubling to 1 minute.
-func DefaultPolicy() Policy {
-	return Policy{
+func DefaultLimits() Limits {
+	return Limits{
 		CordonAttempts: 10, CordonBackoff: time.Second, CordonBackoffMax: 10 * time.Second,
 		DrainAttempts: 5, DrainAttemptTimeout: 5 * time.Minute,
 		DrainBackoff: 5 * time.Second, DrainBackoffMax: time.Minute,
@@ -90,7 +91,7 @@ func DefaultPolicy() Policy {
 }
 
 // Validate reports a policy the machine cannot run.
-func (p Policy) Validate() error {
+func (p Limits) Validate() error {
 	switch {
 	case p.CordonAttempts < 1:
 		return fmt.Errorf("cordon attempts must be at least 1, got %d", p.CordonAttempts)
@@ -248,7 +249,7 @@ func (d Drain) Returning() bool { return !d.Status.ReturningSince.IsZero() }
 
 // ReturnDeadline is when the return gate gives up and releases the slot; zero when the drain is
 // not returning.
-func (d Drain) ReturnDeadline(p Policy) time.Time {
+func (d Drain) ReturnDeadline(p Limits) time.Time {
 	if !d.Returning() {
 		return time.Time{}
 	}

@@ -295,7 +295,7 @@ func resultOutcome(e EvResult) string {
 // retry due or the return gate's deadline past, an answer older than MaxAnswerAge, a Node object
 // other than the one the drain cordoned, a Node missing for NodeGoneAfter, a request or a
 // withdrawal delivered again.
-func eventLabel(d Drain, ev Event, now time.Time, p Policy) string {
+func eventLabel(d Drain, ev Event, now time.Time, p Limits) string {
 	name := EventName(ev)
 	var quals []string
 	switch e := ev.(type) {

@@ -113,7 +113,7 @@ func TestChangeLeavesOtherRetriesAlone(t *testing.T) {
 }
 
 func TestPolicyValidateGateReact(t *testing.T) {
-	p := DefaultPolicy()
+	p := DefaultLimits()
 	require.NoError(t, p.Validate())
 	p.GateReact = 0
 	require.NoError(t, p.Validate(), "0: a change starts the recheck at once")

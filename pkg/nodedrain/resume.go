@@ -6,7 +6,7 @@ import "time"
 // and the request now on the bus (nil: none), and returns the actions that carry it on. Each
 // operation is idempotent, so redoing the one that was under way is safe: a cordon finds the node
 // already cordoned by edgedrain and does not cordon it again.
-func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Policy) (Drain, []Action) {
+func Resume(st NodeDrainStatus, req *NodeDrainRequest, now time.Time, p Limits) (Drain, []Action) {
 	d := Drain{Status: st, BusHolds: st.HoldsSlot(), ResumedAt: now}
 	if req == nil || req.RequestID != st.RequestID {
 		if req == nil && !st.Status.InProgress() && st.Status != StatusComplete && !st.Status.Failed() &&

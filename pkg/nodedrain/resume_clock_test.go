@@ -12,7 +12,7 @@ import (
 // one's (simulation, issue 23, seed 9002139: the gate timed out at once, R1).
 func TestResumedReturnGateTimesOutFromTheResume(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	p := DefaultPolicy()
+	p := DefaultLimits()
 	p.ReturnTimeout = 2 * time.Minute
 	st := NodeDrainStatus{Node: "a", RequestID: "r1", Status: StatusNotRequested, ReturningSince: now.Add(-time.Hour)}
 	d, _ := Resume(st, nil, now, p)

@@ -6,7 +6,7 @@ import (
 )
 
 // Step returns the drain after ev happened at now, and the actions to take, in order.
-func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
+func Step(d Drain, ev Event, now time.Time, p Limits) (Drain, []Action) {
 	s := stepper{d: d, now: now, p: p}
 	switch e := ev.(type) {
 	case EvRequest:
@@ -66,7 +66,7 @@ func Step(d Drain, ev Event, now time.Time, p Policy) (Drain, []Action) {
 type stepper struct {
 	d       Drain
 	now     time.Time
-	p       Policy
+	p       Limits
 	actions []Action
 }
 

@@ -13,8 +13,8 @@ import (
 
 var t0 = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
-func testPolicy() Policy {
-	p := DefaultPolicy()
+func testPolicy() Limits {
+	p := DefaultLimits()
 	p.CordonAttempts, p.DrainAttempts = 3, 3
 	return p
 }
@@ -28,7 +28,7 @@ type run struct {
 	t       *testing.T
 	d       Drain
 	now     time.Time
-	p       Policy
+	p       Limits
 	actions []Action // of the last step
 }
 
@@ -150,7 +150,7 @@ func TestCordonRetriesThenFails(t *testing.T) {
 }
 
 func TestBackoffCapped(t *testing.T) {
-	p := DefaultPolicy()
+	p := DefaultLimits()
 	var got []time.Duration
 	for i := 1; i <= 6; i++ {
 		got = append(got, Backoff(i, p.CordonBackoff, p.CordonBackoffMax))
@@ -417,18 +417,18 @@ func TestResume(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	require.NoError(t, DefaultPolicy().Validate())
-	bad := map[string]func(*Policy){
-		"cordon attempts": func(p *Policy) { p.CordonAttempts = 0 },
-		"drain attempts":  func(p *Policy) { p.DrainAttempts = -1 },
-		"attempt timeout": func(p *Policy) { p.DrainAttemptTimeout = 0 },
-		"cordon backoff":  func(p *Policy) { p.CordonBackoffMax = p.CordonBackoff / 2 },
-		"drain backoff":   func(p *Policy) { p.DrainBackoff = -1 },
-		"gate recheck":    func(p *Policy) { p.GateRecheck = 0 },
+	require.NoError(t, DefaultLimits().Validate())
+	bad := map[string]func(*Limits){
+		"cordon attempts": func(p *Limits) { p.CordonAttempts = 0 },
+		"drain attempts":  func(p *Limits) { p.DrainAttempts = -1 },
+		"attempt timeout": func(p *Limits) { p.DrainAttemptTimeout = 0 },
+		"cordon backoff":  func(p *Limits) { p.CordonBackoffMax = p.CordonBackoff / 2 },
+		"drain backoff":   func(p *Limits) { p.DrainBackoff = -1 },
+		"gate recheck":    func(p *Limits) { p.GateRecheck = 0 },
 	}
 	for name, mod := range bad {
 		t.Run(name, func(t *testing.T) {
-			p := DefaultPolicy()
+			p := DefaultLimits()
 			mod(&p)
 			err := p.Validate()
 			require.Error(t, err)

@@ -53,7 +53,7 @@ const restartPhase = "(restart)"
 
 // transitionOf is what Step(before, ev, now, p) = (after, actions) makes a row of; ok is false
 // for a step that changes neither the phase nor acts (a no-op at this level: not in the table).
-func transitionOf(before Drain, ev Event, now time.Time, p Policy, after Drain, actions []Action) (tr transition, ok bool) {
+func transitionOf(before Drain, ev Event, now time.Time, p Limits, after Drain, actions []Action) (tr transition, ok bool) {
 	tr = transition{From: string(before.Phase()), Event: eventLabel(before, ev, now, p), To: after.Phase(), Actions: actionNames(before, actions)}
 	return tr, len(actions) > 0 || before.Phase() != after.Phase()
 }
@@ -105,7 +105,7 @@ var stepTransitions = struct {
 }{m: map[transition]string{}}
 
 // recordStep records a step a test made through run.step.
-func recordStep(t *testing.T, before Drain, ev Event, now time.Time, p Policy, after Drain, actions []Action) {
+func recordStep(t *testing.T, before Drain, ev Event, now time.Time, p Limits, after Drain, actions []Action) {
 	tr, ok := transitionOf(before, ev, now, p, after, actions)
 	if !ok {
 		return
@@ -204,13 +204,13 @@ func exploration() explored {
 
 // explorationPolicies are the policies explored: the step tests', and with the return gate
 // off and a decommission's keys removed at once (they change which transitions there are).
-func explorationPolicies() []Policy {
+func explorationPolicies() []Limits {
 	p := testPolicy()
 	noGate := p
 	noGate.ReturnTimeout = 0
 	noLinger := p
 	noLinger.DecommissionLinger = 0
-	return []Policy{p, noGate, noLinger}
+	return []Limits{p, noGate, noLinger}
 }
 
 // xstate is a drain and its clock, as the exploration reached them.
@@ -224,7 +224,7 @@ type xstate struct {
 // was, withdrawn or replaced, and records the transitions into x. States are told apart by all
 // they hold but their times (which only say whether a retry is due, the return gate's deadline
 // past, a Node missing for NodeGoneAfter) and what only times depend on.
-func explore(x *explored, p Policy) {
+func explore(x *explored, p Limits) {
 	seen := map[xkey]bool{}
 	resumed := map[rkey]bool{}
 	var queue []xstate
@@ -286,7 +286,7 @@ func explore(x *explored, p Policy) {
 // the times (only whether a retry is due, the return gate's deadline past, a Node missing for
 // NodeGoneAfter), the messages and blockers (they only decide whether a note publishes), what
 // only decides when a blocked gate is asked again, and GateSafe (which Step never reads).
-func stateKey(d Drain, now time.Time, p Policy) xkey {
+func stateKey(d Drain, now time.Time, p Limits) xkey {
 	st := d.Status
 	deadline := d.ReturnDeadline(p)
 	k := xkey{status: st.Status, requestedBy: st.RequestedBy, attempt: st.Attempt, waiting: d.Waiting, retryOp: d.RetryOp,
@@ -385,7 +385,7 @@ type timedEvent struct {
 // admission, informers and bus may feed a drain (an answer only for the operation in flight,
 // EvAdmit only to a drain that awaits admission, as Admit does); timers when a retry is due,
 // the return gate's deadline is past, or late, when a Node has been missing for NodeGoneAfter.
-func alphabet(d Drain, now time.Time, p Policy) []timedEvent {
+func alphabet(d Drain, now time.Time, p Limits) []timedEvent {
 	id := d.Status.RequestID
 	next := otherID(id)
 	decom, shutdown := req(next), req(next)

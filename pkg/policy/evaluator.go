@@ -104,7 +104,7 @@ func (e *Evaluator) needsCheck(c *Config) bool {
 // Admission implements coordinator.Maintenance: it records the waiting drains for the
 // background checks, asks for one at once for a drain without a fresh verdict, and decides
 // with coordinator.DecideHolds.
-func (e *Evaluator) Admission(waiting []coordinator.Waiting, now time.Time) coordinator.AdmitPolicy {
+func (e *Evaluator) Admission(waiting []coordinator.Waiting, now time.Time) coordinator.AdmissionVerdict {
 	c, gen, err := e.state()
 	maxAge := 3 * e.cfg.Every
 	e.mu.Lock()

@@ -86,7 +86,7 @@ func BenchmarkSafeToComplete(b *testing.B) {
 			nodes := c.AddNodes(b, group, 2)
 			g := startGate(b, c, nil)
 			w := startDrainWorld(b, c, group, g.Gate, func(cfg *coordinator.Config) {
-				cfg.Policy.GateRecheck, cfg.Policy.GateReact = nodedrain.DefaultPolicy().GateRecheck, nodedrain.DefaultPolicy().GateReact
+				cfg.Policy.GateRecheck, cfg.Policy.GateReact = nodedrain.DefaultLimits().GateRecheck, nodedrain.DefaultLimits().GateReact
 				if mode == "timer" { // a reaction as late as the timer: no reaction at all
 					cfg.Policy.GateReact = cfg.Policy.GateRecheck
 				}

@@ -88,7 +88,7 @@ type Config struct {
 	// CommandTimeout bounds one run of an operation command; zero: no limit.
 	CommandTimeout time.Duration
 	// Policy holds the retry delays.
-	Policy Policy
+	Policy Limits
 	// APIProbe asks whether the Kubernetes API answers from this node, before the agent acts on
 	// a COMPLETE of the API-unreachable rule (apiprobe.go); nil: no probe, such a COMPLETE is
 	// taken as it is.
@@ -103,7 +103,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults: reboot and shutdown through systemd-logind on the system
 // D-Bus, no update or decommission command, the reboot sentinel /var/run/reboot-required checked every minute (plus
-// up to 30 s of jitter), the override file of DESIGN §4 polled every 250 ms, and DefaultPolicy.
+// up to 30 s of jitter), the override file of DESIGN §4 polled every 250 ms, and DefaultLimits.
 func DefaultConfig() Config {
 	return Config{
 		Commands:         map[Operation]string{OpReboot: DefaultRebootCommand, OpShutdown: DefaultShutdownCommand},
@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 		CatchShutdown:    CatchOff,
 		LogindConfDir:    DefaultLogindConfDir,
 		CommandTimeout:   time.Hour,
-		Policy:           DefaultPolicy(),
+		Policy:           DefaultLimits(),
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 //	running --ok, update/decommission--> idle (withdraw)      running --ok, reboot/shutdown--> waiting-boot
 //	running --error--> cleared (retry after backoff)     new boot ID at start--> idle (withdraw)
 
-// Policy holds the agent's delays. DefaultPolicy gives the defaults.
-type Policy struct {
+// Limits holds the agent's delays and retry bounds. DefaultLimits gives the defaults.
+type Limits struct {
 	// DrainRetryBackoff is how long the agent waits after a failed drain (FAILEDCORDON,
 	// FAILEDDRAIN) before it asks again; it doubles with each failure up to DrainRetryBackoffMax.
 	DrainRetryBackoff, DrainRetryBackoffMax time.Duration
@@ -37,11 +37,11 @@ type Policy struct {
 	UpdateReboots bool
 }
 
-// DefaultPolicy returns the default delays: ask again 5 minutes after a failed drain, doubling
+// DefaultLimits returns the default delays: ask again 5 minutes after a failed drain, doubling
 // to an hour; run a failed command again after 30 seconds, doubling to 10 minutes; give a node
 // 10 minutes to go down after its reboot command returned.
-func DefaultPolicy() Policy {
-	return Policy{
+func DefaultLimits() Limits {
+	return Limits{
 		DrainRetryBackoff: 5 * time.Minute, DrainRetryBackoffMax: time.Hour,
 		CommandRetryBackoff: 30 * time.Second, CommandRetryBackoffMax: 10 * time.Minute,
 		RebootTimeout: 10 * time.Minute,
@@ -50,7 +50,7 @@ func DefaultPolicy() Policy {
 }
 
 // Validate reports a policy the machine cannot run.
-func (p Policy) Validate() error {
+func (p Limits) Validate() error {
 	switch {
 	case p.DrainRetryBackoff <= 0 || p.DrainRetryBackoffMax < p.DrainRetryBackoff:
 		return fmt.Errorf("drain retry backoff %s..%s: want 0 < initial ≤ max", p.DrainRetryBackoff, p.DrainRetryBackoffMax)

@@ -56,13 +56,13 @@ func (o Operation) Requester() nodedrain.Requester {
 // goesDown reports whether o takes the node down, so that its command returning is not the end:
 // the operation is over when the node comes back with a new boot ID. A decommission is over
 // when its command returns (it may take the machine down before that).
-func (o Operation) goesDown(p Policy) bool {
+func (o Operation) goesDown(p Limits) bool {
 	return o == OpReboot || o == OpShutdown || (o == OpUpdate && p.UpdateReboots)
 }
 
 // mayGoDown reports whether o's command may take the node down before it returns: a new boot
 // ID while it ran means it ran, not that something else rebooted the node.
-func (o Operation) mayGoDown(p Policy) bool {
+func (o Operation) mayGoDown(p Limits) bool {
 	return o.goesDown(p) || o == OpDecommission
 }
 

@@ -11,7 +11,7 @@ import (
 
 // Step returns the machine after ev happened at now, and the actions to take, in order. It never
 // runs an operation for a COMPLETE that answers another request than the current one.
-func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
+func Step(m Machine, ev Event, now time.Time, p Limits) (Machine, []Action) {
 	s := stepper{m: m, now: now, p: p}
 	edge := false // a status change the agent has not reacted to yet
 	switch e := ev.(type) {
@@ -70,7 +70,7 @@ func Step(m Machine, ev Event, now time.Time, p Policy) (Machine, []Action) {
 type stepper struct {
 	m       Machine
 	now     time.Time
-	p       Policy
+	p       Limits
 	actions []Action
 	synced  bool // a publish or withdrawal was queued in this step
 }

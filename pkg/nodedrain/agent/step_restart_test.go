@@ -14,7 +14,7 @@ import (
 // restartUnder plays before from a fresh machine, then the agent "restarts" (only State
 // survives) on boot and plays after, all under p; it returns the machine and the actions after
 // the restart.
-func restartUnder(t *testing.T, p Policy, before []step, boot string, after ...step) (Machine, []Action) {
+func restartUnder(t *testing.T, p Limits, before []step, boot string, after ...step) (Machine, []Action) {
 	t.Helper()
 	m, clock, _ := playFrom(t, fresh(), t0, p, before)
 	m2 := Machine{Node: m.Node, State: m.State}

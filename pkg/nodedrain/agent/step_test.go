@@ -14,8 +14,8 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func testPolicy() Policy {
-	return Policy{DrainRetryBackoff: time.Minute, DrainRetryBackoffMax: 4 * time.Minute,
+func testPolicy() Limits {
+	return Limits{DrainRetryBackoff: time.Minute, DrainRetryBackoffMax: 4 * time.Minute,
 		CommandRetryBackoff: 10 * time.Second, CommandRetryBackoffMax: time.Minute,
 		RebootTimeout: 5 * time.Minute, BusRetry: 2 * time.Second}
 }
@@ -96,7 +96,7 @@ func play(t *testing.T, m Machine, steps []step) (Machine, time.Time, []string) 
 
 // playFrom runs the steps from m at clock under p and returns the final machine, the clock and
 // every action.
-func playFrom(t *testing.T, m Machine, clock time.Time, p Policy, steps []step) (Machine, time.Time, []Action) {
+func playFrom(t *testing.T, m Machine, clock time.Time, p Limits, steps []step) (Machine, time.Time, []Action) {
 	t.Helper()
 	var out []Action
 	for _, s := range steps {
@@ -423,11 +423,11 @@ func TestEffective(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	require.NoError(t, DefaultPolicy().Validate())
-	p := DefaultPolicy()
+	require.NoError(t, DefaultLimits().Validate())
+	p := DefaultLimits()
 	p.DrainRetryBackoffMax = time.Second
 	require.ErrorContains(t, p.Validate(), "drain retry backoff")
-	p = DefaultPolicy()
+	p = DefaultLimits()
 	p.RebootTimeout = 0
 	require.ErrorContains(t, p.Validate(), "reboot timeout")
 }

@@ -25,7 +25,7 @@ type heldSince struct {
 func (e *Engine) afterEvents(ctx context.Context) {
 	now := e.cfg.Now()
 	began := time.Now() // the wall clock, whatever cfg.Now says
-	var pol AdmitPolicy
+	var pol AdmissionVerdict
 	if m := e.cfg.Maintenance; m != nil {
 		pol = m.Admission(e.core.Waiting(), now)
 	}

@@ -42,13 +42,13 @@ func BenchmarkAdmissionPass(b *testing.B) {
 					sts[name] = nodedrain.NodeDrainStatus{Node: name, RequestID: name + "-r", Status: st, Attempt: 1, UpdatedAt: now}
 				}
 			}
-			e := &Engine{nodes: listersv1.NewNodeLister(indexer), core: NewCore(nodedrain.DefaultPolicy(), 10)}
+			e := &Engine{nodes: listersv1.NewNodeLister(indexer), core: NewCore(nodedrain.DefaultLimits(), 10)}
 			e.core.SetStaleHolderTimeout(10 * time.Minute)
 			e.core.Resume(ResumeInput{Requests: reqs, Statuses: sts}, now)
-			e.core.Admit(e.nodeInfos(now), AdmitPolicy{}, now)
+			e.core.Admit(e.nodeInfos(now), AdmissionVerdict{}, now)
 			b.ReportAllocs()
 			for b.Loop() {
-				if actions, _ := e.core.Admit(e.nodeInfos(now), AdmitPolicy{}, now); len(actions) != 0 {
+				if actions, _ := e.core.Admit(e.nodeInfos(now), AdmissionVerdict{}, now); len(actions) != 0 {
 					b.Fatalf("%d actions in a steady pass", len(actions))
 				}
 			}

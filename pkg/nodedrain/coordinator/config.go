@@ -30,7 +30,7 @@ type Config struct {
 	// Gate is the volume gate; nil allows every node (AllowAll).
 	Gate VolumeGate
 	// Policy holds the retry limits and delays of one drain.
-	Policy nodedrain.Policy
+	Policy nodedrain.Limits
 	// NodeSelector limits the nodes the coordinator manages (drains, cordons) to those matching
 	// this label selector; empty: every node of the cluster.
 	NodeSelector string
@@ -104,7 +104,7 @@ type Config struct {
 // of API unreachability before a safe drain proceeds.
 func DefaultConfig() Config {
 	return Config{
-		Policy:                nodedrain.DefaultPolicy(),
+		Policy:                nodedrain.DefaultLimits(),
 		MaxConcurrentDrains:   1,
 		APIUnreachableTimeout: 5 * time.Minute,
 		EvictRetryDelay:       time.Second,

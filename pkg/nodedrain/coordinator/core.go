@@ -16,7 +16,7 @@ import (
 // performs the actions it returns against Kubernetes and the bus; the whole-protocol
 // simulation (internal/sim) drives the same Core against a model cluster and bus.
 type Core struct {
-	policy            nodedrain.Policy
+	policy            nodedrain.Limits
 	maxConcurrent     int
 	drains            map[string]nodedrain.Drain
 	wholeCluster      bool
@@ -37,9 +37,9 @@ type Core struct {
 	relist            time.Duration                    // see SetInformerRelist
 }
 
-// AdmitPolicy is what the maintenance policy says about the waiting drains (see
+// AdmissionVerdict is what the maintenance policy says about the waiting drains (see
 // nodedrain.AdmitInput): drains held in REQUESTED, and warnings published before admission.
-type AdmitPolicy struct {
+type AdmissionVerdict struct {
 	Holds, Warnings map[string]nodedrain.Hold
 	// Peers is the volume gate's GatePeers, if it has one.
 	Peers func(node string) []nodedrain.VolumePeers
@@ -152,7 +152,7 @@ type CoreEvent struct {
 func (c *Core) ConfirmDeclared() { c.declaredConfirmed = true }
 
 // NewCore returns a Core with no drains.
-func NewCore(p nodedrain.Policy, maxConcurrent int) *Core {
+func NewCore(p nodedrain.Limits, maxConcurrent int) *Core {
 	return &Core{policy: p, maxConcurrent: maxConcurrent, drains: map[string]nodedrain.Drain{},
 		announced: map[string]nodedrain.DrainStatus{}, relist: informerRelist}
 }
@@ -268,7 +268,7 @@ func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction
 
 // Admit admits waiting drains given the cluster's nodes, answers NOTSUPPORTED where no node can
 // take the workloads, and refreshes every queued drain's message.
-func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmitPolicy, now time.Time) ([]NodeAction, CoreEvent) {
+func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmissionVerdict, now time.Time) ([]NodeAction, CoreEvent) {
 	if c.seen == nil {
 		c.seen = map[string]time.Time{}
 	}

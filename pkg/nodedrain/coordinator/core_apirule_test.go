@@ -76,7 +76,7 @@ func TestAPIUnreachableRuleWaitsForCachesThatMayBeBehind(t *testing.T) {
 // cordonedCore is a Core whose drain of n1 (request r1) has cordoned Node object u1 at now,
 // after setup (nil: none) ran on the new Core.
 func cordonedCore(now time.Time, setup func(*Core)) *Core {
-	core := NewCore(nodedrain.DefaultPolicy(), 1)
+	core := NewCore(nodedrain.DefaultLimits(), 1)
 	if setup != nil {
 		setup(core)
 	}

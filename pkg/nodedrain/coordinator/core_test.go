@@ -30,7 +30,7 @@ func TestResumeReleasesWhatNoDrainHolds(t *testing.T) {
 		Held: []string{"unknown"},
 	}
 	released := map[string]bool{}
-	for _, a := range NewCore(nodedrain.DefaultPolicy(), 1).Resume(in, now) {
+	for _, a := range NewCore(nodedrain.DefaultLimits(), 1).Resume(in, now) {
 		if a.Release {
 			released[a.Node] = true
 		}
@@ -47,14 +47,14 @@ func TestForgottenNodeStaysForgotten(t *testing.T) {
 		Context: nodedrain.DecommissionContext}
 	st := nodedrain.NodeDrainStatus{Node: "old", RequestID: "d1", Status: nodedrain.StatusComplete, Decommission: true,
 		SlotReleased: true, UpdatedAt: now}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	var released bool
 	for _, a := range c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{"old": st}}, now) {
 		released = released || a.Release
 	}
 	assert.True(t, released, "its request went while no coordinator ran: the gate's work is released")
 	var forgot bool
-	for _, a := range c.Timers(now.Add(nodedrain.DefaultPolicy().DecommissionLinger)) {
+	for _, a := range c.Timers(now.Add(nodedrain.DefaultLimits().DecommissionLinger)) {
 		if s, ok := a.Action.(nodedrain.Start); ok && s.Op == nodedrain.OpForget {
 			forgot = true
 		}
@@ -88,7 +88,7 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 		return nodedrain.NodeDrainStatus{Node: node, RequestID: node + "-r", Status: s, Attempt: 1, UpdatedAt: now,
 			CordonedByUs: s == nodedrain.StatusComplete}
 	}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	c.Resume(ResumeInput{
 		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c"), "d": req("d"), "e": req("e")},
 		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusComplete), "b": st("b", nodedrain.StatusComplete),
@@ -97,11 +97,11 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	// c went down as its NOTSUPPORTED told it; d drains to e.
 	nodes := []nodedrain.NodeInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d", Ready: true, Schedulable: true},
 		{Name: "e", Ready: true, Schedulable: true}}
-	out, ev := c.Admit(nodes, AdmitPolicy{}, now)
+	out, ev := c.Admit(nodes, AdmissionVerdict{}, now)
 	assert.True(t, ev.ConfirmDeclared, "acting on the declaration waits for the requests read afresh")
 	assert.Empty(t, out)
 	c.ConfirmDeclared()
-	_, ev = c.Admit(nodes, AdmitPolicy{}, now)
+	_, ev = c.Admit(nodes, AdmissionVerdict{}, now)
 	assert.True(t, ev.WholeCluster)
 	for _, n := range []string{"a", "b", "c"} {
 		d, _ := c.Drain(n)
@@ -110,14 +110,14 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 		c.Step(n, nodedrain.EvPublished{Status: d.Status.Status, Holds: d.Status.HoldsSlot()}, now)
 	}
 	c.ConfirmDeclared()
-	_, ev = c.Admit(nodes, AdmitPolicy{}, now) // the releases are on the bus
+	_, ev = c.Admit(nodes, AdmissionVerdict{}, now) // the releases are on the bus
 	assert.True(t, ev.WholeCluster)
 	d, _ := c.Drain("d")
 	assert.Equal(t, nodedrain.StatusStarting, d.Status.Status, "d is admitted: a and b are down for the shutdown")
 
 	nodes[2].Ready = true                   // c is back
 	c.Step("c", nodedrain.EvRequest{}, now) // and withdraws: the declaration is over
-	_, ev = c.Admit(nodes, AdmitPolicy{}, now)
+	_, ev = c.Admit(nodes, AdmissionVerdict{}, now)
 	assert.False(t, ev.WholeCluster)
 	var holders []string
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
@@ -140,7 +140,7 @@ func TestAWithdrawalIsAnAgentUp(t *testing.T) {
 	st := func(node string, s nodedrain.DrainStatus) nodedrain.NodeDrainStatus {
 		return nodedrain.NodeDrainStatus{Node: node, RequestID: node + "-r", Status: s, Attempt: 1, UpdatedAt: now}
 	}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	c.Resume(ResumeInput{
 		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
 			"b": req("b", nodedrain.ClusterShutdownContext), "c": req("c", "reboot")},
@@ -149,31 +149,31 @@ func TestAWithdrawalIsAnAgentUp(t *testing.T) {
 	}, now)
 	nodes := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}, {Name: "c"}}
 	c.Step("c", nodedrain.EvRequest{}, now) // c is back from its reboot, its Node still NotReady
-	_, ev := c.Admit(nodes, AdmitPolicy{}, now.Add(time.Second))
+	_, ev := c.Admit(nodes, AdmissionVerdict{}, now.Add(time.Second))
 	assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "c's agent runs and asks nothing")
-	_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(backFor))
+	_, ev = c.Admit(nodes, AdmissionVerdict{}, now.Add(backFor))
 	assert.True(t, ev.WholeCluster || ev.ConfirmDeclared, "NotReady since long after its withdrawal, c is down")
 
 	// A coordinator taking over after the withdrawal knows it from c's status (review).
 	for _, cs := range []nodedrain.NodeDrainStatus{st("c", nodedrain.StatusNotRequested), st("c", nodedrain.StatusComplete)} {
-		c = NewCore(nodedrain.DefaultPolicy(), 1)
+		c = NewCore(nodedrain.DefaultLimits(), 1)
 		c.Resume(ResumeInput{
 			Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
 				"b": req("b", nodedrain.ClusterShutdownContext)},
 			Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusRequested), "b": st("b", nodedrain.StatusRequested),
 				"c": cs},
 		}, now.Add(time.Second))
-		_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(2*time.Second))
+		_, ev = c.Admit(nodes, AdmissionVerdict{}, now.Add(2*time.Second))
 		assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "resumed with c's request withdrawn (status %s), c's agent runs", cs.Status)
 	}
 	// A withdrawal older than backFor says nothing.
-	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	c = NewCore(nodedrain.DefaultLimits(), 1)
 	c.Resume(ResumeInput{
 		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a", nodedrain.ClusterShutdownContext),
 			"b": req("b", nodedrain.ClusterShutdownContext)},
 		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st("a", nodedrain.StatusRequested), "b": st("b", nodedrain.StatusRequested),
 			"c": st("c", nodedrain.StatusNotRequested)},
 	}, now.Add(backFor))
-	_, ev = c.Admit(nodes, AdmitPolicy{}, now.Add(backFor+time.Second))
+	_, ev = c.Admit(nodes, AdmissionVerdict{}, now.Add(backFor+time.Second))
 	assert.True(t, ev.WholeCluster || ev.ConfirmDeclared, "c withdrew long ago and is NotReady: down")
 }

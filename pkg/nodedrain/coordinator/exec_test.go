@@ -75,7 +75,7 @@ func TestResultsOfAnEarlierRunAreDropped(t *testing.T) {
 // announced once.
 func TestNoEventForAWriteWhoseReplyCameAfterTheLeaseLapsed(t *testing.T) {
 	stopped := 0
-	e := &Engine{core: NewCore(nodedrain.DefaultPolicy(), 1), log: logrus.New(), stopRun: func() { stopped++ }}
+	e := &Engine{core: NewCore(nodedrain.DefaultLimits(), 1), log: logrus.New(), stopRun: func() { stopped++ }}
 	valid := true
 	ctx := WithLeaseCheck(context.Background(), func() bool { return valid })
 	st := nodedrain.NodeDrainStatus{Node: "node-a", RequestID: "r1", Status: nodedrain.StatusComplete}

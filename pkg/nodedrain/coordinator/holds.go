@@ -83,8 +83,8 @@ type HoldInput struct {
 // not yet done (or too old), blockers, a failed check (fail closed) and, with PreflightHold, a
 // prediction that something would block keep a drain REQUESTED with the reason; with
 // PreflightWarn the prediction is a warning published before admission.
-func DecideHolds(in HoldInput) AdmitPolicy {
-	out := AdmitPolicy{Holds: map[string]nodedrain.Hold{}, Warnings: map[string]nodedrain.Hold{}}
+func DecideHolds(in HoldInput) AdmissionVerdict {
+	out := AdmissionVerdict{Holds: map[string]nodedrain.Hold{}, Warnings: map[string]nodedrain.Hold{}}
 	for _, w := range in.Waiting {
 		if h, held := decideOne(in, w); held {
 			out.Holds[w.Node] = h

@@ -26,9 +26,9 @@ type LeaderConfig struct {
 	// stopped answering active in API-outage mode (see outage.go), so that the API-unreachable
 	// rule can apply; set it when that rule is on.
 	ActThroughAPIOutage bool
-	// Writes, if set, is the WriteGate of the clients the run uses: it allows writes only while
+	// Writes, if set, is the WriteGuard of the clients the run uses: it allows writes only while
 	// this replica holds the Lease.
-	Writes *WriteGate
+	Writes *WriteGuard
 	Logger logrus.FieldLogger
 }
 

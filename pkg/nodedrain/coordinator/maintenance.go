@@ -13,7 +13,7 @@ type Maintenance interface {
 	// Admission says, without blocking, which waiting drains must stay REQUESTED (a closed
 	// window, blockers, a pre-flight hold, a check not yet done) and which are admitted with a
 	// warning. It may start checks in the background; Changed signals their results.
-	Admission(waiting []Waiting, now time.Time) AdmitPolicy
+	Admission(waiting []Waiting, now time.Time) AdmissionVerdict
 	// Order gives a node's priority for a request of requester and its failure domain.
 	Order(nodeLabels map[string]string, requester nodedrain.Requester) (priority int, domain string)
 	// Blockers lists what blocks COMPLETE on node now (the policy's pods and alerts); it is

@@ -147,25 +147,25 @@ func (l *trackedLock) unreachableSinceRenewal() bool {
 	return l.inflight || leaseUnreachable(l.lastErr)
 }
 
-// WriteGate refuses Kubernetes writes (any request but GET, HEAD and OPTIONS) made through a
+// WriteGuard refuses Kubernetes writes (any request but GET, HEAD and OPTIONS) made through a
 // client whose transport it wraps, unless the current check allows them: the volume gate, the
 // orphaned-PVC loop and the Event recorder write only while this replica holds the Lease (not on
 // standby, not in API-outage mode). Without a check every write is allowed.
-type WriteGate struct {
+type WriteGuard struct {
 	allowed atomic.Pointer[func() bool]
 }
 
 // Set replaces the check (nil: allow everything).
-func (g *WriteGate) Set(allowed func() bool) { g.allowed.Store(&allowed) }
+func (g *WriteGuard) Set(allowed func() bool) { g.allowed.Store(&allowed) }
 
 // Allowed reports whether a write may go out now.
-func (g *WriteGate) Allowed() bool {
+func (g *WriteGuard) Allowed() bool {
 	p := g.allowed.Load()
 	return p == nil || *p == nil || (*p)()
 }
 
 // Wrap returns rt behind the gate (for rest.Config.Wrap).
-func (g *WriteGate) Wrap(rt http.RoundTripper) http.RoundTripper {
+func (g *WriteGuard) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:

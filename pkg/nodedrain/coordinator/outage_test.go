@@ -119,9 +119,9 @@ func receiveCtx(t *testing.T, c <-chan context.Context, msg string) context.Cont
 	}
 }
 
-// The WriteGate lets reads through always and writes only while its check allows them.
+// The WriteGuard lets reads through always and writes only while its check allows them.
 func TestWriteGateRefusesWritesWithoutTheLease(t *testing.T) {
-	var g WriteGate
+	var g WriteGuard
 	var hits atomic.Int32
 	next := roundTripFunc(func(*http.Request) (*http.Response, error) {
 		hits.Add(1)

@@ -54,12 +54,12 @@ func TestNoStaleHolderIsReleasedOnAFrozenView(t *testing.T) {
 // released a's slot.
 func completeHolder(req *nodedrain.NodeDrainRequest, st nodedrain.NodeDrainStatus, nodes []nodedrain.NodeInfo,
 	now time.Time) (c *Core, released func(at time.Time) bool) {
-	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	c = NewCore(nodedrain.DefaultLimits(), 1)
 	c.SetStaleHolderTimeout(5 * time.Minute)
 	c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
 		Statuses: map[string]nodedrain.NodeDrainStatus{"a": st}, CordonedByUs: map[string]bool{"a": true}}, now)
 	return c, func(at time.Time) bool {
-		actions, _ := c.Admit(nodes, AdmitPolicy{}, at)
+		actions, _ := c.Admit(nodes, AdmissionVerdict{}, at)
 		for _, a := range actions {
 			if _, ok := a.Action.(nodedrain.SlotReleased); ok {
 				return true

@@ -27,7 +27,7 @@ func uncordons(actions []NodeAction) int {
 // the uncordon that shows the record is a cordon that landed after it: that one is undone.
 func TestAViewOlderThanTheUncordonIsNoCordonFound(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	out := c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{"a": {Node: "a", RequestID: "r1",
 		Status: nodedrain.StatusNotRequested, CordonedByUs: true, UpdatedAt: now}}, CordonedByUs: map[string]bool{"a": true}}, now)
 	require.Equal(t, 1, uncordons(out), "the resumed cordon is undone")
@@ -38,11 +38,11 @@ func TestAViewOlderThanTheUncordonIsNoCordonFound(t *testing.T) {
 	view := func(rv string) []nodedrain.NodeInfo {
 		return []nodedrain.NodeInfo{{Name: "a", Ready: true, CordonRecord: true, ResourceVersion: rv}}
 	}
-	out, _ = c.Admit(view("119"), AdmitPolicy{}, now.Add(time.Second))
+	out, _ = c.Admit(view("119"), AdmissionVerdict{}, now.Add(time.Second))
 	assert.Zero(t, uncordons(out), "a view from before the uncordon")
 	d, _ = c.Drain("a")
 	assert.False(t, d.Status.CordonedByUs)
-	out, _ = c.Admit(view("121"), AdmitPolicy{}, now.Add(2*time.Second))
+	out, _ = c.Admit(view("121"), AdmissionVerdict{}, now.Add(2*time.Second))
 	assert.Equal(t, 1, uncordons(out), "a record written after the uncordon is a cordon that landed late")
 	d, _ = c.Drain("a")
 	assert.True(t, d.Status.CordonedByUs)

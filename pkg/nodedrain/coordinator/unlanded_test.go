@@ -19,7 +19,7 @@ func TestNoteUnlandedOnlyForTheOnlyCompleteThatMayHaveLanded(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	req := &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp}
 	core := func(sent bool) *Core {
-		c := NewCore(nodedrain.DefaultPolicy(), 1)
+		c := NewCore(nodedrain.DefaultLimits(), 1)
 		c.Resume(ResumeInput{Requests: map[string]*nodedrain.NodeDrainRequest{"a": req},
 			Statuses: map[string]nodedrain.NodeDrainStatus{"a": {Node: "a", RequestID: "r1", Status: nodedrain.StatusCordoned,
 				CordonedByUs: true, CompleteSent: sent, UpdatedAt: now, StartedAt: now}},

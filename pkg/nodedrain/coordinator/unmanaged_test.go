@@ -19,7 +19,7 @@ func TestNodeLeavingTheSelector(t *testing.T) {
 	req := func(node, id string) *nodedrain.NodeDrainRequest {
 		return &nodedrain.NodeDrainRequest{Node: node, RequestID: id, RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp}
 	}
-	c := NewCore(nodedrain.DefaultPolicy(), 2)
+	c := NewCore(nodedrain.DefaultLimits(), 2)
 	c.SetStaleHolderTimeout(10 * time.Minute)
 	c.Resume(ResumeInput{
 		Requests: map[string]*nodedrain.NodeDrainRequest{"draining": req("draining", "d1"), "complete": req("complete", "c1")},
@@ -31,11 +31,11 @@ func TestNodeLeavingTheSelector(t *testing.T) {
 	}, now)
 	nodes := []nodedrain.NodeInfo{{Name: "draining", Ready: true, Unmanaged: true}, {Name: "complete", Ready: true, Unmanaged: true},
 		{Name: "other", Ready: true, Schedulable: true}}
-	c.Admit(nodes, AdmitPolicy{}, now)
-	c.Admit(nodes, AdmitPolicy{}, now.Add(nodedrain.NodeGoneAfter-time.Second))
+	c.Admit(nodes, AdmissionVerdict{}, now)
+	c.Admit(nodes, AdmissionVerdict{}, now.Add(nodedrain.NodeGoneAfter-time.Second))
 	d, _ := c.Drain("draining")
 	assert.Equal(t, nodedrain.StatusCordoned, d.Status.Status, "not before NodeGoneAfter")
-	actions, _ := c.Admit(nodes, AdmitPolicy{}, now.Add(nodedrain.NodeGoneAfter))
+	actions, _ := c.Admit(nodes, AdmissionVerdict{}, now.Add(nodedrain.NodeGoneAfter))
 	d, _ = c.Drain("draining")
 	assert.Equal(t, nodedrain.StatusFailedDrain, d.Status.Status)
 	assert.Contains(t, d.Status.Message, "--node-selector")

@@ -19,14 +19,14 @@ func TestCoreEndsTheDrainOfAVanishedNode(t *testing.T) {
 	require.Equal(t, nodedrain.StatusCordoned, d.Status.Status)
 
 	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
-	c.Admit(onlyB, AdmitPolicy{}, now)
-	c.Admit(both, AdmitPolicy{}, now.Add(30*time.Second)) // registered again: the count starts afresh
-	c.Admit(onlyB, AdmitPolicy{}, now.Add(40*time.Second))
-	c.Admit(nil, AdmitPolicy{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter))
+	c.Admit(onlyB, AdmissionVerdict{}, now)
+	c.Admit(both, AdmissionVerdict{}, now.Add(30*time.Second)) // registered again: the count starts afresh
+	c.Admit(onlyB, AdmissionVerdict{}, now.Add(40*time.Second))
+	c.Admit(nil, AdmissionVerdict{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter))
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "an empty view ended the drain")
-	c.Admit(onlyB, AdmitPolicy{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter-time.Millisecond))
+	c.Admit(onlyB, AdmissionVerdict{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter-time.Millisecond))
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended before NodeGoneAfter")
-	c.Admit(onlyB, AdmitPolicy{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter))
+	c.Admit(onlyB, AdmissionVerdict{}, now.Add(40*time.Second+nodedrain.NodeGoneAfter))
 	assert.Equal(t, nodedrain.StatusFailedDrain, status())
 	d, _ = c.Drain("a")
 	assert.False(t, d.Draining())
@@ -42,7 +42,7 @@ func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
 		return &nodedrain.NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp,
 			Context: nodedrain.ClusterShutdownContext}
 	}
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	c.Resume(ResumeInput{
 		Requests: map[string]*nodedrain.NodeDrainRequest{"a": req("a"), "b": req("b"), "c": req("c")},
 		Statuses: map[string]nodedrain.NodeDrainStatus{
@@ -51,10 +51,10 @@ func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
 			"c": {Node: "c", RequestID: "c-r", Status: nodedrain.StatusRequested, UpdatedAt: now}},
 	}, now)
 	withoutA := []nodedrain.NodeInfo{{Name: "b", Ready: true, Schedulable: true}, {Name: "c", Ready: true, Schedulable: true}}
-	_, ev := c.Admit(withoutA, AdmitPolicy{}, now)
+	_, ev := c.Admit(withoutA, AdmissionVerdict{}, now)
 	require.True(t, ev.ConfirmDeclared)
 	c.ConfirmDeclared()
-	out, ev := c.Admit(withoutA, AdmitPolicy{}, now)
+	out, ev := c.Admit(withoutA, AdmissionVerdict{}, now)
 	require.True(t, ev.WholeCluster)
 	d, _ := c.Drain("a")
 	require.True(t, d.Status.SlotReleased, "a's Node object is missing: down for the shutdown, as admission counts it")
@@ -74,7 +74,7 @@ func TestDeclaredShutdownReleasesTheSlotOfAVanishedNode(t *testing.T) {
 // an empty view (a failed list) forgets nothing.
 func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c := NewCore(nodedrain.DefaultPolicy(), 1)
+	c := NewCore(nodedrain.DefaultLimits(), 1)
 	c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{
 		"gone": {Node: "gone", Status: nodedrain.StatusNotRequested, RequestID: "r1"},
 		"here": {Node: "here", Status: nodedrain.StatusNotRequested, RequestID: "r2"},
@@ -89,13 +89,13 @@ func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
 		}
 		return nodes
 	}
-	out, _ := c.Admit(here, AdmitPolicy{}, now)
+	out, _ := c.Admit(here, AdmissionVerdict{}, now)
 	assert.Empty(t, forgets(out))
-	out, _ = c.Admit(nil, AdmitPolicy{}, now.Add(time.Hour))
+	out, _ = c.Admit(nil, AdmissionVerdict{}, now.Add(time.Hour))
 	assert.Empty(t, forgets(out), "an empty view forgot a status")
-	out, _ = c.Admit(here, AdmitPolicy{}, now.Add(seenFor-time.Second))
+	out, _ = c.Admit(here, AdmissionVerdict{}, now.Add(seenFor-time.Second))
 	assert.Empty(t, forgets(out), "forgotten before seenFor")
-	out, _ = c.Admit(here, AdmitPolicy{}, now.Add(seenFor))
+	out, _ = c.Admit(here, AdmissionVerdict{}, now.Add(seenFor))
 	assert.Equal(t, []string{"gone"}, forgets(out))
 	c.Step("gone", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "r1"}, now.Add(seenFor))
 	_, known := c.Drain("gone")
@@ -109,18 +109,18 @@ func TestNoDrainEndsAsVanishedOnAFrozenView(t *testing.T) {
 	now, c, _, onlyB := cordonedDrainOfA()
 	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
 
-	c.Admit(onlyB, AdmitPolicy{}, now)
+	c.Admit(onlyB, AdmissionVerdict{}, now)
 	c.SetAPIUnreachable(now.Add(10 * time.Second)) // 10 s counted before
-	c.Admit(onlyB, AdmitPolicy{}, now.Add(10*nodedrain.NodeGoneAfter))
+	c.Admit(onlyB, AdmissionVerdict{}, now.Add(10*nodedrain.NodeGoneAfter))
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended as its Node gone on a frozen view")
 	c.SetAPIUnreachable(time.Time{})
 	back := now.Add(10*nodedrain.NodeGoneAfter + time.Second)
-	c.Admit(onlyB, AdmitPolicy{}, back)
+	c.Admit(onlyB, AdmissionVerdict{}, back)
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended on the first pass after the API answered")
 	rest := nodedrain.NodeGoneAfter - 10*time.Second + informerRelist
-	c.Admit(onlyB, AdmitPolicy{}, back.Add(rest-time.Second))
+	c.Admit(onlyB, AdmissionVerdict{}, back.Add(rest-time.Second))
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended on the view the API's return has not refreshed yet")
-	c.Admit(onlyB, AdmitPolicy{}, back.Add(rest))
+	c.Admit(onlyB, AdmissionVerdict{}, back.Add(rest))
 	assert.Equal(t, nodedrain.StatusFailedDrain, status(), "gone for NodeGoneAfter on a live view, the 10 s before the outage counted")
 }
 
@@ -132,19 +132,19 @@ func TestASecondOutageInTheRelistWaitPausesNoCountTwice(t *testing.T) {
 	status := func() nodedrain.DrainStatus { d, _ := c.Drain("a"); return d.Status.Status }
 	at := func(d time.Duration) time.Time { return now.Add(d) }
 
-	c.Admit(onlyB, AdmitPolicy{}, now) // a's Node gone from now
+	c.Admit(onlyB, AdmissionVerdict{}, now) // a's Node gone from now
 	c.SetAPIUnreachable(now)
-	c.Admit(onlyB, AdmitPolicy{}, at(10*time.Second))
+	c.Admit(onlyB, AdmissionVerdict{}, at(10*time.Second))
 	c.SetAPIUnreachable(time.Time{})
-	c.Admit(onlyB, AdmitPolicy{}, at(30*time.Second)) // back after 30 s: the count begins 60 s later, at 90 s
-	c.SetAPIUnreachable(at(50 * time.Second))         // gone again in that wait
-	c.Admit(onlyB, AdmitPolicy{}, at(60*time.Second))
+	c.Admit(onlyB, AdmissionVerdict{}, at(30*time.Second)) // back after 30 s: the count begins 60 s later, at 90 s
+	c.SetAPIUnreachable(at(50 * time.Second))              // gone again in that wait
+	c.Admit(onlyB, AdmissionVerdict{}, at(60*time.Second))
 	c.SetAPIUnreachable(time.Time{})
-	c.Admit(onlyB, AdmitPolicy{}, at(70*time.Second)) // back after 20 s: the count begins 40 s later, at 110 s
+	c.Admit(onlyB, AdmissionVerdict{}, at(70*time.Second)) // back after 20 s: the count begins 40 s later, at 110 s
 	begins := at(110 * time.Second)
-	c.Admit(onlyB, AdmitPolicy{}, begins.Add(nodedrain.NodeGoneAfter-time.Second))
+	c.Admit(onlyB, AdmissionVerdict{}, begins.Add(nodedrain.NodeGoneAfter-time.Second))
 	assert.Equal(t, nodedrain.StatusCordoned, status(), "ended before NodeGoneAfter on a live view")
-	c.Admit(onlyB, AdmitPolicy{}, begins.Add(nodedrain.NodeGoneAfter))
+	c.Admit(onlyB, AdmissionVerdict{}, begins.Add(nodedrain.NodeGoneAfter))
 	assert.Equal(t, nodedrain.StatusFailedDrain, status(), "gone for NodeGoneAfter after the second relist wait")
 }
 
@@ -164,7 +164,7 @@ func TestADrainStillEndsAsVanishedUnderAFlappingAPI(t *testing.T) {
 		} else {
 			c.SetAPIUnreachable(time.Time{})
 		}
-		c.Admit(onlyB, AdmitPolicy{}, now.Add(at))
+		c.Admit(onlyB, AdmissionVerdict{}, now.Add(at))
 		if status() == nodedrain.StatusFailedDrain {
 			ended = at
 		}
@@ -178,11 +178,11 @@ func TestADrainStillEndsAsVanishedUnderAFlappingAPI(t *testing.T) {
 // cluster of a and b; onlyB is the view without a's Node.
 func cordonedDrainOfA() (now time.Time, c *Core, both, onlyB []nodedrain.NodeInfo) {
 	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	c = NewCore(nodedrain.DefaultPolicy(), 1)
+	c = NewCore(nodedrain.DefaultLimits(), 1)
 	both = []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
 	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
 		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
-	c.Admit(both, AdmitPolicy{}, now)
+	c.Admit(both, AdmissionVerdict{}, now)
 	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
 	return now, c, both, both[1:]
 }
