@@ -1,5 +1,7 @@
-// Package cli holds what both edgedrain binaries need for their command lines: flags that can also
-// be set through EDGEDRAIN_* environment variables, and help that names those variables.
+// Package cli holds what the edgedrain programs need for their command lines: cobra commands
+// whose flags can also be set through EDGEDRAIN_* environment variables, help that names those
+// variables, and the Go-style single-dash flags (-nats-url) the programs accepted before they
+// moved to pflag.
 package cli
 
 import (
@@ -7,30 +9,51 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // EnvPrefix starts the name of every environment variable that sets a flag.
 const EnvPrefix = "EDGEDRAIN_"
+
+// EnvAnnotation is the pflag annotation naming the environment variable that sets a flag (see
+// BindEnv); a flag without it has none.
+const EnvAnnotation = "edgedrain.io/env"
 
 // EnvName returns the environment variable for flag name: "nats-url" → "EDGEDRAIN_NATS_URL".
 func EnvName(flagName string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Parse parses args into fs, then sets every flag not given on the command line from its
-// environment variable (see EnvName), if that is set. A bad value names its variable.
-func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// BindEnv lets every flag now in fs be set by its environment variable (EnvName), recording the
+// variable in the flag's EnvAnnotation; ApplyEnv reads them.
+func BindEnv(fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Annotations == nil {
+			f.Annotations = map[string][]string{}
+		}
+		f.Annotations[EnvAnnotation] = []string{EnvName(f.Name)}
+	})
+}
+
+// Env returns the environment variable that sets f, "" if none.
+func Env(f *pflag.Flag) string {
+	if v := f.Annotations[EnvAnnotation]; len(v) > 0 {
+		return v[0]
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return ""
+}
+
+// ApplyEnv sets every flag of fs that has an environment variable (BindEnv) and was not given
+// on the command line from that variable, if it is set: the command line wins over the
+// environment, which wins over the default. A bad value names its variable.
+func ApplyEnv(fs *pflag.FlagSet) error {
 	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || given[f.Name] {
+	fs.VisitAll(func(f *pflag.Flag) {
+		env := Env(f)
+		if err != nil || f.Changed || env == "" {
 			return
 		}
-		env := EnvName(f.Name)
 		if v, ok := os.LookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("environment variable %s=%q: %w", env, v, e)
@@ -40,24 +63,22 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
-// Usage returns a flag.FlagSet Usage function that prints intro, then every flag with its default
-// and its environment variable.
-func Usage(fs *flag.FlagSet, intro string) func() {
-	return func() {
-		out := fs.Output()
-		fmt.Fprintln(out, strings.TrimSpace(intro))
-		fmt.Fprintln(out, "\nFlags (each can also be set by the environment variable shown):")
-		fs.VisitAll(func(f *flag.Flag) {
-			name, usage := flag.UnquoteUsage(f)
-			fmt.Fprintf(out, "  --%s", f.Name)
-			if name != "" {
-				fmt.Fprintf(out, " %s", name)
-			}
-			fmt.Fprintf(out, "   [%s]\n      %s", EnvName(f.Name), strings.ReplaceAll(usage, "\n", "\n      "))
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-				fmt.Fprintf(out, " (default %q)", f.DefValue)
-			}
-			fmt.Fprintln(out)
-		})
+// Parse parses args into fs (Go-style single-dash long flags accepted, see GoStyleArgs), then
+// sets what the command line left unset from the environment (ApplyEnv).
+func Parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(goStyle(flagTable(fs), fs.GetNormalizeFunc(), args)); err != nil {
+		return err
 	}
+	return ApplyEnv(fs)
 }
+
+// GoValue adapts a flag.Value (a type of a package that knows nothing of pflag) to pflag, its
+// type named typ in the help.
+func GoValue(v flag.Value, typ string) pflag.Value { return goValue{v, typ} }
+
+type goValue struct {
+	flag.Value
+	typ string
+}
+
+func (v goValue) Type() string { return v.typ }

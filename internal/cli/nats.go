@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -16,7 +17,7 @@ type NATSFlags struct {
 }
 
 // Register adds the flags to fs.
-func (n *NATSFlags) Register(fs *flag.FlagSet) {
+func (n *NATSFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&n.URLs, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma-separated")
 	fs.StringVar(&n.User, "nats-user", "", "NATS user (with --nats-password)")
 	fs.StringVar(&n.Password, "nats-password", "", "NATS password; prefer the environment variable to the command line")

@@ -268,7 +268,7 @@ func (c *coord) requestEvent(key string, r revision) {
 		req := r.val.(nodedrain.NodeDrainRequest)
 		ev.Request = &req
 	}
-	c.act(c.core.Step(key, ev, c.now()))
+	c.act(c.core.Handle(key, ev, c.now()))
 	c.afterEvents()
 }
 
@@ -532,7 +532,7 @@ func (c *coord) publishAsked(st nodedrain.NodeDrainStatus, asked time.Time) {
 		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete { // as the engine: check again first
 			c.noteUnlanded(st, c.lastSeq)
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
+			c.act(c.core.Handle(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
 	}
@@ -574,14 +574,14 @@ func (c *coord) written(st nodedrain.NodeDrainStatus, seq uint64, refused bool) 
 		c.failedWrite(st.Node)                     // written, but the reply was lost: written again
 		if st.Status == nodedrain.StatusComplete { // as the engine, which sees an error
 			c.noteUnlanded(st, c.fence)
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
+			c.act(c.core.Handle(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 		}
 		return
 	}
 	c.lastSeq = max(c.lastSeq, seq)
 	delete(c.unpublished, st.Node)
 	c.landed.Note(st)
-	c.act(c.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
+	c.act(c.core.Handle(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, c.now()))
 	c.completesNotLanded(st, c.fence)
 	if (c.stillLeading() || c.outage) && c.core.Announce(st) { // Engine.announce
 		s.onEvent(c, st)
@@ -598,7 +598,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete {
 			c.noteUnlanded(st, c.fence)
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+			c.act(c.core.Handle(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
 	}
@@ -607,7 +607,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 		c.failedWrite(st.Node)
 		if st.Status == nodedrain.StatusComplete {
 			c.noteUnlanded(st, c.fence)
-			c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
+			c.act(c.core.Handle(st.Node, nodedrain.EvPublishFailed{}, s.w.now))
 		}
 		return
 	}
@@ -636,7 +636,7 @@ func (c *coord) refused(st nodedrain.NodeDrainStatus) {
 	c.failedWrite(st.Node)
 	if st.Status == nodedrain.StatusComplete {
 		c.noteUnlanded(st, c.fence)
-		c.act(c.core.Step(st.Node, nodedrain.EvPublishFailed{}, c.now()))
+		c.act(c.core.Handle(st.Node, nodedrain.EvPublishFailed{}, c.now()))
 	}
 }
 
@@ -728,7 +728,7 @@ func (c *coord) completesNotLanded(written nodedrain.NodeDrainStatus, fence uint
 		u := c.unlanded[node]
 		delete(c.unlanded, node)
 		if u.fence == fence {
-			c.act(c.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
+			c.act(c.core.Handle(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, c.now()))
 		}
 	}
 }

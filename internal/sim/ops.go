@@ -25,7 +25,7 @@ func (c *coord) start(node, rid string, st nodedrain.Start) {
 			ev.Unreachable = errors.As(ev.Err, &uerr) || errors.Is(ev.Err, coordinator.ErrLeaseLapsed)
 		}
 		c.later(0, "op result", inc, func() {
-			c.act(c.core.Step(node, ev, c.now()))
+			c.act(c.core.Handle(node, ev, c.now()))
 			c.afterEvents()
 		})
 	}

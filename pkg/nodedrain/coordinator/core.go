@@ -237,8 +237,9 @@ func (c *Core) Resume(in ResumeInput, now time.Time) []NodeAction {
 	return out
 }
 
-// Step feeds one event to node's drain and returns the actions to take.
-func (c *Core) Step(node string, ev nodedrain.Event, now time.Time) []NodeAction {
+// Handle feeds one event to node's drain (nodedrain.Step, the pure machine) and returns the
+// actions to take, with the bookkeeping that spans nodes.
+func (c *Core) Handle(node string, ev nodedrain.Event, now time.Time) []NodeAction {
 	d, ok := c.drains[node]
 	if !ok {
 		if r, isReq := ev.(nodedrain.EvRequest); !isReq || r.Request == nil {
@@ -317,19 +318,19 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmissionVerdict, now time.
 	for _, n := range adm.Admit {
 		if w, ok := pol.Warnings[n]; ok {
 			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
-			out = append(out, c.Step(n, nodedrain.EvQueued{Message: w.Message, Blockers: w.Blockers}, now)...)
+			out = append(out, c.Handle(n, nodedrain.EvQueued{Message: w.Message, Blockers: w.Blockers}, now)...)
 		}
-		out = append(out, c.Step(n, nodedrain.EvAdmit{}, now)...)
+		out = append(out, c.Handle(n, nodedrain.EvAdmit{}, now)...)
 	}
 	for _, n := range slices.Sorted(maps.Keys(adm.Held)) {
 		h := adm.Held[n]
-		out = append(out, c.Step(n, nodedrain.EvQueued{Message: h.Message, Blockers: h.Blockers}, now)...)
+		out = append(out, c.Handle(n, nodedrain.EvQueued{Message: h.Message, Blockers: h.Blockers}, now)...)
 	}
 	for _, n := range slices.Sorted(maps.Keys(adm.NotSupported)) {
-		out = append(out, c.Step(n, nodedrain.EvNotSupported{Reason: adm.NotSupported[n]}, now)...)
+		out = append(out, c.Handle(n, nodedrain.EvNotSupported{Reason: adm.NotSupported[n]}, now)...)
 	}
 	for _, n := range slices.Sorted(maps.Keys(adm.Queued)) {
-		out = append(out, c.Step(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
+		out = append(out, c.Handle(n, nodedrain.EvQueued{Message: adm.Queued[n]}, now)...)
 	}
 	return out, ev
 }
@@ -341,7 +342,7 @@ func (c *Core) giveWay(peers func(string) []nodedrain.VolumePeers, now time.Time
 	gw := nodedrain.GiveWay(c.drains, peers)
 	var out []NodeAction
 	for _, n := range slices.Sorted(maps.Keys(gw)) {
-		out = append(out, c.Step(n, nodedrain.EvGiveWay{Reason: gw[n]}, now)...)
+		out = append(out, c.Handle(n, nodedrain.EvGiveWay{Reason: gw[n]}, now)...)
 	}
 	return out
 }
@@ -354,7 +355,7 @@ func (c *Core) holdForAPI(now time.Time) []NodeAction {
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		if c.drains[node].AwaitsAdmission() {
-			out = append(out, c.Step(node, nodedrain.EvQueued{Message: msg}, now)...)
+			out = append(out, c.Handle(node, nodedrain.EvQueued{Message: msg}, now)...)
 		}
 	}
 	return out
@@ -385,7 +386,7 @@ func (c *Core) forgetAbsent(cluster []nodedrain.NodeInfo, now time.Time) []NodeA
 		}
 		if now.Sub(since) >= seenFor && now.Sub(c.seen[node]) >= seenFor {
 			delete(c.idleAbsent, node)
-			out = append(out, c.Step(node, nodedrain.EvForgetIdle{}, now)...)
+			out = append(out, c.Handle(node, nodedrain.EvForgetIdle{}, now)...)
 		}
 	}
 	return out
@@ -449,7 +450,7 @@ func (c *Core) Timers(now time.Time) []NodeAction {
 	var out []NodeAction
 	for _, node := range c.Nodes() {
 		if at := c.due(c.drains[node]); !at.IsZero() && !now.Before(at) {
-			out = append(out, c.Step(node, nodedrain.EvTimer{}, now)...)
+			out = append(out, c.Handle(node, nodedrain.EvTimer{}, now)...)
 		}
 	}
 	return out
@@ -464,7 +465,7 @@ func (c *Core) Changed(now time.Time) ([]NodeAction, bool) {
 	for _, node := range c.Nodes() {
 		if c.drains[node].ReactsToChange() {
 			cared = true
-			out = append(out, c.Step(node, nodedrain.EvChanged{}, now)...)
+			out = append(out, c.Handle(node, nodedrain.EvChanged{}, now)...)
 		}
 	}
 	return out, cared
@@ -553,7 +554,7 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 				d.Status.Status, gone.Round(time.Second))
 		}
 		if reason != "" {
-			out = append(out, c.Step(node, nodedrain.EvReleaseSlot{Reason: reason}, now)...)
+			out = append(out, c.Handle(node, nodedrain.EvReleaseSlot{Reason: reason}, now)...)
 		}
 	}
 	return out
@@ -574,7 +575,7 @@ func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []Node
 	}
 	var out []NodeAction
 	for _, node := range c.declaredReleasable(nodes) {
-		out = append(out, c.Step(node, nodedrain.EvReleaseSlot{
+		out = append(out, c.Handle(node, nodedrain.EvReleaseSlot{
 			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
 	}
 	return out
@@ -631,7 +632,7 @@ func (c *Core) APIUnreachable(down time.Duration, view GateView, cordon CordonVi
 			found, cordoned, uid := cordon(node)
 			ev.Uncordoned = !found || !cordoned || (uid != "" && d.NodeUID != "" && uid != d.NodeUID)
 		}
-		out = append(out, c.Step(node, ev, now)...)
+		out = append(out, c.Handle(node, ev, now)...)
 	}
 	return out
 }

@@ -81,8 +81,8 @@ func cordonedCore(now time.Time, setup func(*Core)) *Core {
 		setup(core)
 	}
 	r := &nodedrain.NodeDrainRequest{Node: "n1", RequestID: "r1", RequestedAt: now, RequestedBy: nodedrain.RequesterDeviceOp, Context: "reboot"}
-	core.Step("n1", nodedrain.EvRequest{Request: r}, now)
-	core.Step("n1", nodedrain.EvAdmit{}, now)
-	core.Step("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
+	core.Handle("n1", nodedrain.EvRequest{Request: r}, now)
+	core.Handle("n1", nodedrain.EvAdmit{}, now)
+	core.Handle("n1", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true, UID: "u1"}, now)
 	return core
 }

@@ -60,15 +60,15 @@ func TestForgottenNodeStaysForgotten(t *testing.T) {
 		}
 	}
 	assert.True(t, forgot, "its keys are removed after the linger")
-	c.Step("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now)
+	c.Handle("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now)
 	_, known := c.Drain("old")
 	assert.False(t, known, "forgotten")
 
-	assert.Empty(t, c.Step("old", nodedrain.EvRequest{}, now), "the echo of the request's removal")
-	assert.Empty(t, c.Step("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now), "a late result")
+	assert.Empty(t, c.Handle("old", nodedrain.EvRequest{}, now), "the echo of the request's removal")
+	assert.Empty(t, c.Handle("old", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "d1"}, now), "a late result")
 	_, known = c.Drain("old")
 	assert.False(t, known, "still forgotten")
-	c.Step("old", nodedrain.EvRequest{Request: r}, now)
+	c.Handle("old", nodedrain.EvRequest{Request: r}, now)
 	d, known := c.Drain("old")
 	assert.True(t, known, "a new request for the name is taken up")
 	assert.Equal(t, nodedrain.StatusRequested, d.Status.Status)
@@ -107,7 +107,7 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 		d, _ := c.Drain(n)
 		assert.True(t, d.Status.SlotReleased, "%s went down under the declaration", n)
 		assert.Contains(t, d.Status.Message, ReleasedUnderShutdown)
-		c.Step(n, nodedrain.EvPublished{Status: d.Status.Status, Holds: d.Status.HoldsSlot()}, now)
+		c.Handle(n, nodedrain.EvPublished{Status: d.Status.Status, Holds: d.Status.HoldsSlot()}, now)
 	}
 	c.ConfirmDeclared()
 	_, ev = c.Admit(nodes, AdmissionVerdict{}, now) // the releases are on the bus
@@ -115,8 +115,8 @@ func TestDeclaredShutdownReleaseOutlastsTheDeclaration(t *testing.T) {
 	d, _ := c.Drain("d")
 	assert.Equal(t, nodedrain.StatusStarting, d.Status.Status, "d is admitted: a and b are down for the shutdown")
 
-	nodes[2].Ready = true                   // c is back
-	c.Step("c", nodedrain.EvRequest{}, now) // and withdraws: the declaration is over
+	nodes[2].Ready = true                     // c is back
+	c.Handle("c", nodedrain.EvRequest{}, now) // and withdraws: the declaration is over
 	_, ev = c.Admit(nodes, AdmissionVerdict{}, now)
 	assert.False(t, ev.WholeCluster)
 	var holders []string
@@ -148,7 +148,7 @@ func TestAWithdrawalIsAnAgentUp(t *testing.T) {
 			"c": st("c", nodedrain.StatusComplete)},
 	}, now)
 	nodes := []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}, {Name: "c"}}
-	c.Step("c", nodedrain.EvRequest{}, now) // c is back from its reboot, its Node still NotReady
+	c.Handle("c", nodedrain.EvRequest{}, now) // c is back from its reboot, its Node still NotReady
 	_, ev := c.Admit(nodes, AdmissionVerdict{}, now.Add(time.Second))
 	assert.False(t, ev.WholeCluster || ev.ConfirmDeclared, "c's agent runs and asks nothing")
 	_, ev = c.Admit(nodes, AdmissionVerdict{}, now.Add(backFor))

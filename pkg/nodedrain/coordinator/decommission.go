@@ -113,5 +113,5 @@ func (e *Engine) forgetNow(ctx context.Context, node, requestID string) []NodeAc
 		served = ""
 	}
 	err := e.forget(fctx, node, served)
-	return e.core.Step(node, nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: requestID, Err: err}, e.cfg.Now())
+	return e.core.Handle(node, nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: requestID, Err: err}, e.cfg.Now())
 }

@@ -11,7 +11,7 @@
 //
 //	requests.go     a change of the node's request key enters (requestEvent), copies are told
 //	                from the agent's own writes, and the drain is stepped (EvRequest)
-//	core.go         Core.Step runs nodedrain.Step and returns the node's actions
+//	core.go         Core.Handle runs nodedrain.Step and returns the node's actions
 //	admission.go    after every event: the maintenance policy is asked, waiting drains admitted
 //	exec.go         each Start runs in its own goroutine: cordon.go, evict.go, checks.go
 //	                (volume gate, policy blockers, cordon check, return check), decommission.go

@@ -505,7 +505,7 @@ func (e *Engine) checkKey(key, node string) bool {
 
 // step feeds one event to a node's drain and carries out the resulting actions.
 func (e *Engine) step(ctx context.Context, node string, ev nodedrain.Event) {
-	e.act(ctx, e.core.Step(node, ev, e.cfg.Now()))
+	e.act(ctx, e.core.Handle(node, ev, e.cfg.Now()))
 }
 
 func (e *Engine) act(ctx context.Context, actions []NodeAction) {

@@ -331,7 +331,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 		if st.Status == nodedrain.StatusComplete {
 			e.unlanded = noteUnlanded(e.unlanded, e.core, st, fence)
 			// Not published later as it was: the drain checks again first.
-			e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublishFailed{}, e.cfg.Now()))
+			e.act(ctx, e.core.Handle(st.Node, nodedrain.EvPublishFailed{}, e.cfg.Now()))
 		}
 		return
 	}
@@ -339,7 +339,7 @@ func (e *Engine) publishOne(ctx context.Context, st nodedrain.NodeDrainStatus) {
 	e.ownRevs[st.Node] = rev
 	e.landed.Note(st)
 	delete(e.unpublished, st.Node)
-	e.act(ctx, e.core.Step(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
+	e.act(ctx, e.core.Handle(st.Node, nodedrain.EvPublished{Status: st.Status, Holds: st.HoldsSlot()}, e.cfg.Now()))
 	e.completesNotLanded(ctx, st, fence)
 	e.metrics.observeStatus(st)
 	if e.conds != nil {
@@ -439,7 +439,7 @@ func (e *Engine) completesNotLanded(ctx context.Context, written nodedrain.NodeD
 		u := e.unlanded[node]
 		delete(e.unlanded, node)
 		if u.fence == fence {
-			e.act(ctx, e.core.Step(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, e.cfg.Now()))
+			e.act(ctx, e.core.Handle(node, nodedrain.EvCompleteNotLanded{RequestID: u.requestID}, e.cfg.Now()))
 		}
 	}
 }

@@ -18,7 +18,7 @@ func (c *Core) strandedCordons(nodes []nodedrain.NodeInfo, now time.Time) []Node
 	for _, n := range nodes {
 		d, ok := c.drains[n.Name]
 		if ok && n.CordonRecord && !olderThan(n.ResourceVersion, d.UncordonedRV) {
-			out = append(out, c.Step(n.Name, nodedrain.EvCordonFound{}, now)...)
+			out = append(out, c.Handle(n.Name, nodedrain.EvCordonFound{}, now)...)
 		}
 	}
 	return out

@@ -31,7 +31,7 @@ func TestAViewOlderThanTheUncordonIsNoCordonFound(t *testing.T) {
 	out := c.Resume(ResumeInput{Statuses: map[string]nodedrain.NodeDrainStatus{"a": {Node: "a", RequestID: "r1",
 		Status: nodedrain.StatusNotRequested, CordonedByUs: true, UpdatedAt: now}}, CordonedByUs: map[string]bool{"a": true}}, now)
 	require.Equal(t, 1, uncordons(out), "the resumed cordon is undone")
-	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpUncordon, ResourceVersion: "120"}, now)
+	c.Handle("a", nodedrain.EvResult{Op: nodedrain.OpUncordon, ResourceVersion: "120"}, now)
 	d, _ := c.Drain("a")
 	require.False(t, d.Status.CordonedByUs)
 

@@ -47,7 +47,7 @@ func TestNodeLeavingTheSelector(t *testing.T) {
 	assert.False(t, cd.Status.SlotReleased)
 	// The agent withdraws (or asks again): edgedrain's cordon is undone.
 	var uncordon bool
-	for _, a := range c.Step("draining", nodedrain.EvRequest{}, now.Add(nodedrain.NodeGoneAfter+time.Second)) {
+	for _, a := range c.Handle("draining", nodedrain.EvRequest{}, now.Add(nodedrain.NodeGoneAfter+time.Second)) {
 		if s, ok := a.Action.(nodedrain.Start); ok && s.Op == nodedrain.OpUncordon {
 			uncordon = true
 		}

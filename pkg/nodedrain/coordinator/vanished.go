@@ -46,7 +46,7 @@ func (c *Core) endVanished(nodes []nodedrain.NodeInfo, now time.Time) []NodeActi
 			if unmanaged[node] {
 				ev = nodedrain.EvNodeUnmanaged{For: gone}
 			}
-			out = append(out, c.Step(node, ev, now)...)
+			out = append(out, c.Handle(node, ev, now)...)
 		}
 	}
 	return out

@@ -97,7 +97,7 @@ func TestCoreForgetsTheIdleStatusOfANodeOutOfTheCluster(t *testing.T) {
 	assert.Empty(t, forgets(out), "forgotten before seenFor")
 	out, _ = c.Admit(here, AdmissionVerdict{}, now.Add(seenFor))
 	assert.Equal(t, []string{"gone"}, forgets(out))
-	c.Step("gone", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "r1"}, now.Add(seenFor))
+	c.Handle("gone", nodedrain.EvResult{Op: nodedrain.OpForget, RequestID: "r1"}, now.Add(seenFor))
 	_, known := c.Drain("gone")
 	assert.False(t, known, "the drain is forgotten once its status is gone")
 }
@@ -180,9 +180,9 @@ func cordonedDrainOfA() (now time.Time, c *Core, both, onlyB []nodedrain.NodeInf
 	now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	c = NewCore(nodedrain.DefaultLimits(), 1)
 	both = []nodedrain.NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: true, Schedulable: true}}
-	c.Step("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
+	c.Handle("a", nodedrain.EvRequest{Request: &nodedrain.NodeDrainRequest{Node: "a", RequestID: "r1", RequestedAt: now,
 		RequestedBy: nodedrain.RequesterDeviceOp}}, now)
 	c.Admit(both, AdmissionVerdict{}, now)
-	c.Step("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
+	c.Handle("a", nodedrain.EvResult{Op: nodedrain.OpCordon, RequestID: "r1", ByUs: true}, now)
 	return now, c, both, both[1:]
 }
