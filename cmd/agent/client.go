@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -36,74 +37,83 @@ Prints this node's drain status as the agent running on this node sees it: the s
 (from the bus or the override file), the coordinator's message and blockers, and the operation it
 holds back, if any.`
 
-func clientFlags(name, intro string, stderr io.Writer) (*flag.FlagSet, *string, *time.Duration) {
-	fs := flag.NewFlagSet("agent "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", agent.DefaultSocket, "unix socket of the running agent")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the agent's answer")
-	fs.Usage = cli.Usage(fs, intro)
-	return fs, socket, timeout
+// clientFlags adds the flags of a command that asks the running agent: its socket and how long
+// to wait for the answer.
+func clientFlags(fs *pflag.FlagSet) (socket *string, timeout *time.Duration) {
+	socket = fs.String("socket", agent.DefaultSocket, "unix socket of the running agent")
+	timeout = fs.Duration("timeout", 10*time.Second, "how long to wait for the agent's answer")
+	return socket, timeout
 }
 
-func requestMain(args []string, stdout, stderr io.Writer) int {
-	fs, socket, timeout := clientFlags("request", requestIntro, stderr)
-	opContext := fs.String("context", "", "free text published with the request and given to the command (default: the operation)")
-	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+func newRequestCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "request reboot|shutdown|update|decommission",
+		Short: "Ask the agent running on this node for an operation",
+		Long:  requestIntro,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cli.Exit(2, fmt.Errorf("want exactly one operation (reboot, shutdown, update or decommission), got %q", args))
+			}
+			if _, err := agent.ParseOperation(args[0]); err != nil {
+				return cli.Exit(2, err)
+			}
+			return nil
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var ops []string
+			for _, op := range agent.Operations {
+				ops = append(ops, string(op))
+			}
+			return ops, cobra.ShellCompDirectiveNoFileComp
+		},
 	}
-	var op agent.Operation
-	switch {
-	case err != nil:
-	case len(pos) != 1:
-		err = fmt.Errorf("want exactly one operation (reboot, shutdown, update or decommission), got %q", pos)
-	default:
-		op, err = agent.ParseOperation(pos[0])
+	socket, timeout := clientFlags(cmd.Flags())
+	opContext := cmd.Flags().String("context", "", "free text published with the request and given to the command (default: the operation)")
+	cli.BindEnv(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		op, _ := agent.ParseOperation(args[0])
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		msg, err := agent.Request(ctx, *socket, op, *opContext)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), msg)
+		return nil
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "agent request:", err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	msg, err := agent.Request(ctx, *socket, op, *opContext)
-	if err != nil {
-		fmt.Fprintln(stderr, "agent request:", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, msg)
-	return 0
+	return cmd
 }
 
-func statusMain(args []string, stdout, stderr io.Writer) int {
-	fs, socket, timeout := clientFlags("status", statusIntro, stderr)
-	asJSON := fs.Bool("json", false, "print the agent's full answer as JSON")
-	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+func newStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "status",
+		Short:             "Print this node's drain status as the running agent sees it",
+		Long:              statusIntro,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("unexpected arguments %q", pos)
+	socket, timeout := clientFlags(cmd.Flags())
+	asJSON := cmd.Flags().Bool("json", false, "print the agent's full answer as JSON")
+	cli.BindEnv(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		st, err := agent.QueryStatus(ctx, *socket)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		printStatus(cmd.OutOrStdout(), st, time.Now())
+		return nil
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "agent status:", err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	st, err := agent.QueryStatus(ctx, *socket)
-	if err != nil {
-		fmt.Fprintln(stderr, "agent status:", err)
-		return 1
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(st)
-		return 0
-	}
-	printStatus(stdout, st, time.Now())
-	return 0
+	return cmd
 }
 
 // printStatus writes the report for people.

@@ -5,14 +5,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 )
@@ -33,6 +32,7 @@ Commands:
                      decommission; the --context text is published with the request and given to
                      the command.
   status             print this node's drain status as the running agent sees it.
+  completion SHELL   print the shell completion script for bash, zsh, fish or powershell.
 
 Triggers: a sentinel file per operation (--reboot-sentinel, --shutdown-sentinel, --update-sentinel,
 --decommission-sentinel), checked every --sentinel-interval plus random jitter; and "agent request".
@@ -82,48 +82,66 @@ func main() {
 // realMain runs the command line args and returns the exit code: 0 success (and --help), 1 a
 // failure at run time, 2 a usage error.
 func realMain(args []string, stdout, stderr io.Writer) int {
-	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	cmd, err := cli.Execute(context.Background(), newRootCmd(args), args, stdout, stderr)
+	if msg := cli.Message(err); msg != "" {
+		prefix := "agent"
+		if cmd != nil && cmd.HasParent() && cmd.Name() != "run" {
+			prefix = "agent " + cmd.Name()
+		}
+		fmt.Fprintln(stderr, prefix+":", msg)
 	}
-	switch cmd {
-	case "run":
-		return runMain(args, stderr)
-	case "request":
-		return requestMain(args, stdout, stderr)
-	case "status":
-		return statusMain(args, stdout, stderr)
-	case "help":
-		return runMain([]string{"--help"}, stderr)
-	}
-	fmt.Fprintf(stderr, "agent: unknown command %q: want run, request or status (see agent --help)\n", cmd)
-	return 2
+	return cli.ExitCode(err, 1)
 }
 
-func runMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	opts := registerRunFlags(fs)
-	fs.Usage = cli.Usage(fs, intro)
-	err := cli.Parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// newRootCmd returns the agent's command: without a command it runs the agent, as "agent run"
+// does. args are the command line, to tell a mistyped command from a stray argument.
+func newRootCmd(args []string) *cobra.Command {
+	root := newRunCmd("agent")
+	root.Args = func(_ *cobra.Command, rest []string) error {
+		if len(rest) > 0 && len(args) > 0 && args[0] == rest[0] {
+			return cli.Exit(2, fmt.Errorf("unknown command %q: want run, request or status (see agent --help)", rest[0]))
+		}
+		return noArgs(nil, rest)
 	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	run := newRunCmd("run")
+	run.Short = "Run the agent (the default)"
+	run.Hidden = true // the same as the root command: one reference page for both
+	root.AddCommand(run, newRequestCmd(), newStatusCmd())
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := cli.ApplyEnv(cmd.Flags()); err != nil {
+			return cli.Exit(2, err)
+		}
+		return nil
 	}
-	if err == nil {
-		err = opts.validate()
+	cli.Setup(root, nil)
+	return root
+}
+
+// noArgs is the Args of a command that takes no positional arguments.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return cli.Exit(2, fmt.Errorf("unexpected arguments %q (see --help)", args))
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "agent:", err)
-		return 2
+	return nil
+}
+
+// newRunCmd returns a command named use that runs the agent.
+func newRunCmd(use string) *cobra.Command {
+	var opts *options
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: "Drains its node through the coordinator before a reboot, shutdown, OS update or decommission",
+		Long:  intro,
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if err := opts.validate(); err != nil {
+				return cli.Exit(2, err)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, opts)
+		},
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, opts); err != nil {
-		fmt.Fprintln(stderr, "agent:", err)
-		return 1
-	}
-	return 0
+	opts = registerRunFlags(cmd.Flags())
+	return cmd
 }

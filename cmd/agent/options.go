@@ -2,12 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/agent"
@@ -28,7 +29,7 @@ type options struct {
 	catch     string
 }
 
-func registerRunFlags(fs *flag.FlagSet) *options {
+func registerRunFlags(fs *pflag.FlagSet) *options {
 	o := &options{cfg: agent.DefaultConfig(), commands: map[agent.Operation]*string{}, sentinels: map[agent.Operation]*string{}}
 	c, p := &o.cfg, &o.cfg.Policy
 	fs.StringVar(&c.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (required; on Kubernetes from the downward API, spec.nodeName; NODE_NAME is read too)")
@@ -71,6 +72,11 @@ func registerRunFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.listen, "listen", ":9091", "host:port serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	// Defaults that depend on where the agent runs, as the reference pages show them.
+	cli.DocDefault(fs, "node-name", "$NODE_NAME")
+	cli.DocDefault(fs, "api-probe-url", "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/readyz in a pod, else empty")
+	cli.DocDefault(fs, "system-bus", "${DBUS_SYSTEM_BUS_ADDRESS:-"+agent.DefaultSystemBus+"}")
+	cli.BindEnv(fs)
 	return o
 }
 
@@ -148,41 +154,6 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", o.logFormat))
 	}
 	return errors.Join(errs...)
-}
-
-// parseInterleaved parses args into fs allowing flags before and after the positional
-// arguments (`agent request reboot --context x`), and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var flags, positional []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			positional = append(positional, args[i+1:]...)
-			i = len(args)
-		case len(a) > 1 && a[0] == '-':
-			flags = append(flags, a)
-			name := strings.TrimLeft(a, "-")
-			if strings.Contains(name, "=") {
-				continue
-			}
-			if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-		default:
-			positional = append(positional, a)
-		}
-	}
-	if err := cli.Parse(fs, flags); err != nil {
-		return nil, err
-	}
-	return positional, nil
-}
-
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
 }
 
 // shell is agent.Shell; a var so that a test can name one that is absent.

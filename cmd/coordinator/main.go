@@ -5,13 +5,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	_ "time/tzdata" // maintenance windows name IANA time zones; an image may lack zoneinfo
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 )
@@ -49,27 +50,46 @@ SIGTERM stops the coordinator at once without undoing anything: drains under way
 the next active replica from the bus and the cluster.`
 
 func main() {
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	opts := registerFlags(fs)
-	fs.Usage = cli.Usage(fs, intro)
-	err := cli.Parse(fs, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
-	}
-	if err == nil {
-		err = opts.validate()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, opts); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		os.Exit(1)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs the command line args and returns the exit status: 0 success (and --help), 1 a
+// failure at run time, 2 a usage error (a bad flag, argument or environment variable).
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	_, err := cli.Execute(ctx, newCommand(run), args, stdout, stderr)
+	if msg := cli.Message(err); msg != "" {
+		fmt.Fprintln(stderr, "coordinator:", msg)
 	}
+	return cli.ExitCode(err, 1)
+}
+
+// newCommand returns the coordinator's command, which runs run once its flags are valid.
+func newCommand(run func(context.Context, *options) error) *cobra.Command {
+	var opts *options
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Drains Kubernetes nodes on request from the NATS bus, one active replica per cluster",
+		Long:  intro,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cli.Exit(2, fmt.Errorf("unexpected arguments %q (see --help)", args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.ApplyEnv(cmd.Flags()); err != nil {
+				return cli.Exit(2, err)
+			}
+			if err := opts.validate(); err != nil {
+				return cli.Exit(2, err)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	opts = registerFlags(cmd.Flags())
+	cli.Setup(cmd, nil)
+	return cmd
 }

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"flag"
+	"context"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,15 +13,15 @@ import (
 	"github.com/edgedrain/edgedrain/internal/cli"
 )
 
+// parse runs the coordinator's command line args up to the point where it would run.
 func parse(t *testing.T, args ...string) (*options, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o := registerFlags(fs)
-	if err := cli.Parse(fs, args); err != nil {
-		return o, err
-	}
-	return o, o.validate()
+	var got *options
+	_, err := cli.Execute(context.Background(), newCommand(func(_ context.Context, o *options) error {
+		got = o
+		return nil
+	}), args, io.Discard, io.Discard)
+	return got, err
 }
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -40,6 +39,9 @@ func TestBadFlagsSayWhatIsWrong(t *testing.T) {
 		want string
 	}{
 		{[]string{"--max-concurrent-drains", "0"}, "max concurrent drains must be at least 1"},
+		{[]string{"-max-concurrent-drains", "0"}, "max concurrent drains must be at least 1"}, // Go's single dash
+		{[]string{"--max-concurrent-drains=1", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--nodeselector", "a"}, "unknown flag: --nodeselector"},
 		{[]string{"--drain-attempt-timeout", "0s"}, "drain attempt timeout must be positive"},
 		{[]string{"--cordon-backoff", "20s"}, "cordon backoff 20s..10s"},
 		{[]string{"--nats-url", "http://nats:4222"}, "nats"},
@@ -48,7 +50,7 @@ func TestBadFlagsSayWhatIsWrong(t *testing.T) {
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps"},
 		{[]string{"--api-unreachable-timeout", "-1s"}, "must not be negative"},
 		{[]string{"--bus-check-interval", "0s"}, "--bus-check-interval 0s: must be positive"},
-		{[]string{"--drain-attempts", "many"}, "invalid value"},
+		{[]string{"--drain-attempts", "many"}, `invalid argument "many" for "--drain-attempts"`},
 		{[]string{"--eviction-requests", "maybe"}, `eviction requests "maybe": want auto, on or off`},
 	}
 	for _, tt := range tests {
@@ -69,17 +71,6 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 	assert.True(t, o.natsEmbedded)
 }
 
-// README's configuration section must list every flag the coordinator has.
-func TestReadmeDocumentsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	registerFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) {
-		assert.True(t, strings.Contains(string(readme), "`--"+f.Name+"`"), "README does not document --%s", f.Name)
-	})
-}
-
 // An alpha API's deprecation warning comes back on every request (one per pod evicted with
 // EvictionRequests): it is logged once.
 func TestAPIWarningsAreLoggedOnce(t *testing.T) {
@@ -92,4 +83,25 @@ func TestAPIWarningsAreLoggedOnce(t *testing.T) {
 	w.HandleWarningHeader(199, "", "not a warning of the API server")
 	require.Len(t, hook.AllEntries(), 2)
 	assert.Equal(t, "lifecycle.k8s.io/v1alpha1 EvictionRequest is deprecated in v1.40+", hook.AllEntries()[0].Data["warning"])
+}
+
+// The exit status says what went wrong: 0 for --help (written to stderr), 2 for a usage error.
+func TestExitStatus(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, 0, "Usage: coordinator [flags]"},
+		{[]string{"-h"}, 0, "[EDGEDRAIN_MAX_CONCURRENT_DRAINS]"},
+		{[]string{"-help"}, 0, "Usage: coordinator [flags]"},
+		{[]string{"--bogus"}, 2, "coordinator: unknown flag: --bogus"},
+		{[]string{"--listen=:0", "x"}, 2, `coordinator: unexpected arguments ["x"]`},
+	} {
+		var out, errOut strings.Builder
+		code := execute(context.Background(), tt.args, &out, &errOut)
+		assert.Equal(t, tt.code, code, "%q", tt.args)
+		assert.Empty(t, out.String(), "%q", tt.args)
+		assert.Contains(t, errOut.String(), tt.want, "%q", tt.args)
+	}
 }

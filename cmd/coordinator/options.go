@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
@@ -43,7 +44,7 @@ type options struct {
 	trustedKeys        string
 }
 
-func registerFlags(fs *flag.FlagSet) *options {
+func registerFlags(fs *pflag.FlagSet) *options {
 	o := &options{cfg: coordinator.DefaultConfig(), volumes: volumes.DefaultConfig()}
 	p := &o.cfg.Policy
 	host, _ := os.Hostname()
@@ -78,7 +79,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.BoolVar(&o.cfg.EvictUnmanagedPods, "evict-unmanaged-pods", o.cfg.EvictUnmanagedPods, "also evict pods no controller manages (they die with the node anyway); false: such pods fail the drain")
 	fs.StringVar(&o.cfg.EvictionRequests, "eviction-requests", o.cfg.EvictionRequests, "file an EvictionRequest (lifecycle.k8s.io/v1alpha1, Kubernetes' alpha EvictionRequestAPI) for each pod before evicting it, and hold the eviction while the pod's Eviction shows a responder of its own (not Kubernetes' imperative evictor) Active: auto (when the cluster serves the API), on (required: a cluster without it is reported in the log and the blockers, and pods are evicted as without it), off. Kubernetes v1.37 has no controller acting on EvictionRequests: edgedrain still evicts each pod itself once no responder is active; needs lifecycle.k8s.io evictionrequests and evictions RBAC")
 	fs.DurationVar(&o.unreachableTimeout, "api-unreachable-timeout", o.cfg.APIUnreachableTimeout, "after the Kubernetes API has been unreachable this long, a drain under way (cordoned before the API went away) proceeds to COMPLETE if its volumes were safe; no drain is admitted while the API is unreachable (0: never)")
-	fs.Var(&o.volumes.Policy, "volume-policy", "what a volume whose data is not yet safe elsewhere does: wait (block the drain until it is), evict (ask Longhorn to move the node's replicas, then wait), allow (never block; still reported)")
+	fs.Var(cli.GoValue(&o.volumes.Policy, "policy"), "volume-policy", "what a volume whose data is not yet safe elsewhere does: wait (block the drain until it is), evict (ask Longhorn to move the node's replicas, then wait), allow (never block; still reported)")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's volumes, replicas, engines and nodes")
 	fs.DurationVar(&o.volumes.DetachTimeout, "detach-timeout", o.volumes.DetachTimeout, "after eviction, how long COMPLETE waits for the volumes attached to the node (VolumeAttachments, Longhorn volumes) to detach; then they are only reported (0: no limit). An unclean detach at reboot fails Longhorn replicas and forces full rebuilds")
 	fs.BoolVar(&o.volumes.HoldReplicas, "longhorn-hold-replicas", o.volumes.HoldReplicas, "under --volume-policy wait, before COMPLETE raise Longhorn's replica-replenishment-wait-interval and the node's volumes' staleReplicaTimeout to the node's expected time away (--expected-away), and restore the operator's values once its replicas have caught up: a maintenance longer than Longhorn waits costs a catch-up instead of a full rebuild of every volume there. While raised, a replica failing elsewhere is also rebuilt only after the longer wait. Needs patch on Longhorn settings and volumes")
@@ -98,6 +99,12 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.listen, "listen", ":9090", "host:port serving /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	// Defaults that depend on where the coordinator runs, as the reference pages show them.
+	cli.DocDefault(fs, "identity", "${POD_NAME:-<host name>}")
+	cli.DocDefault(fs, "leader-election-namespace", "${POD_NAMESPACE:-edgedrain-system}")
+	cli.DocDefault(fs, "agent-service-account", "${POD_NAMESPACE:-edgedrain-system}/edgedrain-agent")
+	cli.DocDefault(fs, "policy-configmap", "${POD_NAMESPACE:-edgedrain-system}/edgedrain-policy")
+	cli.BindEnv(fs)
 	return o
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgedrain/edgedrain/pkg/busauth"
@@ -23,7 +23,7 @@ type authOptions struct {
 	calloutIssuerFile    string
 }
 
-func registerAuthFlags(fs *flag.FlagSet, a *authOptions) {
+func registerAuthFlags(fs *pflag.FlagSet, a *authOptions) {
 	fs.StringVar(&a.agentSA, "agent-service-account", envOr("POD_NAMESPACE", "edgedrain-system")+"/edgedrain-agent",
 		"NAMESPACE/NAME of the agents' ServiceAccount: an agent connects with a projected token of it, bound to its pod, and may speak only for the pod's node")
 	fs.StringVar(&a.audience, "agent-token-audience", busauth.DefaultAudience,

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"flag"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/pkg/volumes"
 )
@@ -11,7 +12,7 @@ import (
 // on PVCs and StatefulSets, may make the coordinator create (DESIGN §10, volumes.DrainerPolicy),
 // and the switch for deleting drained orphaned PVCs. c holds the defaults and receives the
 // values; volumes.Config.ValidateSettings checks them.
-func registerDrainerFlags(fs *flag.FlagSet, c *volumes.Config) {
+func registerDrainerFlags(fs *pflag.FlagSet, c *volumes.Config) {
 	d := &c.Drainers
 	fs.Var(&stringList{list: &d.Namespaces}, "drainer-namespaces",
 		"namespaces where drainer Jobs may run, comma-separated or repeated; \"*\": every namespace. Besides these, the namespaces matching --drainer-namespace-selector. "+
@@ -38,6 +39,9 @@ type stringList struct {
 	list *[]string
 	set  bool
 }
+
+// Type names the value in the help.
+func (l *stringList) Type() string { return "strings" }
 
 // String returns the list comma-separated.
 func (l *stringList) String() string {

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,10 +15,11 @@ import (
 // parseDrainer parses args into a default volumes.Config through registerDrainerFlags alone.
 func parseDrainer(t *testing.T, args ...string) (volumes.Config, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg := volumes.DefaultConfig()
 	registerDrainerFlags(fs, &cfg)
+	cli.BindEnv(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return cfg, err
 	}

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -30,7 +30,7 @@ type policyOptions struct {
 
 var _ coordinator.GateReturner = (*volumes.Gate)(nil)
 
-func registerPolicyFlags(fs *flag.FlagSet, o *policyOptions, cfg *coordinator.Config) {
+func registerPolicyFlags(fs *pflag.FlagSet, o *policyOptions, cfg *coordinator.Config) {
 	fs.StringVar(&o.configMap, "policy-configmap", envOr("POD_NAMESPACE", "edgedrain-system")+"/edgedrain-policy",
 		"namespace/name of the ConfigMap holding the maintenance policy (key policy.yaml: windows per requester, blocking pod selector, "+
 			"Prometheus alerts and queries, priorities, failure-domain label), watched: changes apply without a restart. "+

@@ -2,7 +2,8 @@ package main
 
 import (
 	"errors"
-	"flag"
+
+	"github.com/spf13/pflag"
 
 	"github.com/edgedrain/edgedrain/pkg/pubsub"
 )
@@ -10,7 +11,7 @@ import (
 // registerEmbeddedTLSFlags adds the flags of the embedded NATS listener's certificate, which fill
 // cfg's TLS files. They are not --nats-tls-cert and --nats-tls-key: those are the client
 // certificate of the shared NATS client flags (cli.NATSFlags).
-func registerEmbeddedTLSFlags(fs *flag.FlagSet, cfg *pubsub.EmbeddedConfig) {
+func registerEmbeddedTLSFlags(fs *pflag.FlagSet, cfg *pubsub.EmbeddedConfig) {
 	fs.StringVar(&cfg.TLSCertFile, "nats-listen-tls-cert", "",
 		"with --nats-embedded: PEM certificate the listener serves (tls.crt of a kubernetes.io/tls Secret), with --nats-listen-tls-key; plain-text clients are then refused. Read again when the file changes")
 	fs.StringVar(&cfg.TLSKeyFile, "nats-listen-tls-key", "",

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +30,7 @@ func TestEmbeddedTLSFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("coordinator", pflag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			var client cli.NATSFlags
 			client.Register(fs) // no clash with the client's --nats-tls-cert and --nats-tls-key

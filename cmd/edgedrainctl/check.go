@@ -3,17 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 	"github.com/edgedrain/edgedrain/pkg/policy"
@@ -44,14 +46,12 @@ the flags below as the coordinator's are set. The global --timeout (default 10s)
 whole prediction.
 
 Exit status: 0 nothing would block, 1 something would block, 2 the prediction failed (bad
-arguments, no such node, API unreachable).
-
-Flags:`
+arguments, no such node, API unreachable).`
 
 // checkOptions are check's flags.
 type checkOptions struct {
 	format         string
-	kube           kubeFlags
+	kube           *genericclioptions.ConfigFlags
 	evictUnmanaged bool
 	volumes        volumes.Config
 	policy         string
@@ -59,13 +59,12 @@ type checkOptions struct {
 	decommission   bool
 }
 
-func (o *checkOptions) register(fs *flag.FlagSet) {
+func (o *checkOptions) register(fs *pflag.FlagSet) {
 	o.volumes = volumes.DefaultConfig()
 	o.evictUnmanaged = coordinator.DefaultConfig().EvictUnmanagedPods
-	fs.StringVar(&o.format, "o", "text", "output: text or json")
-	o.kube.register(fs)
+	fs.StringVarP(&o.format, "output", "o", "text", "output: text or json")
 	fs.BoolVar(&o.evictUnmanaged, "evict-unmanaged-pods", o.evictUnmanaged, "as the coordinator's flag: false makes every pod no controller manages a blocker")
-	fs.Var(&o.volumes.Policy, "volume-policy", "as the coordinator's flag: wait, evict or allow")
+	fs.Var(cli.GoValue(&o.volumes.Policy, "policy"), "volume-policy", "as the coordinator's flag: wait, evict or allow")
 	fs.StringVar(&o.volumes.LonghornNamespace, "longhorn-namespace", o.volumes.LonghornNamespace, "namespace of Longhorn's objects")
 	fs.StringVar(&o.nonMigratable, "non-migratable-vms", "block", "as the coordinator's flag: block or restart")
 	fs.BoolVar(&o.decommission, "decommission", false, "predict a decommission (agent request decommission): replicas evicted whatever --volume-policy says, "+
@@ -74,55 +73,43 @@ func (o *checkOptions) register(fs *flag.FlagSet) {
 		"as the coordinator's flag: namespace/name of the maintenance policy ConfigMap, whose blockers (pods matching its selector, Prometheus alerts and queries) are predicted too; empty: none")
 }
 
-// check runs edgedrainctl check and returns its exit code.
-func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o checkOptions
-	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, checkIntro)
-		fs.PrintDefaults()
+func newCheckCmd(g *global) *cobra.Command {
+	o := &checkOptions{kube: g.kube}
+	cmd := &cobra.Command{
+		Use:               "check NODE",
+		Short:             "Predict what would block a drain of a node if it started now",
+		Long:              checkIntro,
+		Args:              exactlyOneNode(checkFailed),
+		ValidArgsFunction: completeNodes(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := g.bounded(cmd.Context())
+			defer cancel()
+			return o.check(ctx, args[0], cmd.OutOrStdout())
+		},
 	}
-	node, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return checkClear
-	}
-	if err == nil {
-		err = o.validate(node)
-	}
-	if err == nil {
-		var p preflight.Prediction
-		if p, err = o.predict(ctx, node); err == nil {
-			err = writePrediction(stdout, p, o.format)
-		}
-		if err == nil && !p.Clear {
-			return checkBlocked
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "edgedrainctl check:", err)
-		return checkFailed
-	}
-	return checkClear
+	o.register(cmd.Flags())
+	mustComplete(cmd, "output", "text", "json")
+	mustComplete(cmd, "volume-policy", "wait", "evict", "allow")
+	mustComplete(cmd, "non-migratable-vms", "block", "restart")
+	return cmd
 }
 
-// parseInterspersed parses flags before and after the one argument, NODE.
-func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return "", err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+// check runs edgedrainctl check; its error carries the exit status.
+func (o *checkOptions) check(ctx context.Context, node string, stdout io.Writer) error {
+	if err := o.validate(node); err != nil {
+		return cli.Exit(checkFailed, err)
 	}
-	if len(positional) != 1 {
-		return "", fmt.Errorf("want exactly one NODE, got %d arguments (see --help)", len(positional))
+	p, err := o.predict(ctx, node)
+	if err == nil {
+		err = writePrediction(stdout, p, o.format)
 	}
-	return positional[0], nil
+	switch {
+	case err != nil:
+		return cli.Exit(checkFailed, err)
+	case !p.Clear:
+		return cli.Exit(checkBlocked, nil)
+	}
+	return nil
 }
 
 func (o *checkOptions) validate(node string) error {
@@ -141,7 +128,7 @@ func (o *checkOptions) validate(node string) error {
 // predict connects to the cluster, starts a volume gate that only reads (no recorder: it
 // records nothing; Predict asks nothing of Longhorn and starts no Job) and predicts.
 func (o *checkOptions) predict(ctx context.Context, node string) (preflight.Prediction, error) {
-	rc, err := o.kube.restConfig("edgedrainctl-check")
+	rc, err := restConfig(o.kube, "edgedrainctl-check")
 	if err != nil {
 		return preflight.Prediction{}, err
 	}

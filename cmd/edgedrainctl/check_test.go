@@ -141,7 +141,7 @@ func TestCheckFailures(t *testing.T) {
 		{"bad node name", []string{"Node_1"}, `node "Node_1"`},
 		{"bad output", []string{"n", "-o", "yaml"}, "want text or json"},
 		{"bad policy", []string{"n", "--volume-policy", "maybe"}, "invalid volume policy"},
-		{"unknown flag", []string{"n", "--force"}, "flag provided but not defined: -force"},
+		{"unknown flag", []string{"n", "--force"}, "unknown flag: --force"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,82 +2,59 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 )
 
 // CompletionName is the executable kubectl runs to complete `kubectl edgedrain ...` (kubectl
-// 1.26 and later): installed on PATH beside kubectl-edgedrain, it is this program again.
+// 1.26 and later): installed on PATH beside kubectl-edgedrain, it is this program again. kubectl
+// runs it with the words after "kubectl edgedrain", the last one the word being completed, and
+// reads cobra's answer: a candidate per line (a tab, then its description), then ":DIRECTIVE".
 const CompletionName = "kubectl_complete-edgedrain"
 
-// noFileCompletion ends a completion's answer: the shell offers no file names (cobra's
-// ShellCompDirectiveNoFileComp, which kubectl expects from a plugin's completion).
-const noFileCompletion = ":4"
+// completionArgs turns the words kubectl gives CompletionName into cobra's completion request.
+func completionArgs(words []string) []string {
+	if len(words) == 0 {
+		words = []string{""}
+	}
+	return append([]string{cobra.ShellCompRequestCmd}, words...)
+}
 
-// complete answers a completion request: args are the words after the command, the last one
-// the word being completed. Node names come from the bus when the words so far say how to reach
-// it (best effort, 2 s).
-func complete(ctx context.Context, args []string, out io.Writer) {
-	defer fmt.Fprintln(out, noFileCompletion)
-	if len(args) == 0 {
-		args = []string{""}
-	}
-	partial, before := args[len(args)-1], args[:len(args)-1]
-	fs := flag.NewFlagSet("edgedrainctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var nats cli.NATSFlags
-	nats.Register(fs)
-	fs.Duration("timeout", 0, "")
-	_ = fs.Parse(before) // what parses is enough to reach the bus
-	offer := func(words ...string) {
-		for _, w := range words {
-			if strings.HasPrefix(w, partial) {
-				fmt.Fprintln(out, w)
-			}
+// completeNodes completes a NODE argument with the nodes on the bus, reached as the words so far
+// say (flags, or their environment variables), best effort within 2 s.
+func completeNodes(g *global) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp // one NODE
 		}
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		if strings.HasPrefix(partial, "-") {
-			fs.VisitAll(func(f *flag.Flag) { offer("--" + f.Name) })
-			return
+		_ = cli.ApplyEnv(cmd.Flags())
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
 		}
-		offer("status", "withdraw", "check", "keep-cordoned", "keys")
-		return
-	}
-	switch cmd, prev := rest[0], before[len(before)-1]; {
-	case cmd == "status" && prev == "-o":
-		offer("table", "json")
-	case cmd == "status":
-		offer("-o", "--watch", "--js-domain")
-	case cmd == "keys" && len(rest) == 1:
-		offer("generate", "init")
-	case cmd == "withdraw" || cmd == "check" || cmd == "keep-cordoned":
-		if len(rest) > 1 {
-			return // one NODE
-		}
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		b, err := open(cctx, nats)
+		b, err := open(ctx, g.nats)
 		if err != nil {
-			return
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		defer b.close()
-		rows, err := loadViews(cctx, b)
+		rows, err := loadViews(ctx, b)
 		if err != nil {
-			return
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var nodes []string
 		for _, r := range rows {
-			nodes = append(nodes, r.Status.Node)
+			if strings.HasPrefix(r.Status.Node, toComplete) {
+				nodes = append(nodes, r.Status.Node)
+			}
 		}
 		slices.Sort(nodes)
-		offer(nodes...)
+		return nodes, cobra.ShellCompDirectiveNoFileComp
 	}
 }

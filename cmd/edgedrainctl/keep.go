@@ -4,16 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain/coordinator"
 )
@@ -32,59 +34,53 @@ uncordons the node as usual.
 It writes the Kubernetes API, not the bus (the right to patch nodes, as kubectl cordon needs);
 the kubeconfig is found as kubectl finds it (--kubeconfig, $KUBECONFIG, ~/.kube/config).
 
-Exit status: 0 done, 1 the API could not be reached or refused, 2 bad arguments.
-
-Flags:`
+Exit status: 0 done, 1 the API could not be reached or refused, 2 bad arguments.`
 
 // keepFieldManager names edgedrainctl's writes to Node objects (managedFields).
 const keepFieldManager = "edgedrainctl"
 
-// keepCordoned runs edgedrainctl keep-cordoned and returns its exit code.
-func keepCordoned(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keep-cordoned", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var kube kubeFlags
-	kube.register(fs)
-	reason := fs.String("reason", "", "why the node stays cordoned, shown in its status (default: when and how it was asked)")
-	clear := fs.Bool("clear", false, "withdraw the request: edgedrain uncordons the node as usual")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, keepIntro)
-		fs.PrintDefaults()
+func newKeepCmd(g *global) *cobra.Command {
+	var reason string
+	var clear bool
+	cmd := &cobra.Command{
+		Use:               "keep-cordoned NODE",
+		Short:             "Ask edgedrain to leave a node cordoned when its drain ends",
+		Long:              keepIntro,
+		Args:              exactlyOneNode(2),
+		ValidArgsFunction: completeNodes(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := g.bounded(cmd.Context())
+			defer cancel()
+			return keepCordoned(ctx, g.kube, args[0], reason, clear, cmd.OutOrStdout())
+		},
 	}
-	node, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	cmd.Flags().StringVar(&reason, "reason", "", "why the node stays cordoned, shown in its status (default: when and how it was asked)")
+	cmd.Flags().BoolVar(&clear, "clear", false, "withdraw the request: edgedrain uncordons the node as usual")
+	return cmd
+}
+
+// keepCordoned runs edgedrainctl keep-cordoned; its error carries the exit status.
+func keepCordoned(ctx context.Context, kube *genericclioptions.ConfigFlags, node, reason string, clear bool, stdout io.Writer) error {
+	if err := validateKeep(node, reason, clear); err != nil {
+		return cli.Exit(2, err)
 	}
-	if err == nil {
-		err = validateKeep(node, *reason, *clear)
+	if reason == "" {
+		reason = "asked with edgedrainctl keep-cordoned at " + time.Now().UTC().Format(time.RFC3339)
 	}
+	rc, err := restConfig(kube, "edgedrainctl-keep-cordoned")
 	if err != nil {
-		fmt.Fprintln(stderr, "edgedrainctl keep-cordoned:", err)
-		return 2
-	}
-	if *reason == "" {
-		*reason = "asked with edgedrainctl keep-cordoned at " + time.Now().UTC().Format(time.RFC3339)
-	}
-	err = func() error {
-		rc, err := kube.restConfig("edgedrainctl-keep-cordoned")
-		if err != nil {
-			return err
-		}
-		client, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
-		msg, err := setKeepCordoned(ctx, client, node, *reason, *clear)
-		if err == nil {
-			fmt.Fprintln(stdout, msg)
-		}
 		return err
-	}()
-	if err != nil {
-		fmt.Fprintln(stderr, "edgedrainctl keep-cordoned:", err)
-		return 1
 	}
-	return 0
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	msg, err := setKeepCordoned(ctx, client, node, reason, clear)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
 }
 
 func validateKeep(node, reason string, clear bool) error {

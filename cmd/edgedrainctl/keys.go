@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -53,53 +54,32 @@ init      make the namespace's Secret and ConfigMap agree, creating only what is
 
 Exit status: 0 done (or nothing to do), 1 failed, 2 bad arguments.`
 
-// keys runs edgedrainctl keys and returns its exit code.
-func keys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
-		fmt.Fprintln(stderr, keysIntro)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+func newKeysCmd(g *global) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "The coordinator's status-signing key: generate a key pair, or create the Secret and ConfigMap",
+		Long:  keysIntro,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				cmd.HelpFunc()(cmd, nil)
+				return cli.Exit(2, nil)
+			case args[0] == "help":
+				cmd.HelpFunc()(cmd, nil)
+				return nil
+			}
+			return cli.Exit(2, fmt.Errorf("unknown keys command %q (want generate or init; see keys --help)", args[0]))
+		},
 	}
-	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "generate":
-		err = keysGenerate(rest, stdout, stderr)
-	case "init":
-		err = keysInit(ctx, rest, stdout, stderr)
-	default:
-		err = usageError{fmt.Errorf("unknown keys command %q (want generate or init; see keys --help)", cmd)}
-	}
-	var usage usageError
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &usage):
-		fmt.Fprintln(stderr, "edgedrainctl keys:", err)
-		return 2
-	case err != nil:
-		fmt.Fprintln(stderr, "edgedrainctl keys:", err)
-		return 1
-	}
-	return 0
+	cmd.AddCommand(newKeysGenerateCmd(), newKeysInitCmd(g))
+	return cmd
 }
 
-// usageError is a mistake in the arguments (exit status 2), not a failure of the work.
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
-// parseKeysFlags parses a keys subcommand's flags; it takes no positional arguments.
-func parseKeysFlags(flags *flag.FlagSet, args []string) error {
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if flags.NArg() > 0 {
-		return usageError{fmt.Errorf("%s takes no arguments, got %q (see --help)", flags.Name(), flags.Args())}
+// noArgs is the Args of a keys command: it takes no positional arguments.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return cli.Exit(2, fmt.Errorf("keys %s takes no arguments, got %q (see --help)", cmd.Name(), args))
 	}
 	return nil
 }
@@ -109,24 +89,27 @@ const generateIntro = `Usage: edgedrainctl keys generate --out-dir DIR
 Writes a new Ed25519 key pair into DIR: signing.pem (private, 0600) and signing.pub (public).
 Refuses to overwrite either. Then, for example:
   kubectl -n edgedrain-system create secret generic edgedrain-signing-key --from-file=signing.pem=DIR/signing.pem
-  kubectl -n edgedrain-system create configmap edgedrain-trusted-keys --from-file=KEYID.pem=DIR/signing.pub
+  kubectl -n edgedrain-system create configmap edgedrain-trusted-keys --from-file=KEYID.pem=DIR/signing.pub`
 
-Flags:`
+func newKeysGenerateCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:               "generate",
+		Short:             "Write a new Ed25519 key pair into a directory",
+		Long:              generateIntro,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE:              func(cmd *cobra.Command, _ []string) error { return keysGenerate(dir, cmd.OutOrStdout()) },
+	}
+	cmd.Flags().StringVar(&dir, "out-dir", "", "directory to write signing.pem and signing.pub into (created, 0700, if missing)")
+	_ = cmd.MarkFlagDirname("out-dir")
+	return cmd
+}
 
-// keysGenerate writes a key pair into --out-dir.
-func keysGenerate(args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("keys generate", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	dir := flags.String("out-dir", "", "directory to write signing.pem and signing.pub into (created, 0700, if missing)")
-	flags.Usage = func() {
-		fmt.Fprintln(stderr, generateIntro)
-		flags.PrintDefaults()
-	}
-	if err := parseKeysFlags(flags, args); err != nil {
-		return err
-	}
-	if *dir == "" {
-		return usageError{errors.New("--out-dir is required")}
+// keysGenerate writes a key pair into dir.
+func keysGenerate(dir string, stdout io.Writer) error {
+	if dir == "" {
+		return cli.Exit(2, errors.New("--out-dir is required"))
 	}
 	private, public, err := nodedrain.GenerateSigningKey()
 	if err != nil {
@@ -136,7 +119,7 @@ func keysGenerate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	privPath, pubPath := filepath.Join(*dir, privateKeyFile), filepath.Join(*dir, publicKeyFile)
+	privPath, pubPath := filepath.Join(dir, privateKeyFile), filepath.Join(dir, publicKeyFile)
 	// Both checked before either is written: a half-replaced pair (a new private key beside the
 	// old public one) is worse than none.
 	for _, p := range []string{privPath, pubPath} {
@@ -146,7 +129,7 @@ func keysGenerate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(*dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if err := writeNew(privPath, private, 0o600); err != nil {

@@ -3,18 +3,20 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
@@ -37,36 +39,43 @@ const initIntro = `Usage: edgedrainctl keys init [-n NAMESPACE] [--secret NAME] 
 
 Creates what is missing of the Secret (the coordinator's private key, data key signing.pem) and
 the ConfigMap (the trusted public keys, one per data key ending in .pem) and checks that they
-agree; it changes nothing that exists. See keys --help for each case.
-
-Flags:`
+agree; it changes nothing that exists. See keys --help for each case. Both are in the namespace
+-n (default ` + defaultKeysNamespace + `, whatever the kubeconfig's context says).`
 
 // keysInitOptions are keys init's flags.
 type keysInitOptions struct {
 	namespace, secret, configMap string
-	kube                         kubeFlags
+}
+
+func newKeysInitCmd(g *global) *cobra.Command {
+	var o keysInitOptions
+	cmd := &cobra.Command{
+		Use:               "init",
+		Short:             "Create what is missing of the signing key's Secret and the trusted keys' ConfigMap",
+		Long:              initIntro,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := g.bounded(cmd.Context())
+			defer cancel()
+			o.namespace = *g.kube.Namespace
+			if o.namespace == "" {
+				o.namespace = defaultKeysNamespace
+			}
+			return keysInit(ctx, g.kube, o, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&o.secret, "secret", defaultSigningSecret, "the Secret with the coordinator's private key (data key signing.pem)")
+	cmd.Flags().StringVar(&o.configMap, "configmap", defaultTrustedKeys, "the ConfigMap with the trusted public keys")
+	return cmd
 }
 
 // keysInit runs edgedrainctl keys init.
-func keysInit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("keys init", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	var o keysInitOptions
-	flags.StringVar(&o.namespace, "n", defaultKeysNamespace, "namespace of the Secret and the ConfigMap (edgedrain's)")
-	flags.StringVar(&o.secret, "secret", defaultSigningSecret, "the Secret with the coordinator's private key (data key signing.pem)")
-	flags.StringVar(&o.configMap, "configmap", defaultTrustedKeys, "the ConfigMap with the trusted public keys")
-	o.kube.register(flags)
-	flags.Usage = func() {
-		fmt.Fprintln(stderr, initIntro)
-		flags.PrintDefaults()
+func keysInit(ctx context.Context, kube *genericclioptions.ConfigFlags, o keysInitOptions, stdout io.Writer) error {
+	if o.secret == "" || o.configMap == "" {
+		return cli.Exit(2, errors.New("--secret and --configmap must not be empty"))
 	}
-	if err := parseKeysFlags(flags, args); err != nil {
-		return err
-	}
-	if o.namespace == "" || o.secret == "" || o.configMap == "" {
-		return usageError{errors.New("-n, --secret and --configmap must not be empty")}
-	}
-	rc, err := o.kube.restConfig("edgedrainctl-keys")
+	rc, err := restConfig(kube, "edgedrainctl-keys")
 	if err != nil {
 		return err
 	}

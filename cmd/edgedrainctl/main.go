@@ -5,19 +5,20 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
@@ -32,6 +33,7 @@ const intro = `Usage: edgedrainctl [flags] status [-o table|json] [--watch] [--j
        edgedrainctl [flags] check NODE [-o text|json] [--kubeconfig FILE] (see check --help)
        edgedrainctl [flags] keep-cordoned NODE [--reason TEXT] [--clear] (see keep-cordoned --help)
        edgedrainctl [flags] keys generate|init ... (see keys --help)
+       edgedrainctl completion bash|zsh|fish|powershell
 
 status    print every node's drain status: status, requester, attempt, age, message, and what
           blocks the drain (pods that refuse eviction, volumes not yet safe), read from the bus
@@ -53,7 +55,14 @@ keep-cordoned
           cordon is then yours. --clear withdraws the request. Writes the Node's annotation
           edgedrain.io/keep-cordoned through the Kubernetes API.
 keys      the coordinator's status-signing key: generate writes a key pair to files, init
-          creates the Secret and ConfigMap the manifests mount, as the edgedrain-keys Job does.`
+          creates the Secret and ConfigMap the manifests mount, as the edgedrain-keys Job does.
+completion
+          print the shell completion script (e.g. source <(edgedrainctl completion bash)); it
+          completes commands, flags and, from the bus, node names. As a kubectl plugin,
+          kubectl completes "kubectl edgedrain ..." through kubectl_complete-edgedrain.
+
+Flags may come before or after the command; the bus flags and --timeout can also be set by the
+environment variables shown, and the Kubernetes API flags are kubectl's.`
 
 // PluginName is the name under which kubectl finds edgedrainctl as a plugin: installed on PATH
 // as kubectl-edgedrain, `kubectl edgedrain status` runs it.
@@ -62,60 +71,107 @@ const PluginName = "kubectl-edgedrain"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	args := os.Args[1:]
 	switch filepath.Base(os.Args[0]) {
 	case PluginName:
 		usageName = "kubectl edgedrain"
 	case CompletionName:
-		complete(ctx, os.Args[1:], os.Stdout)
-		return
+		usageName = "kubectl edgedrain"
+		args = completionArgs(args)
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole command, for tests: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("edgedrainctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var nats cli.NATSFlags
-	nats.Register(fs)
-	timeout := fs.Duration("timeout", 10*time.Second, "give up reaching the bus after this long")
-	fs.Usage = cli.Usage(fs, strings.ReplaceAll(intro, "edgedrainctl [flags]", usageName+" [flags]"))
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	cmd, err := cli.Execute(ctx, newRootCmd(usageName), args, stdout, stderr)
+	if msg := cli.Message(err); msg != "" {
+		// The commands with exit statuses of their own name themselves, as they always have.
+		prefix := "edgedrainctl"
+		for c := cmd; c != nil && c.HasParent(); c = c.Parent() {
+			if !c.Parent().HasParent() && slices.Contains([]string{"check", "keep-cordoned", "keys"}, c.Name()) {
+				prefix += " " + c.Name()
+			}
 		}
-		fmt.Fprintln(stderr, "edgedrainctl:", err)
-		return 2
+		fmt.Fprintln(stderr, prefix+":", msg)
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
+	return cli.ExitCode(err, 1)
+}
+
+// global are the flags every command has: how to reach the bus (status, withdraw) and the
+// Kubernetes API (check, keep-cordoned, keys init), and how long to try.
+type global struct {
+	nats    cli.NATSFlags
+	timeout time.Duration
+	kube    *genericclioptions.ConfigFlags
+}
+
+// bounded returns ctx bounded by --timeout.
+func (g *global) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.timeout)
+}
+
+// newRootCmd returns edgedrainctl's command tree, named name in its help.
+func newRootCmd(name string) *cobra.Command {
+	g := &global{}
+	root := &cobra.Command{
+		Use:   "edgedrainctl",
+		Short: "The operator's view of edgedrain: every node's drain status, withdrawals, predictions, the signing key",
+		Long:  named(intro, name),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cli.Exit(1, fmt.Errorf("unknown command %q (want status, withdraw, check, keep-cordoned or keys; see --help)", args[0]))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.HelpFunc()(cmd, nil)
+			return cli.Exit(2, nil)
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.ApplyEnv(cmd.Flags()); err != nil {
+				return cli.Exit(2, err)
+			}
+			return nil
+		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	life := ctx // the command's whole life: status --watch runs until interrupted
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	var err error
-	switch cmd, rest := fs.Arg(0), fs.Args()[1:]; cmd {
-	case "check":
-		return check(ctx, rest, stdout, stderr)
-	case "keys":
-		return keys(ctx, rest, stdout, stderr)
-	case "keep-cordoned":
-		return keepCordoned(ctx, rest, stdout, stderr)
-	case "status":
-		err = status(ctx, life, nats, rest, stdout, stderr)
-	case "withdraw":
-		err = withdraw(ctx, nats, rest, stdout)
-	default:
-		err = fmt.Errorf("unknown command %q (want status, withdraw, check, keep-cordoned or keys; see --help)", cmd)
+	if name != "edgedrainctl" {
+		root.Use = PluginName
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "edgedrainctl:", err)
-		return 1
+	pf := root.PersistentFlags()
+	g.nats.Register(pf)
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "give up reaching the bus or the Kubernetes API after this long (status --watch: the first table)")
+	cli.BindEnv(pf)
+	g.kube = kubeFlags(pf)
+	root.AddCommand(newStatusCmd(g), newWithdrawCmd(g), newCheckCmd(g), newKeepCmd(g), newKeysCmd(g))
+	for _, c := range root.Commands() {
+		c.Long = named(c.Long, name)
+		for _, sub := range c.Commands() {
+			sub.Long = named(sub.Long, name)
+		}
 	}
-	return 0
+	registerKubeCompletions(root, g)
+	cli.Setup(root, map[string]string{"o": "output", "n": "namespace"})
+	return root
+}
+
+// named has text name the command as name ("kubectl edgedrain" as a kubectl plugin).
+func named(text, name string) string {
+	return strings.ReplaceAll(text, "edgedrainctl ", name+" ")
+}
+
+// exactlyOneNode is the Args of the commands that take one NODE: a usage error with code.
+func exactlyOneNode(code int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return cli.Exit(code, fmt.Errorf("want exactly one NODE, got %d arguments (see --help)", len(args)))
+		}
+		return nil
+	}
 }
 
 type buckets struct {

@@ -244,16 +244,19 @@ func TestKubectlPlugin(t *testing.T) {
 	out, _ = kubectl("edgedrain", "--help")
 	assert.Contains(t, out, "Usage: kubectl edgedrain [flags] status")
 
-	// Shell completion through kubectl (kubectl_complete-edgedrain): commands, then the bus's
-	// node names.
+	// Shell completion through kubectl (kubectl_complete-edgedrain, cobra's answer): commands
+	// (each with its description after a tab), then the bus's node names.
 	out, err = kubectl("__complete", "edgedrain", "st")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "status\n")
+	assert.Regexp(t, `(?m)^status\t`, out)
 	assert.NotContains(t, out, "withdraw")
 	out, err = kubectl("__complete", "edgedrain", "keys", "")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "generate\ninit\n")
+	assert.Regexp(t, `(?m)^generate\t.*\ninit\t`, out)
 	assert.Contains(t, out, ":4")
+	out, err = kubectl("__completeNoDesc", "edgedrain", "keys", "")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "generate\ninit\n")
 	out, err = kubectl("__complete", "edgedrain", "--nats-url", url, "--nats-user", busauth.OperatorUser, "--nats-password-file", operatorPW,
 		"withdraw", "edge-")
 	require.NoError(t, err, out)

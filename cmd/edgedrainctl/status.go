@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -13,25 +12,98 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
 	"github.com/edgedrain/edgedrain/pkg/nodedrain"
 )
 
-func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	format := fs.String("o", "table", "output: table or json")
-	watch := fs.Bool("watch", false, "draw the table again, in place, whenever a status or request changes, until interrupted")
-	domains := fs.String("js-domain", "", "JetStream domains of the sites to show, comma-separated, through a hub with a leaf node per site; empty: this bus")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("status: %w", err)
+const statusIntro = `Usage: edgedrainctl status [-o table|json] [--watch] [--js-domain SITE,...]
+
+Prints every node's drain status: status, requester, attempt, age, message, and what blocks the
+drain (pods that refuse eviction, volumes not yet safe), read from the bus (buckets
+nodedrain-status and nodedrain-requests). -o json prints the same as JSON.
+
+--watch draws the table again, in place, whenever a status or request changes, until
+interrupted (-o json: one array per change); --timeout bounds only the connection and the first
+table.
+
+--js-domain reads, through a hub NATS server with a leaf node per site, the sites' buckets (each
+site's JetStream domain), with one SITE column; a site that does not answer is named on stderr
+and the exit status is 1, the others are still shown.
+
+Exit status: 0 done, 1 the bus could not be read (or a site did not answer), or bad arguments.`
+
+const withdrawIntro = `Usage: edgedrainctl withdraw NODE
+
+Deletes NODE's drain request, as its agent does when the node is back: the coordinator cancels a
+drain under way, uncordons the node if it cordoned it, and returns it to NOTREQUESTED. For a node
+that will not come back to withdraw by itself.
+
+Exit status: 0 done, 1 failed or bad arguments.`
+
+func newStatusCmd(g *global) *cobra.Command {
+	var format, domains string
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Print every node's drain status, read from the bus",
+		Long:  statusIntro,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("status: unexpected arguments %q", args)
+			}
+			return nil
+		},
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := g.bounded(cmd.Context())
+			defer cancel()
+			return status(ctx, cmd.Context(), g.nats, format, watch, domains, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	if *format != "table" && *format != "json" {
-		return fmt.Errorf("status: -o %q: want table or json", *format)
+	cmd.Flags().StringVarP(&format, "output", "o", "table", "output: table or json")
+	cmd.Flags().BoolVar(&watch, "watch", false, "draw the table again, in place, whenever a status or request changes, until interrupted")
+	cmd.Flags().StringVar(&domains, "js-domain", "", "JetStream domains of the sites to show, comma-separated, through a hub with a leaf node per site; empty: this bus")
+	mustComplete(cmd, "output", "table", "json")
+	// A mistake in status's flags has always been a failure (1), not a usage error.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("status: %w", err) })
+	return cmd
+}
+
+func newWithdrawCmd(g *global) *cobra.Command {
+	return &cobra.Command{
+		Use:   "withdraw NODE",
+		Short: "Delete a node's drain request, as its agent does when the node is back",
+		Long:  withdrawIntro,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("withdraw: want exactly one NODE")
+			}
+			return nil
+		},
+		ValidArgsFunction: completeNodes(g),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := g.bounded(cmd.Context())
+			defer cancel()
+			return withdraw(ctx, g.nats, args[0], cmd.OutOrStdout())
+		},
 	}
-	if *watch {
-		if *domains != "" {
+}
+
+// mustComplete completes flag's values from values.
+func mustComplete(cmd *cobra.Command, flag string, values ...string) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic(err)
+	}
+}
+
+func status(ctx, life context.Context, nats cli.NATSFlags, format string, watch bool, domains string, out, errOut io.Writer) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("status: -o %q: want table or json", format)
+	}
+	if watch {
+		if domains != "" {
 			return fmt.Errorf("status: --watch reads one bus; leave out --js-domain")
 		}
 		b, err := open(ctx, nats)
@@ -39,11 +111,11 @@ func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out, e
 			return err
 		}
 		defer b.close()
-		return watchStatus(ctx, life, b, *format, out, errOut, 100*time.Millisecond)
+		return watchStatus(ctx, life, b, format, out, errOut, 100*time.Millisecond)
 	}
 	var rows []nodedrain.StatusView
 	var failed, err error
-	if *domains == "" {
+	if domains == "" {
 		b, err := open(ctx, nats)
 		if err != nil {
 			return err
@@ -52,10 +124,10 @@ func status(ctx, life context.Context, nats cli.NATSFlags, args []string, out, e
 		if rows, err = loadViews(ctx, b); err != nil {
 			return err
 		}
-	} else if rows, failed, err = sites(ctx, nats, *domains); err != nil {
+	} else if rows, failed, err = sites(ctx, nats, domains); err != nil {
 		return err
 	}
-	if *format == "json" {
+	if format == "json" {
 		err = nodedrain.WriteJSON(out, rows)
 	} else {
 		err = nodedrain.WriteTable(out, rows, time.Now())
@@ -176,11 +248,7 @@ func loadViews(ctx context.Context, b *buckets) ([]nodedrain.StatusView, error) 
 	return rows, nil
 }
 
-func withdraw(ctx context.Context, nats cli.NATSFlags, args []string, out io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("withdraw: want exactly one NODE")
-	}
-	node := args[0]
+func withdraw(ctx context.Context, nats cli.NATSFlags, node string, out io.Writer) error {
 	if err := nodedrain.ValidNodeName(node); err != nil {
 		return fmt.Errorf("withdraw: %w", err)
 	}
