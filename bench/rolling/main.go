@@ -43,7 +43,7 @@ func main() {
 	flag.DurationVar(&p.resync, "resync", 3*time.Second, "how long a node's Longhorn replicas take to rebuild once it is back (S)")
 	flag.IntVar(&p.podsPerNode, "pods-per-node", 3, "Deployment pods per node (one PodDisruptionBudget, maxUnavailable 1)")
 	flag.DurationVar(&p.termination, "termination", time.Second, "pod termination grace period")
-	flag.DurationVar(&p.volumeRecheck, "volume-recheck", nodedrain.DefaultPolicy().GateRecheck,
+	flag.DurationVar(&p.volumeRecheck, "volume-recheck", nodedrain.DefaultLimits().GateRecheck,
 		"the coordinator's --volume-recheck: how often a blocking volume gate, and the return gate, is asked again")
 	levels := flag.String("concurrency", "1,2", "max-concurrent-drains values to measure, comma-separated")
 	kuredPeriod := flag.Duration("kured-period", time.Hour, "kured's --period for the comparison (its default)")
