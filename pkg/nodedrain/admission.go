@@ -88,6 +88,12 @@ type AdmitInput struct {
 	// volume gate's, under the wait policy): a drain is not admitted while every other copy of
 	// one of its volumes is on nodes in maintenance.
 	Peers func(node string) []VolumePeers
+	// ReadyUnsure says the nodes' readiness may be older than the drains' statuses (the
+	// informers may still be listing again after an API outage): a node shown NotReady may be
+	// up. It then counts as up wherever a NotReady node would free something under a declared
+	// whole-cluster shutdown (its slot, its part in the declaration): a COMPLETE node still up
+	// taken for gone down would let the last node go undrained beside it.
+	ReadyUnsure bool
 }
 
 // Admission is what Admit decided for the drains waiting in REQUESTED.
@@ -152,11 +158,12 @@ func AdmitWith(in AdmitInput) Admission {
 	// normal kernel-update day, and each node must still be drained in turn.
 	// A node already down (NotReady) with no request need not declare it: no agent runs there
 	// (unless one was heard from lately: in.Back).
+	up := func(n NodeInfo) bool { return n.Ready || in.ReadyUnsure }
 	a.WholeCluster = len(nodes) > 1
 	declaring := 0
 	for _, n := range nodes {
 		d, ok := drains[n.Name]
-		if (!ok || d.Request == nil) && !n.Ready && !in.Back[n.Name] {
+		if (!ok || d.Request == nil) && !up(n) && !in.Back[n.Name] {
 			continue
 		}
 		// Taken up: under way, COMPLETE, or answered NOTSUPPORTED as the last node up (the
@@ -167,7 +174,7 @@ func AdmitWith(in AdmitInput) Admission {
 			a.WholeCluster = false
 			break
 		}
-		if d.Status.Status == StatusComplete && d.Status.SlotReleased && n.Ready {
+		if d.Status.Status == StatusComplete && d.Status.SlotReleased && up(n) {
 			// Back from the shutdown (its slot released as it went down, its Node Ready again): it
 			// declares nothing more, whatever keeps its request on the bus (a withdrawal not seen
 			// yet, a replay of the request by a bus identity that may write requests).
@@ -189,7 +196,7 @@ func AdmitWith(in AdmitInput) Admission {
 	}
 	var holders, waiting []string
 	for name, d := range drains {
-		if holdsSlot(d, known[name].Ready, a.WholeCluster) {
+		if holdsSlot(d, up(known[name]), a.WholeCluster) {
 			holders = append(holders, name)
 		}
 		if d.AwaitsAdmission() {
@@ -200,7 +207,7 @@ func AdmitWith(in AdmitInput) Admission {
 	for _, n := range nodes {
 		// Another's maintenance in progress is a node in maintenance like ours: it counts
 		// against the limit, its failure domain and its volumes' copies.
-		if n.Other != nil && n.Other.InProgress && !holdsSlot(drains[n.Name], n.Ready, a.WholeCluster) {
+		if n.Other != nil && n.Other.InProgress && !holdsSlot(drains[n.Name], up(n), a.WholeCluster) {
 			holders = append(holders, n.Name)
 			others = append(others, n.Name)
 		}

@@ -305,16 +305,18 @@ func (c *Core) Admit(nodes []nodedrain.NodeInfo, pol AdmissionVerdict, now time.
 		out = append(out, c.giveWay(pol.Peers, now)...)
 	}
 	pol.Holds = c.holdDecommissions(pol.Holds)
+	unsure := now.Before(c.viewSettlesAt)
 	adm := nodedrain.AdmitWith(nodedrain.AdmitInput{Drains: c.drains, Nodes: all, MaxConcurrent: c.maxConcurrent,
-		Seen: recent, Back: c.agentsBack(now), Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers})
+		Seen: recent, Back: c.agentsBack(now), Holds: pol.Holds, Warnings: pol.Warnings, Domains: c.domains, Peers: pol.Peers,
+		ReadyUnsure: unsure})
 	if adm.WholeCluster && !c.declaredConfirmed &&
-		(len(adm.Admit) > 0 || len(adm.NotSupported) > 0 || len(c.declaredReleasable(nodes)) > 0) {
+		(len(adm.Admit) > 0 || len(adm.NotSupported) > 0 || len(c.declaredReleasable(nodes, unsure)) > 0) {
 		return out, CoreEvent{WholeCluster: c.wholeCluster, ConfirmDeclared: true}
 	}
 	c.declaredConfirmed = false
 	ev := CoreEvent{WholeCluster: adm.WholeCluster, Changed: adm.WholeCluster != c.wholeCluster}
 	c.wholeCluster = adm.WholeCluster
-	out = append(out, c.releaseDeclared(all, now)...) // (an unmanaged node is there: its readiness counts)
+	out = append(out, c.releaseDeclared(all, unsure, now)...) // (an unmanaged node is there: its readiness counts)
 	for _, n := range adm.Admit {
 		if w, ok := pol.Warnings[n]; ok {
 			// The pre-flight prediction is published with REQUESTED (--preflight=warn).
@@ -569,12 +571,12 @@ func (c *Core) releaseStale(nodes []nodedrain.NodeInfo, now time.Time) []NodeAct
 // as down, as admission counts it (its slot free under the declaration): released too, so that
 // the bus never shows it holding a slot admission gave to another node (found by the
 // simulation: kubectl delete node on a node COMPLETE for the shutdown, not down yet).
-func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []NodeAction {
+func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, unsure bool, now time.Time) []NodeAction {
 	if !c.wholeCluster {
 		return nil
 	}
 	var out []NodeAction
-	for _, node := range c.declaredReleasable(nodes) {
+	for _, node := range c.declaredReleasable(nodes, unsure) {
 		out = append(out, c.Handle(node, nodedrain.EvReleaseSlot{
 			Reason: ReleasedUnderShutdown + "; the node is uncordoned when it is back and its agent withdraws"}, now)...)
 	}
@@ -582,8 +584,13 @@ func (c *Core) releaseDeclared(nodes []nodedrain.NodeInfo, now time.Time) []Node
 }
 
 // declaredReleasable lists the nodes releaseDeclared releases under a declaration: cleared for a
-// declaring request, down (or their Node object missing), their slot not released yet.
-func (c *Core) declaredReleasable(nodes []nodedrain.NodeInfo) []string {
+// declaring request, down (or their Node object missing), their slot not released yet. None
+// while the view of the nodes may be older than their COMPLETE (unsure: the informers may still
+// be listing again after an outage): a node up again before the outage ended would look down.
+func (c *Core) declaredReleasable(nodes []nodedrain.NodeInfo, unsure bool) []string {
+	if unsure {
+		return nil
+	}
 	ready := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		ready[n.Name] = n.Ready
