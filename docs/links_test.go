@@ -39,7 +39,7 @@ func (p linkProblem) String() string {
 
 // skippedDirs are never walked: version control, build output, dependencies, and test fixtures
 // (whose Markdown may be broken on purpose).
-var skippedDirs = map[string]bool{".git": true, "bin": true, "node_modules": true, "testdata": true}
+var skippedDirs = map[string]bool{".git": true, "bin": true, "node_modules": true, "testdata": true, ".cache": true}
 
 // TestMarkdownLinks fails for every relative link in the repository's Markdown whose file is
 // missing, and every anchor that names no heading of the Markdown file it points into.

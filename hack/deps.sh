@@ -5,6 +5,8 @@
 #
 #   hack/deps.sh          as root: install what is missing. Otherwise, if something is missing:
 #                         name it and the command that installs it (sudo hack/deps.sh), and fail.
+#                         A user is not asked for what only root's test runs use (real nodes,
+#                         a real logind): those tests skip unless they run as root.
 #   hack/deps.sh --check  only report what is missing (exit status 1 if anything is).
 #
 # Without apt-get (not Debian) it names the missing commands, which the tests need, and fails.
@@ -34,6 +36,10 @@ needs=(
 	# The image test inspects `make image`'s output with skopeo (hack/image_test.go); the agent's
 	# logind reboot is tested on a real dbus-daemon (internal/testenv/dbus.go). Both fail without.
 	skopeo=skopeo dbus-daemon=dbus-daemon
+)
+# What only root's test runs use: the tests that need them skip unless they run as root (they make
+# network namespaces, mounts and a container runtime), so a user need not install these.
+root_needs=(
 	# Real nodes (internal/testenv/realnode.go): Debian's containerd (and its ctr) and runc, the CNI
 	# plugins, and the tools that make the node's namespaces and network (nsenter and unshare are
 	# util-linux's). The tests skip without them; CI never may.
@@ -57,9 +63,10 @@ present() {
 
 # missing_cmds and missing_pkgs: what is missing now, and the packages (each once) that bring it.
 find_missing() {
-	local need what pkg
+	local need what pkg all=("${needs[@]}")
+	[ "$(id -u)" = 0 ] && all+=("${root_needs[@]}")
 	missing_cmds=() missing_pkgs=()
-	for need in "${needs[@]}"; do
+	for need in "${all[@]}"; do
 		what=${need%=*} pkg=${need##*=}
 		present "$what" && continue
 		missing_cmds+=("$what")
@@ -95,10 +102,10 @@ fi
 
 # Root: install. One installer at a time (two test runs starting together), and look again once
 # it is our turn: the other may have installed them.
+# The lock is this script itself, opened to read: a lock file in a directory anyone may write to
+# could be a link another user planted there, which root would then truncate.
 if command -v flock >/dev/null 2>&1; then
-	lockdir=/run/lock
-	[ -d "$lockdir" ] || lockdir=/tmp
-	exec 9>"$lockdir/edgedrain-deps.lock"
+	exec 9<"$0"
 	flock 9
 	find_missing
 	[ ${#missing_cmds[@]} -eq 0 ] && exit 0

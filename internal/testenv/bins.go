@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,7 +66,8 @@ func BuildClusterBinaries(ctx context.Context, args ...string) (string, error) {
 	}
 	// Killing bash alone would leave its go build (and that one's compilers) running, holding
 	// the output pipe open: end them all.
-	cmd.Cancel = func() error { return killTree(cmd.Process) }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.Output()
 	if err != nil {
@@ -246,25 +246,13 @@ func callChain() string {
 	return strings.Join(names, " → ")
 }
 
-// killTree kills p and every process below it.
-func killTree(p *os.Process) error {
-	pids := []int{p.Pid}
-	for i := 0; i < len(pids); i++ {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pids[i]))
-		for _, task := range tasks {
-			data, _ := os.ReadFile(task)
-			for _, field := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(field); err == nil {
-					pids = append(pids, pid)
-				}
-			}
-		}
+// killGroup kills p's process group, which BuildClusterBinaries made p lead: bash, the go build
+// it runs and that one's compilers and linker, including any started after the kill was decided.
+func killGroup(p *os.Process) error {
+	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil {
+		return p.Kill()
 	}
-	err := p.Kill() // first, so that it starts nothing more
-	for _, pid := range pids[1:] {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return err
+	return nil
 }
 
 // shortDuration is d as one writes it: 3h, 1h30m, 90s.

@@ -54,7 +54,7 @@ func (c *Clearance) UnmarshalJSON(data []byte) error {
 	}
 	st, err := nodedrain.ParseDrainStatus(s)
 	if err != nil || !st.Clears() {
-		return fmt.Errorf("clearedBy %q: not COMPLETE or NOTSUPPORTED, from the bus or an override", string(data))
+		return fmt.Errorf("clearedBy %s: not COMPLETE or NOTSUPPORTED, from the bus or an override", data)
 	}
 	c.Status = st
 	return nil
