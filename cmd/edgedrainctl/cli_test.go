@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -129,4 +132,37 @@ func TestCompletion(t *testing.T) {
 	assert.Equal(t, "edge-2.shop\n:4\n", complete("check", "edge-2"), "the bus from the environment")
 	assert.Equal(t, ":4\n", complete("check", "edge-2.shop", ""), "one NODE")
 	assert.True(t, strings.HasSuffix(complete(""), ":4\n"))
+}
+
+// A kubeconfig that names localhost:8080 (kubectl proxy, a tunnel) is used; only none at all
+// (and not in a pod) is "no configuration", which client-go would turn into that address.
+func TestKubeconfigNamingLocalhost8080IsUsed(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://localhost:8080"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {}}]
+current-context: c
+`), 0o600))
+	k := kubeFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))
+	*k.KubeConfig = path
+	rc, err := restConfig(k, "test")
+	require.NoError(t, err)
+	assert.Equal(t, "http://localhost:8080", rc.Host)
+
+	t.Setenv("HOME", dir)
+	t.Setenv("KUBECONFIG", "")
+	k = kubeFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))
+	_, err = restConfig(k, "test")
+	assert.ErrorContains(t, err, "no configuration has been provided")
+}
+
+// cobra's own completion flags take the single-dash form too.
+func TestCompletionFlagsTakeTheSingleDashForm(t *testing.T) {
+	out, errOut, code := ctlAs(t, "completion", "zsh", "-no-descriptions")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "__completeNoDesc")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/edgedrain/edgedrain/internal/cli"
@@ -38,7 +37,7 @@ func kubeFlags(fs *pflag.FlagSet) *genericclioptions.ConfigFlags {
 // API server's logs (and, for writes, as their field manager).
 func restConfig(k *genericclioptions.ConfigFlags, userAgent string) (*rest.Config, error) {
 	rc, err := k.ToRESTConfig()
-	if err == nil && *k.APIServer == "" && isDefaultServer(rc) {
+	if err == nil && *k.APIServer == "" && nothingConfigured(k) {
 		// No kubeconfig and not in a pod: kubectl would try localhost:8080.
 		err = errors.New("no configuration has been provided")
 	}
@@ -50,10 +49,16 @@ func restConfig(k *genericclioptions.ConfigFlags, userAgent string) (*rest.Confi
 	return rc, nil
 }
 
-// isDefaultServer says whether rc is client-go's default for when nothing is configured.
-func isDefaultServer(rc *rest.Config) bool {
-	def, err := clientcmd.DefaultClientConfig.ClientConfig()
-	return err == nil && rc.Host == def.Host
+// nothingConfigured says whether no kubeconfig names anything and this is not a pod: client-go
+// then falls back to localhost:8080. (Not judged by that address: a kubeconfig may name it, for
+// kubectl proxy or a tunnel.)
+func nothingConfigured(k *genericclioptions.ConfigFlags) bool {
+	raw, err := k.ToRawKubeConfigLoader().RawConfig()
+	if err != nil || !clientcmdapi.IsConfigEmpty(&raw) {
+		return false
+	}
+	_, err = rest.InClusterConfig()
+	return err != nil
 }
 
 // registerKubeCompletions completes --context, --cluster and --user from the kubeconfig.

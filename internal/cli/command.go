@@ -291,8 +291,12 @@ func Setup(root *cobra.Command, aliases map[string]string) {
 // Execute runs root with args (made pflag's with GoStyleArgs) and ctx, its output to stdout and
 // stderr, and returns the command that ran and its error.
 func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) (*cobra.Command, error) {
-	root.SetArgs(append([]string{}, GoStyleArgs(root, args)...))
-	root.SetOut(stdout)
+	root.SetOut(stdout) // (before the completion command is made: it keeps the writer it finds)
 	root.SetErr(stderr)
+	// cobra adds its completion and help commands when it executes: add them now, so that their
+	// flags (-no-descriptions) are known to GoStyleArgs too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	root.SetArgs(append([]string{}, GoStyleArgs(root, args)...))
 	return root.ExecuteContextC(ctx)
 }
