@@ -193,7 +193,7 @@ func TestCoordinatorRBACIsEnough(t *testing.T) {
 	cfg := coordinator.DefaultConfig()
 	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.NodeSelector, cfg.Gate = client, js, testenv.GroupLabel+"=rbac-deploy", gate
-	cfg.Policy.CordonAttempts = 2
+	cfg.Limits.CordonAttempts = 2
 	engine, err := coordinator.NewEngine(cfg)
 	require.NoError(t, err)
 	lc := coordinator.DefaultLeaderConfig()

@@ -200,7 +200,7 @@ func (d *day) startCoordinator(js jetstream.JetStream) error {
 	cfg.Signer, cfg.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	cfg.Client, cfg.JetStream, cfg.Gate = client, js, gate
 	cfg.NodeSelector, cfg.MaxConcurrentDrains = testenv.GroupLabel+"="+d.group, d.p.concurrency
-	cfg.Policy.GateRecheck = d.p.volumeRecheck
+	cfg.Limits.GateRecheck = d.p.volumeRecheck
 	cfg.Logger = d.logger("coordinator")
 	engine, err := coordinator.NewEngine(cfg)
 	if err != nil {

@@ -111,7 +111,7 @@ func TestForgedStatusesRunNothing(t *testing.T) {
 	unblock := s.blockEvictions("db", 3)
 	var metrics *coordinator.Metrics
 	s.runCoordinator(func(c *coordinator.Config) {
-		c.Policy.DrainAttemptTimeout = 5 * time.Minute
+		c.Limits.DrainAttemptTimeout = 5 * time.Minute
 		metrics = c.Metrics
 	})
 	other := s.nodes[slices.IndexFunc(s.nodes, func(n string) bool { return n != target })]
@@ -267,7 +267,7 @@ func replayAfterWithdrawal(t *testing.T, group, mode string) {
 	target := s.deploy("web", 2, 1)
 	other := s.nodes[slices.IndexFunc(s.nodes, func(n string) bool { return n != target })]
 	unblock := s.blockEvictions("web", 2)
-	stop := s.runCoordinator(func(c *coordinator.Config) { c.Policy.DrainAttemptTimeout = 5 * time.Minute })
+	stop := s.runCoordinator(func(c *coordinator.Config) { c.Limits.DrainAttemptTimeout = 5 * time.Minute })
 	a := s.newAgent(target, "--nats-token-file", testenv.WriteToken(t, t.TempDir(), s.token(s.agentPod(target))))
 	a.start()
 	req := s.deferReboot(a)

@@ -70,8 +70,8 @@ func (s *scene) runCoordinator(tune func(*coordinator.Config)) (stop func()) {
 	cfg.Client, cfg.JetStream = s.c.Client, s.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + s.group
 	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
-	cfg.Policy = testenv.FastPolicy()
-	cfg.Policy.DrainAttemptTimeout = 10 * time.Second // pods with a 1 s grace period on a loaded machine
+	cfg.Limits = testenv.FastPolicy()
+	cfg.Limits.DrainAttemptTimeout = 10 * time.Second // pods with a 1 s grace period on a loaded machine
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
 	// Its log is the test's, printed if it fails: written to the process's output, the logs of

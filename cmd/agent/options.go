@@ -31,7 +31,7 @@ type options struct {
 
 func registerRunFlags(fs *pflag.FlagSet) *options {
 	o := &options{cfg: agent.DefaultConfig(), commands: map[agent.Operation]*string{}, sentinels: map[agent.Operation]*string{}}
-	c, p := &o.cfg, &o.cfg.Policy
+	c, p := &o.cfg, &o.cfg.Limits
 	fs.StringVar(&c.Node, "node-name", os.Getenv("NODE_NAME"), "this node's name (required; on Kubernetes from the downward API, spec.nodeName; NODE_NAME is read too)")
 	o.nats.Register(fs)
 	fs.StringVar(&o.trusted, "trusted-keys", "", "PEM public keys of the coordinator, a file or a directory of *.pem (required; the ConfigMap edgedrain-trusted-keys, docs/status-signing.md): the agent acts on no status they do not verify; read again when it changes (key rotation)")

@@ -101,7 +101,7 @@ func TestKilledWhileDeferred(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, "killed", 3)
 	target := s.deploy("slow", 4, 20) // pods take 20 s to go: the drain stays CORDONED a while
-	s.runCoordinator(func(c *coordinator.Config) { c.Policy.DrainAttemptTimeout = time.Minute })
+	s.runCoordinator(func(c *coordinator.Config) { c.Limits.DrainAttemptTimeout = time.Minute })
 	a := s.newAgent(target)
 	a.start()
 	out, err := a.cli("request", "reboot", "--context", "kernel 6.12")
@@ -156,7 +156,7 @@ func TestPDBFailsThenRetries(t *testing.T) {
 	require.NoError(t, err)
 	s.runCoordinator(func(c *coordinator.Config) {
 		// Long enough for pods that are let go (1 s grace period) to be gone within an attempt.
-		c.Policy.DrainAttempts, c.Policy.DrainAttemptTimeout = 2, 5*time.Second
+		c.Limits.DrainAttempts, c.Limits.DrainAttemptTimeout = 2, 5*time.Second
 	})
 	a := s.newAgent(target, "--drain-retry-backoff", "3s", "--drain-retry-backoff-max", "3s")
 	a.start()
@@ -249,7 +249,7 @@ func TestOverride(t *testing.T) {
 	if other == busy {
 		other = s.nodes[1]
 	}
-	s.runCoordinator(func(c *coordinator.Config) { c.Policy.DrainAttemptTimeout = 2 * time.Minute })
+	s.runCoordinator(func(c *coordinator.Config) { c.Limits.DrainAttemptTimeout = 2 * time.Minute })
 	first := s.newAgent(busy)
 	second := s.newAgent(other)
 	first.start()

@@ -50,7 +50,7 @@ func TestKeyRotationKeepsADrainUnderWay(t *testing.T) {
 	withKey := func(k *nodedrain.Signer) func(*coordinator.Config) {
 		return func(c *coordinator.Config) {
 			c.Signer, c.TrustedKeys = k, trusted.Keys
-			c.Policy.DrainAttemptTimeout = 5 * time.Minute
+			c.Limits.DrainAttemptTimeout = 5 * time.Minute
 		}
 	}
 	stop := s.runCoordinator(withKey(oldKey))

@@ -101,7 +101,7 @@ func (s *scene) blockEvictions(app string, replicas int32) (unblock func()) {
 // drain blocked by a budget stays CORDONED (never FAILEDDRAIN, which would make the agent
 // withdraw and ask again under a new request ID) until the budget is lifted.
 func (s *authScene) runBlockedCoordinator() {
-	s.runCoordinator(func(c *coordinator.Config) { c.Policy.DrainAttemptTimeout = 5 * time.Minute })
+	s.runCoordinator(func(c *coordinator.Config) { c.Limits.DrainAttemptTimeout = 5 * time.Minute })
 }
 
 // agentPod returns the agent DaemonSet's pod on node.

@@ -28,8 +28,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	o, err := parse(t)
 	require.NoError(t, err)
 	assert.Equal(t, 1, o.cfg.MaxConcurrentDrains)
-	assert.Equal(t, 10, o.cfg.Policy.CordonAttempts)
-	assert.Equal(t, 5, o.cfg.Policy.DrainAttempts)
+	assert.Equal(t, 10, o.cfg.Limits.CordonAttempts)
+	assert.Equal(t, 5, o.cfg.Limits.DrainAttempts)
 	assert.True(t, o.leaderElect)
 }
 

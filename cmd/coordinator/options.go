@@ -46,7 +46,7 @@ type options struct {
 
 func registerFlags(fs *pflag.FlagSet) *options {
 	o := &options{cfg: coordinator.DefaultConfig(), volumes: volumes.DefaultConfig()}
-	p := &o.cfg.Policy
+	p := &o.cfg.Limits
 	host, _ := os.Hostname()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty: in-cluster configuration, else $KUBECONFIG or ~/.kube/config")
 	fs.Float64Var(&o.qps, "kube-api-qps", 200, "Kubernetes client request rate limit (client-go's default of 5 makes evictions crawl)")

@@ -40,13 +40,13 @@ func registerPolicyFlags(fs *pflag.FlagSet, o *policyOptions, cfg *coordinator.C
 			"warn publishes the prediction with REQUESTED and starts anyway; hold keeps the drain REQUESTED until the prediction is clear; off predicts nothing")
 	fs.DurationVar(&o.recheck, "policy-recheck", 5*time.Second,
 		"how often the blockers and the prediction of waiting drains are checked again; a drain is admitted on a check at most 3 times this old")
-	fs.DurationVar(&cfg.Policy.ReturnTimeout, "return-gate-timeout", cfg.Policy.ReturnTimeout,
+	fs.DurationVar(&cfg.Limits.ReturnTimeout, "return-gate-timeout", cfg.Limits.ReturnTimeout,
 		"after a node's operation, hold its admission slot until it is Ready, its Longhorn replicas are healthy and its pods are Ready, at most this long "+
 			"(then release it with a warning Event and edgedrain_return_gate_seconds{result=\"timeout\"}); 0: release at once")
 	fs.BoolVar(&cfg.AllowDecommission, "allow-decommission", cfg.AllowDecommission,
 		"admit decommission requests (agent request decommission): drain the node for good, evict its Longhorn replicas, delete its node-local PVCs "+
 			"annotated edgedrain.io/decommission and its Node object (needs the RBAC of deploy/components/decommission); false: they wait in REQUESTED, saying so")
-	fs.DurationVar(&cfg.Policy.DecommissionLinger, "decommission-linger", cfg.Policy.DecommissionLinger,
+	fs.DurationVar(&cfg.Limits.DecommissionLinger, "decommission-linger", cfg.Limits.DecommissionLinger,
 		"remove a decommissioned node's request and status from the bus this long after the request's withdrawal (answered NOTREQUESTED meanwhile, "+
 			"so that an agent that did not withdraw it learns it was), or after its COMPLETE if nobody withdraws it (its machine powered off); "+
 			"0: at the withdrawal, and never without one")

@@ -88,7 +88,7 @@ func (w *world) start(policy string, tune ...func(*settings)) {
 	s.engine.Signer, s.engine.TrustedKeys = testenv.Signer(), testenv.TrustedKeys
 	s.engine.NodeSelector = testenv.GroupLabel + "=" + w.group
 	s.engine.ClusterSelector = s.engine.NodeSelector // the test cluster is shared: its group is its cluster
-	s.engine.Policy = testenv.FastPolicy()
+	s.engine.Limits = testenv.FastPolicy()
 	s.engine.EvictRetryDelay, s.engine.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond
 	s.engine.Metrics = coordinator.NewMetrics(w.reg)
 	s.engine.Logger = log

@@ -109,7 +109,7 @@ func TestPrometheusBlockers(t *testing.T) {
 		// firing; the test then removes it at once.
 		w.bindPod(w.nodes[0], "slow", nil, 60)
 		w.waitRunning("slow")
-		w.start(alertPolicy("OtherAlert"), func(s *settings) { s.engine.Policy.DrainAttemptTimeout = 2 * time.Minute })
+		w.start(alertPolicy("OtherAlert"), func(s *settings) { s.engine.Limits.DrainAttemptTimeout = 2 * time.Minute })
 		w.requestInOrder(w.nodes[0])
 		w.WaitStatus(t, w.nodes[0], nodedrain.StatusCordoned, waitLong)
 		require.Eventually(t, func() bool {
@@ -239,7 +239,7 @@ func TestReturnGateHoldsNextNode(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t, "return-timeout", 2)
-		returning(w, func(s *settings) { s.engine.Policy.ReturnTimeout = 4 * time.Second })
+		returning(w, func(s *settings) { s.engine.Limits.ReturnTimeout = 4 * time.Second })
 		st := w.WaitFor(t, w.nodes[0], waitLong, "return gate timed out", saying("timed out"))
 		assert.Equal(t, nodedrain.StatusNotRequested, st.Status)
 		assert.True(t, st.ReturningSince.IsZero(), "still returning after the timeout")

@@ -43,8 +43,8 @@ func startVMWorld(t *testing.T, group string, mode NonMigratable) *vmWorld {
 	cfg.Client, cfg.JetStream = c.Client, w.JS
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
 	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
-	cfg.Policy = testenv.FastPolicy()
-	cfg.Policy.DrainAttemptTimeout = 20 * time.Second
+	cfg.Limits = testenv.FastPolicy()
+	cfg.Limits.DrainAttemptTimeout = 20 * time.Second
 	cfg.EvictRetryDelay, cfg.ProgressEvery = 200*time.Millisecond, 100*time.Millisecond
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
 	log := logrus.New()

@@ -52,7 +52,7 @@ func TestCoordinatorDecommissionsANode(t *testing.T) {
 	// cordon that landed late is undone so).
 	off.stop()
 	w := startDrainWorld(t, c, "e2e-retire", g, func(cfg *coordinator.Config) {
-		cfg.AllowDecommission, cfg.Policy.DecommissionLinger = true, time.Second
+		cfg.AllowDecommission, cfg.Limits.DecommissionLinger = true, time.Second
 	})
 
 	w.RequestWithContext(t, nodes[0], "d-1", time.Now(), "decommission the old box")

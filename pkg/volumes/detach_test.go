@@ -151,7 +151,7 @@ func TestCoordinatorWaitsForALingeringVolumeAttachment(t *testing.T) {
 	va, err := c.Client.StorageV1().VolumeAttachments().Create(ctx, volumeAttachment("csi-e2e-detach", nodes[0], "pv-e2e-detach"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Client.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{}) })
-	w := startDrainWorld(t, c, "e2e-detach", g, func(cfg *coordinator.Config) { cfg.Policy.GateRecheck = time.Hour })
+	w := startDrainWorld(t, c, "e2e-detach", g, func(cfg *coordinator.Config) { cfg.Limits.GateRecheck = time.Hour })
 
 	w.request(nodes[0])
 	st := w.waitFor(nodes[0], "CORDONED, waiting for the attachment", func(s nodedrain.NodeDrainStatus) bool {

@@ -36,7 +36,7 @@ func startDrainWorld(t testing.TB, c *testenv.Cluster, group string, gate coordi
 	cfg.Client, cfg.JetStream, cfg.Gate = c.Client, w.JS, gate
 	cfg.NodeSelector = testenv.GroupLabel + "=" + group
 	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
-	cfg.Policy = testenv.FastPolicy()
+	cfg.Limits = testenv.FastPolicy()
 	cfg.Metrics = coordinator.NewMetrics(prometheus.NewRegistry())
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)

@@ -32,7 +32,7 @@ func TestCoordinatorReactsToTheReplicaThatMakesTheNodeSafe(t *testing.T) {
 		return len(r.Blockers) == 1
 	})
 	w := startDrainWorld(t, c, "e2e-react", g, func(cfg *coordinator.Config) {
-		cfg.Policy.GateRecheck, cfg.Policy.GateReact = time.Hour, 20*time.Millisecond
+		cfg.Limits.GateRecheck, cfg.Limits.GateReact = time.Hour, 20*time.Millisecond
 	})
 
 	w.request(nodes[0])
@@ -86,11 +86,11 @@ func BenchmarkSafeToComplete(b *testing.B) {
 			nodes := c.AddNodes(b, group, 2)
 			g := startGate(b, c, nil)
 			w := startDrainWorld(b, c, group, g.Gate, func(cfg *coordinator.Config) {
-				cfg.Policy.GateRecheck, cfg.Policy.GateReact = nodedrain.DefaultLimits().GateRecheck, nodedrain.DefaultLimits().GateReact
+				cfg.Limits.GateRecheck, cfg.Limits.GateReact = nodedrain.DefaultLimits().GateRecheck, nodedrain.DefaultLimits().GateReact
 				if mode == "timer" { // a reaction as late as the timer: no reaction at all
-					cfg.Policy.GateReact = cfg.Policy.GateRecheck
+					cfg.Limits.GateReact = cfg.Limits.GateRecheck
 				}
-				cfg.Policy.ReturnTimeout = 0
+				cfg.Limits.ReturnTimeout = 0
 			})
 			var took []time.Duration
 			b.ResetTimer()

@@ -335,7 +335,7 @@ func (a *Agent) step(ctx context.Context, ev Event) {
 		return
 	}
 	a.noteForeign(ev)
-	m, actions := Step(a.m, ev, a.cfg.Now(), a.cfg.Policy)
+	m, actions := Step(a.m, ev, a.cfg.Now(), a.cfg.Limits)
 	a.m = m
 	saved := a.persist()
 	if a.overrideLeft != nil {

@@ -175,7 +175,7 @@ func TestAgentCommandFailureIsRetried(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "failed-once")
 	// Fails the first time, succeeds the second.
 	w.cfg.Commands[agent.OpUpdate] = `if [ ! -e ` + marker + ` ]; then touch ` + marker + `; echo disk full >&2; exit 1; fi; echo ok >> ` + w.ran
-	w.cfg.Policy.CommandRetryBackoff, w.cfg.Policy.CommandRetryBackoffMax = 100*time.Millisecond, 100*time.Millisecond
+	w.cfg.Limits.CommandRetryBackoff, w.cfg.Limits.CommandRetryBackoffMax = 100*time.Millisecond, 100*time.Millisecond
 	w.run()
 	w.waitStatus(nodedrain.StatusNotRequested)
 	_, err := agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "")

@@ -76,12 +76,12 @@ func (a *Agent) runOperation(command string, act RunCommand, entry *logrus.Entry
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err = runLogind(ctx, a.cfg.SystemBus, command)
-	if (errors.Is(err, errNoAnswer) || errors.Is(err, errInProgress)) && act.Operation.goesDown(a.cfg.Policy) {
+	if (errors.Is(err, errNoAnswer) || errors.Is(err, errInProgress)) && act.Operation.goesDown(a.cfg.Limits) {
 		// Calling again could take the node down twice; waiting for it to go down is the
 		// safe answer, and if it stays up past the reboot timeout the drain is confirmed
 		// again and the call made again.
 		entry.WithError(err).Warnf("treating the %s as under way: waiting for the node to go down, as after a command returns; if it is still up after %s the %s is asked for again",
-			act.Operation, a.cfg.Policy.RebootTimeout, act.Operation)
+			act.Operation, a.cfg.Limits.RebootTimeout, act.Operation)
 		return err.Error() + "; treated as under way", nil
 	}
 	return "", err

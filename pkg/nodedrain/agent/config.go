@@ -87,8 +87,8 @@ type Config struct {
 	OutcomeFile string
 	// CommandTimeout bounds one run of an operation command; zero: no limit.
 	CommandTimeout time.Duration
-	// Policy holds the retry delays.
-	Policy Limits
+	// Limits holds the retry delays.
+	Limits Limits
 	// APIProbe asks whether the Kubernetes API answers from this node, before the agent acts on
 	// a COMPLETE of the API-unreachable rule (apiprobe.go); nil: no probe, such a COMPLETE is
 	// taken as it is.
@@ -121,7 +121,7 @@ func DefaultConfig() Config {
 		CatchShutdown:    CatchOff,
 		LogindConfDir:    DefaultLogindConfDir,
 		CommandTimeout:   time.Hour,
-		Policy:           DefaultLimits(),
+		Limits:           DefaultLimits(),
 	}
 }
 
@@ -154,7 +154,7 @@ func (c Config) ValidateSettings() error {
 				errs = append(errs, fmt.Errorf("%s %w", op, err))
 			} else if c.SystemBus == "" {
 				errs = append(errs, fmt.Errorf("%s command %s: the system bus address is empty", op, command))
-			} else if op.Valid() && !op.goesDown(c.Policy) {
+			} else if op.Valid() && !op.goesDown(c.Limits) {
 				// The agent would count the operation over when logind answers and withdraw
 				// its request: the node uncordoned while it goes down.
 				errs = append(errs, fmt.Errorf("%s command %s takes the node down, but %s is over when its command returns (%s)",
@@ -199,7 +199,7 @@ func (c Config) ValidateSettings() error {
 	if c.CommandTimeout < 0 {
 		errs = append(errs, fmt.Errorf("command timeout must not be negative, got %s", c.CommandTimeout))
 	}
-	if err := c.Policy.Validate(); err != nil {
+	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return joinConfig(errs...)

@@ -101,7 +101,7 @@ func TestLogindCommandsAreValidated(t *testing.T) {
 	// request would be withdrawn, and the node uncordoned, while it goes down.
 	cfg.Commands[OpUpdate] = LogindReboot
 	assert.ErrorContains(t, cfg.ValidateSettings(), "update command logind:reboot takes the node down, but an update is over when its command returns (--update-reboots")
-	cfg.Policy.UpdateReboots = true
+	cfg.Limits.UpdateReboots = true
 	require.NoError(t, cfg.ValidateSettings(), "an update that reboots may reboot through logind")
 	cfg.Commands[OpDecommission] = LogindPowerOff
 	assert.ErrorContains(t, cfg.ValidateSettings(), "a decommission needs a shell command that stops the kubelet first")

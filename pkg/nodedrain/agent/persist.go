@@ -39,7 +39,7 @@ func (a *Agent) persist() bool {
 		f := &a.unsaved
 		f.count++
 		f.err = err
-		wait := nodedrain.Backoff(f.count, a.cfg.Policy.BusRetry, saveRetryMax)
+		wait := nodedrain.Backoff(f.count, a.cfg.Limits.BusRetry, saveRetryMax)
 		f.retryAt = a.cfg.Now().Add(wait)
 		a.metrics.StateErrors.Inc()
 		a.metrics.StateUnsaved.Set(1)

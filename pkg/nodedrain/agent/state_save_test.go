@@ -36,7 +36,7 @@ func newSaveWorld(t *testing.T) *saveWorld {
 	log.SetLevel(logrus.DebugLevel)
 	w.logs = test.NewLocal(log)
 	w.cfg.Logger = log.WithField("test", t.Name())
-	w.cfg.Policy.BusRetry = 50 * time.Millisecond // the held run is tried again soon
+	w.cfg.Limits.BusRetry = 50 * time.Millisecond // the held run is tried again soon
 	return w
 }
 
@@ -171,7 +171,7 @@ func TestAgentDoesNotPublishWhatItCannotRecord(t *testing.T) {
 	_, err := agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v1")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return w.status().State.Phase == agent.PhaseDeferred }, 10*time.Second, 10*time.Millisecond)
-	time.Sleep(10 * w.cfg.Policy.BusRetry) // retries, each held back
+	time.Sleep(10 * w.cfg.Limits.BusRetry) // retries, each held back
 	_, _, err = w.requests.Get(context.Background(), node)
 	require.ErrorIs(t, err, pubsub.ErrNotFound, "published a request the state file does not record")
 
@@ -191,7 +191,7 @@ func TestAgentDoesNotPublishWhatItCannotRecord(t *testing.T) {
 	w.breakStateDir()
 	_, err = agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v2")
 	require.NoError(t, err)
-	time.Sleep(5 * w.cfg.Policy.BusRetry)
+	time.Sleep(5 * w.cfg.Limits.BusRetry)
 	_, _, err = w.requests.Get(context.Background(), node)
 	require.ErrorIs(t, err, pubsub.ErrNotFound)
 	w.repairStateDir()
@@ -210,7 +210,7 @@ func TestAgentDoesNotPublishWhatItCannotRecord(t *testing.T) {
 // and asks again.
 func TestAgentKeepsAFailedRequestItCannotRecordWithdrawing(t *testing.T) {
 	w := newSaveWorld(t)
-	w.cfg.Policy.DrainRetryBackoff, w.cfg.Policy.DrainRetryBackoffMax = 200*time.Millisecond, 200*time.Millisecond
+	w.cfg.Limits.DrainRetryBackoff, w.cfg.Limits.DrainRetryBackoffMax = 200*time.Millisecond, 200*time.Millisecond
 	stop := w.start()
 	w.waitStatus(nodedrain.StatusNotRequested)
 	_, err := agent.Request(context.Background(), w.cfg.Socket, agent.OpUpdate, "v1")

@@ -29,8 +29,8 @@ type Config struct {
 	TrustedKeys func() nodedrain.KeySet
 	// Gate is the volume gate; nil allows every node (AllowAll).
 	Gate VolumeGate
-	// Policy holds the retry limits and delays of one drain.
-	Policy nodedrain.Limits
+	// Limits holds the retry limits and delays of one drain.
+	Limits nodedrain.Limits
 	// NodeSelector limits the nodes the coordinator manages (drains, cordons) to those matching
 	// this label selector; empty: every node of the cluster.
 	NodeSelector string
@@ -104,7 +104,7 @@ type Config struct {
 // of API unreachability before a safe drain proceeds.
 func DefaultConfig() Config {
 	return Config{
-		Policy:                nodedrain.DefaultLimits(),
+		Limits:                nodedrain.DefaultLimits(),
 		MaxConcurrentDrains:   1,
 		APIUnreachableTimeout: 5 * time.Minute,
 		EvictRetryDelay:       time.Second,
@@ -142,7 +142,7 @@ func (c Config) Validate() error {
 // ValidateSettings checks everything but the clients (what flags set).
 func (c Config) ValidateSettings() error {
 	var errs []error
-	if err := c.Policy.Validate(); err != nil {
+	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(c.NodeSelector); err != nil {

@@ -23,7 +23,7 @@ func TestDecommissionLingerRemovesOnlyItsOwnKeys(t *testing.T) {
 	h := newHarness(t, "decom", 3)
 	cfg := h.config(h.c.Client)
 	cfg.AllowDecommission = true
-	cfg.Policy.DecommissionLinger = 2 * time.Second
+	cfg.Limits.DecommissionLinger = 2 * time.Second
 	h.run(cfg)
 	ctx := context.Background()
 	gone := func(node string) bool {

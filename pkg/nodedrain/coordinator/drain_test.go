@@ -96,7 +96,7 @@ func TestPDBFailsTheDrainNamingIt(t *testing.T) {
 	target := h.deploy("db", 3, 1)
 	h.pdbAllowingNone("db-pdb", "db", 3)
 	cfg := h.config(h.c.Client)
-	cfg.Policy.DrainAttemptTimeout = time.Second
+	cfg.Limits.DrainAttemptTimeout = time.Second
 	h.run(cfg)
 
 	h.request(target, "r1", time.Now())

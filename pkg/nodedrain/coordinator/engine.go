@@ -168,7 +168,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics,
-		core: NewCore(cfg.Policy, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: Landed{}, recheck: map[string]bool{}, repairs: map[string]bool{},
+		core: NewCore(cfg.Limits, cfg.MaxConcurrentDrains), unpublished: map[string]bool{}, unlanded: map[string]unlandedComplete{}, landed: Landed{}, recheck: map[string]bool{}, repairs: map[string]bool{},
 		results: make(chan nodeEvent, 256), nodeChanged: make(chan struct{}, 1), repairFails: map[string]int{}, started: cfg.Started}
 	if e.started.IsZero() {
 		e.started = cfg.Now()
@@ -215,7 +215,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer cancel()
 	e.stopRun = cancel
 	// Everything in memory is rebuilt from the bus and the cluster (resume).
-	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Policy, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
+	e.core, e.unpublished, e.apiDownSince = NewCore(e.cfg.Limits, e.cfg.MaxConcurrentDrains), map[string]bool{}, time.Time{}
 	e.unlanded, e.landed = map[string]unlandedComplete{}, Landed{}
 	e.repairs, e.repairFails, e.repairNext = map[string]bool{}, map[string]int{}, ""
 	e.core.SetStaleHolderTimeout(e.cfg.StaleHolderTimeout)

@@ -44,7 +44,7 @@ func TestEvictionRequests(t *testing.T) {
 		ev := h.migrating(held)
 		cfg := h.config(h.c.Client)
 		cfg.EvictionRequests = EvictionRequestsOn
-		cfg.Policy.DrainAttemptTimeout = 2 * time.Minute // one attempt: the pod is held, not failed
+		cfg.Limits.DrainAttemptTimeout = 2 * time.Minute // one attempt: the pod is held, not failed
 		h.run(cfg)
 
 		h.request(target, "r1", time.Now())
@@ -122,7 +122,7 @@ func TestEvictionRequests(t *testing.T) {
 		cfg := h.config(h.c.Client)
 		cfg.EvictionRequests = EvictionRequestsOn
 		cfg.EvictRetryDelay = 2 * time.Second // room for the responder, whatever the load
-		cfg.Policy.DrainAttemptTimeout = 2 * time.Minute
+		cfg.Limits.DrainAttemptTimeout = 2 * time.Minute
 		h.run(cfg)
 		h.request(target, "r1", time.Now())
 		select {

@@ -185,13 +185,13 @@ func (x *executor) run(ctx context.Context, node, requestID string, s nodedrain.
 		blockers, err := x.returnCheck(ctx, node)
 		return nodedrain.EvResult{Err: err, Safe: err == nil && len(blockers) == 0, Blockers: blockers}
 	case nodedrain.OpEvict:
-		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Policy.DrainAttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, x.e.cfg.Limits.DrainAttemptTimeout)
 		defer cancel()
 		progress := func(evicted, total, terminating int, blockers []nodedrain.Blocker) {
 			x.e.post(ctx, node, nodedrain.EvProgress{RequestID: requestID, Evicted: evicted, Total: total,
 				WaitingDeletion: terminating, Blockers: blockers})
 		}
-		last := s.Attempt >= x.e.cfg.Policy.DrainAttempts
+		last := s.Attempt >= x.e.cfg.Limits.DrainAttempts
 		blockers, err := x.evictor.attempt(actx, node, last, progress)
 		m.EvictionAttempts.WithLabelValues(result(err)).Inc()
 		return nodedrain.EvResult{Err: err, Blockers: blockers}

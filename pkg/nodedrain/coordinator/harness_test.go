@@ -60,7 +60,7 @@ func (h *harness) config(client kubernetes.Interface) Config {
 	cfg.Client, cfg.JetStream = client, h.js
 	cfg.NodeSelector = testenv.GroupLabel + "=" + h.group
 	cfg.ClusterSelector = cfg.NodeSelector // the test cluster is shared: its group is its cluster
-	cfg.Policy = testenv.FastPolicy()
+	cfg.Limits = testenv.FastPolicy()
 	cfg.EvictRetryDelay = 200 * time.Millisecond
 	cfg.ProgressEvery = 100 * time.Millisecond
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry())

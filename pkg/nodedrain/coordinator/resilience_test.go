@@ -154,7 +154,7 @@ func TestRestartResumesWithoutSecondCordon(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		cfg := h.config(h.c.Client)
-		cfg.Policy.DrainAttemptTimeout, cfg.Policy.DrainAttempts = time.Second, 100
+		cfg.Limits.DrainAttemptTimeout, cfg.Limits.DrainAttempts = time.Second, 100
 		stop := h.run(cfg)
 		h.request(target, "r1", time.Now())
 		h.waitStatus(target, nodedrain.StatusDrainRetrying, 30*time.Second)
@@ -339,7 +339,7 @@ func TestEvictionAttemptsDuringAnOutageDoNotCount(t *testing.T) {
 	gate := &testGate{safe: map[string]bool{}}
 	cfg := h.config(client)
 	cfg.Gate, cfg.APIUnreachableTimeout = gate, 0 // (the API-unreachable rule off: nothing lets the drain through)
-	cfg.Policy.DrainAttempts, cfg.Policy.DrainAttemptTimeout = 1, time.Second
+	cfg.Limits.DrainAttempts, cfg.Limits.DrainAttemptTimeout = 1, time.Second
 	h.run(cfg)
 	node := h.nodes[0]
 	h.request(node, "r1", time.Now())
