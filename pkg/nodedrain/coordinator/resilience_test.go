@@ -307,6 +307,7 @@ func TestAPIUnreachable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, map[bool]string{true: "unreach-safe", false: "unreach-unsafe"}[safe], 2)
 			client, proxy := proxiedClient(t, h)
+			client, sent := watchNodes(client)
 			gate := &testGate{safe: map[string]bool{}}
 			cfg := h.config(client)
 			cfg.Gate = gate
@@ -315,6 +316,7 @@ func TestAPIUnreachable(t *testing.T) {
 			h.run(cfg)
 			h.request(h.nodes[0], "r1", time.Now())
 			h.waitFor(h.nodes[0], 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+			sent.waitCordoned(t, h.nodes[0], 20*time.Second)
 			gate.set(h.nodes[0], safe)
 			proxy.Cut()
 			if safe {
@@ -360,6 +362,7 @@ func TestEvictionAttemptsDuringAnOutageDoNotCount(t *testing.T) {
 func TestNoAdmissionWhileTheAPIIsUnreachable(t *testing.T) {
 	h := newHarness(t, "unreach-admit", 3)
 	client, proxy := proxiedClient(t, h)
+	client, sent := watchNodes(client)
 	gate := &testGate{safe: map[string]bool{}}
 	cfg := h.config(client)
 	cfg.Gate, cfg.MaxConcurrentDrains, cfg.APIUnreachableTimeout = gate, 2, 3*time.Second
@@ -368,6 +371,7 @@ func TestNoAdmissionWhileTheAPIIsUnreachable(t *testing.T) {
 	first, second := h.nodes[0], h.nodes[1]
 	h.request(first, "r1", time.Now())
 	h.waitFor(first, 20*time.Second, "blocked", func(s nodedrain.NodeDrainStatus) bool { return len(s.Blockers) > 0 })
+	sent.waitCordoned(t, first, 20*time.Second)
 	gate.set(first, true)
 	gate.set(second, true)
 	proxy.Cut()
