@@ -61,7 +61,7 @@ func (d *demo) build(ctx context.Context) error {
 	limits := ""
 	if d.buildTimeout > 0 {
 		limits = fmt.Sprintf("; limit %s (EDGEDRAIN_BUILD_TIMEOUT), and the demo's own %s clock starts after it",
-			shortDuration(d.buildTimeout), shortDuration(d.timeout))
+			testenv.ShortDuration(d.buildTimeout), testenv.ShortDuration(d.timeout))
 	}
 	d.say("building the local cluster's binaries once into %s: 15-40 minutes on 2 cores the first time, "+
 		"seconds afterwards%s; progress below...", cacheDir(), limits)
@@ -75,7 +75,7 @@ func (d *demo) build(ctx context.Context) error {
 	}
 	took := time.Since(start).Round(time.Second)
 	if d.timeout > 0 {
-		d.say("built in %s; the demo's %s clock starts now", took, shortDuration(d.timeout))
+		d.say("built in %s; the demo's %s clock starts now", took, testenv.ShortDuration(d.timeout))
 	} else {
 		d.say("built in %s", took)
 	}

@@ -80,22 +80,22 @@ func run(ctx context.Context, d *demo, buildTimeout, timeout time.Duration) erro
 	buildCtx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
 	buildCtx = testenv.WithBuildLimit(buildCtx, "the demo's build limit",
-		fmt.Sprintf("raise it with %s=%s", buildTimeoutEnv, shortDuration(2*buildTimeout)))
+		fmt.Sprintf("raise it with %s=%s", buildTimeoutEnv, testenv.ShortDuration(2*buildTimeout)))
 	if err := d.build(buildCtx); err != nil {
 		if errors.Is(buildCtx.Err(), context.DeadlineExceeded) && !strings.Contains(err.Error(), buildTimeoutEnv) {
 			err = fmt.Errorf("%w (ended by the demo's build limit, %s; raise it with %s=%s)", err,
-				shortDuration(buildTimeout), buildTimeoutEnv, shortDuration(2*buildTimeout))
+				testenv.ShortDuration(buildTimeout), buildTimeoutEnv, testenv.ShortDuration(2*buildTimeout))
 		}
 		return err
 	}
 	cancel()
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	raise := fmt.Sprintf("raise it with %s=%s", demoTimeoutEnv, shortDuration(2*timeout))
+	raise := fmt.Sprintf("raise it with %s=%s", demoTimeoutEnv, testenv.ShortDuration(2*timeout))
 	runCtx = testenv.WithBuildLimit(runCtx, "the demo's limit", raise)
 	err := d.run(runCtx)
 	if err != nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) && !strings.Contains(err.Error(), demoTimeoutEnv) {
-		err = fmt.Errorf("%w (ended by the demo's limit, %s from when its binaries were built; %s)", err, shortDuration(timeout), raise)
+		err = fmt.Errorf("%w (ended by the demo's limit, %s from when its binaries were built; %s)", err, testenv.ShortDuration(timeout), raise)
 	}
 	return err
 }
@@ -111,18 +111,6 @@ func envDuration(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: want a positive duration such as 45m or 2h", name, v)
 	}
 	return d, nil
-}
-
-// shortDuration is d as one writes it: 3h, 1h30m, 90s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func fail(err error) {

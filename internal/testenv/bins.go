@@ -129,17 +129,17 @@ func buildLimits(ctx context.Context, start time.Time) limitsOf {
 func (l limitsOf) String(start time.Time) string {
 	var parts []string
 	if l.ctx != nil {
-		parts = append(parts, fmt.Sprintf("%s, %s from now (%s)", l.ctx.name, shortDuration(l.at.Sub(start).Round(time.Second)), l.ctx.raise))
+		parts = append(parts, fmt.Sprintf("%s, %s from now (%s)", l.ctx.name, ShortDuration(l.at.Sub(start).Round(time.Second)), l.ctx.raise))
 	}
 	if l.test != nil {
-		parts = append(parts, fmt.Sprintf("this test binary's -timeout (%s), about %s from now (%s)", shortDuration(l.test.timeout),
-			shortDuration(l.test.at.Sub(start).Round(time.Second)), l.test.raise()))
+		parts = append(parts, fmt.Sprintf("this test binary's -timeout (%s), about %s from now (%s)", ShortDuration(l.test.timeout),
+			ShortDuration(l.test.at.Sub(start).Round(time.Second)), l.test.raise()))
 	}
 	return strings.Join(parts, "; and ")
 }
 
 func (t *testLimit) raise() string {
-	return prebuild + ", or raise it: go test -timeout " + shortDuration(2*t.timeout)
+	return prebuild + ", or raise it: go test -timeout " + ShortDuration(2*t.timeout)
 }
 
 // explain is err of the build that started at start, said as what ended it.
@@ -152,7 +152,7 @@ func (l limitsOf) explain(what string, ctx, buildCtx context.Context, start time
 		err = fmt.Errorf("%s stopped after %s: its caller canceled it (%v)", what, took, context.Cause(ctx))
 	case buildCtx.Err() != nil && l.test != nil:
 		err = fmt.Errorf("%s killed after %s by this test binary's -timeout (%s), just before it would have ended the test run "+
-			"with \"panic: test timed out\"; %s", what, took, shortDuration(l.test.timeout), l.test.raise())
+			"with \"panic: test timed out\"; %s", what, took, ShortDuration(l.test.timeout), l.test.raise())
 		// Said at once too: the alarm may come before the test gets to print its failure.
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 	default:
@@ -255,8 +255,8 @@ func killGroup(p *os.Process) error {
 	return nil
 }
 
-// shortDuration is d as one writes it: 3h, 1h30m, 90s.
-func shortDuration(d time.Duration) string {
+// ShortDuration is d as one writes it: 3h, 1h30m, 90s.
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
