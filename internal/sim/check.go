@@ -177,6 +177,11 @@ func (s *Sim) checkS2(c *coord, st nodedrain.NodeDrainStatus, decided time.Time)
 				elsewhere = true
 			}
 		}
+		// A copy the checks saw, which failed and was dropped since (Longhorn replaces a failed
+		// replica): its node's change excuses the check as a listed copy's would.
+		for node, at := range v.droppedFrom {
+			changed = changed || (!at.Before(decided.Add(-freshness)) && cl.unsafeSince(node, decided))
+		}
 		// In a declared shutdown, copies on nodes down for it are stopped, not lost (the gate's
 		// rule); a node whose own request declares it goes down under that rule.
 		declared := s.wholeClusterDeclared()

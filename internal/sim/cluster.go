@@ -94,6 +94,9 @@ type volume struct {
 	desired  int
 	replicas []*replica
 	nextID   int
+	// droppedFrom is when the last replica on each node was dropped: a check that saw it there
+	// is judged with it (S2), though the volume no longer lists it.
+	droppedFrom map[string]time.Time
 }
 
 type lease struct {
@@ -449,7 +452,12 @@ func (c *cluster) longhorn() {
 			}
 			if !drop {
 				keep = append(keep, r)
+				continue
 			}
+			if v.droppedFrom == nil {
+				v.droppedFrom = map[string]time.Time{}
+			}
+			v.droppedFrom[r.node] = c.w.now
 		}
 		v.replicas = keep
 	}
