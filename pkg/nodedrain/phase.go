@@ -202,15 +202,8 @@ func (d Drain) Phase() Phase {
 }
 
 // opLabels name the operations in EventName and ActionName: short, without spaces.
-var opLabels = [...]string{"none", "cordon", "gate", "evict", "final-gate", "check-cordon", "uncordon", "return-gate",
-	"delete-node", "forget"}
-
-func opLabel(o Op) string {
-	if o >= 0 && int(o) < len(opLabels) {
-		return opLabels[o]
-	}
-	return fmt.Sprintf("op%d", int(o))
-}
+// opLabel is o's name without spaces (Op.String), as a table's names have none.
+func opLabel(o Op) string { return strings.ReplaceAll(o.String(), " ", "-") }
 
 // EventName names ev for the transition table: its type, and in parentheses what about it
 // decides the transition (which operation answered and how, which kind of request). Names are
