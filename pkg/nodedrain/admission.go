@@ -91,8 +91,8 @@ type AdmitInput struct {
 	// ReadyUnsure says the nodes' readiness may be older than the drains' statuses (the
 	// informers may still be listing again after an API outage): a node shown NotReady may be
 	// up. It then counts as up wherever a NotReady node would free something under a declared
-	// whole-cluster shutdown (its slot, its part in the declaration): a COMPLETE node still up
-	// taken for gone down would let the last node go undrained beside it.
+	// whole-cluster shutdown (its slot, its part in the declaration, the last node up's
+	// NOTSUPPORTED): a node still up taken for down would let the last node go undrained beside it.
 	ReadyUnsure bool
 }
 
@@ -273,11 +273,11 @@ func AdmitWith(in AdmitInput) Admission {
 				continue
 			}
 		}
-		other := false
+		other, maybeOther := false, false
 		for _, n := range nodes {
-			if n.Name != name && n.Ready && n.Schedulable && !busy(n.Name) {
-				other = true
-				break
+			if n.Name != name && n.Schedulable && !busy(n.Name) {
+				other = other || n.Ready
+				maybeOther = maybeOther || up(n)
 			}
 		}
 		switch {
@@ -291,6 +291,13 @@ func AdmitWith(in AdmitInput) Admission {
 		case len(nodes) == 1 && !otherKnown(drains, seen, name):
 			a.NotSupported[name] = "single-node cluster: no other node to move workloads to, drains are not possible here; proceed"
 			holders = append(holders, name) // (a NOTSUPPORTED node is in maintenance: it takes a slot)
+			continue
+		case a.WholeCluster && maybeOther:
+			// The last node up only by a view that may be old: a node it shows down may be up
+			// and able to take the workloads. Wait until the view is sure.
+			a.Queued[name] = "waiting: declared whole-cluster shutdown, but the nodes' readiness may be older than an API outage; " +
+				"checking again once the informers have listed again"
+			ahead = append(ahead, name)
 			continue
 		case a.WholeCluster:
 			a.NotSupported[name] = "declared whole-cluster shutdown: this is the last node up, nothing left to drain to; proceed"

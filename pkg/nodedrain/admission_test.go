@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func drainIn(status DrainStatus, node string, at time.Duration) Drain {
@@ -501,4 +502,32 @@ func TestTheLastNodeUpTakesItsSlotInThePass(t *testing.T) {
 	assert.Contains(t, adm.NotSupported["a"], "last node up")
 	assert.Empty(t, adm.Admit, "admitted beside the NOTSUPPORTED node with one slot")
 	assert.Contains(t, adm.Queued["b"], "a in maintenance")
+}
+
+// Under a declared whole-cluster shutdown, a readiness view that may be older than an API outage
+// does not make a node the last one up: another node it shows NotReady may be up, and the node
+// waits rather than go down undrained beside it.
+func TestDeclaredShutdownNoLastNodeOnAnUnsureView(t *testing.T) {
+	now := time.Now()
+	req := func(node string) *NodeDrainRequest {
+		return &NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: now, RequestedBy: RequesterDeviceOp,
+			Context: ClusterShutdownContext}
+	}
+	in := func(unsure bool) AdmitInput {
+		return AdmitInput{
+			Drains: map[string]Drain{
+				"a": {Request: req("a"), Status: NodeDrainStatus{Node: "a", Status: StatusRequested, RequestID: "a-r"}},
+				"b": {Request: req("b"), Status: NodeDrainStatus{Node: "b", Status: StatusRequested, RequestID: "b-r"}},
+			},
+			Nodes:         []NodeInfo{{Name: "a", Ready: true, Schedulable: true}, {Name: "b", Ready: false, Schedulable: true}},
+			MaxConcurrent: 1, ReadyUnsure: unsure,
+		}
+	}
+	sure := AdmitWith(in(false))
+	require.True(t, sure.WholeCluster)
+	assert.Contains(t, sure.NotSupported, "a", "b is down: a is the last node up")
+
+	unsure := AdmitWith(in(true))
+	assert.NotContains(t, unsure.NotSupported, "a")
+	assert.Contains(t, unsure.Queued["a"], "readiness may be older")
 }
