@@ -232,10 +232,18 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			need = min(need, coordinator.DeletedGrace)
 		}
 		declared := strings.HasPrefix(st.Message, coordinator.ReleasedUnderShutdown)
+		downAt, wentDown := s.downSince(st.Node, at), !s.hist.on("ready/"+st.Node, at, freshness)
+		if declared && !wentDown {
+			// Gone down under the declaration and back already: a release decided on a view
+			// that had not yet shown it back (informers deliver late) is late, not wrong — as if
+			// released while it was down, and its agent withdraws now. Judged from its last time
+			// down after its COMPLETE; one down only before it was never down for this drain.
+			downAt, wentDown = s.downAfter(st.Node, s.completeAt[st.RequestID], at)
+		}
 		switch {
-		case s.hist.on("ready/"+st.Node, at, freshness):
+		case !wentDown:
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
-		case declared && !s.hist.any("declared-requests", s.downSince(st.Node, at), at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
+		case declared && !s.hist.any("declared-requests", downAt, at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
 			// Gone down under the declaration: declared at some moment between the node's going
 			// down and the decision, which may come later (a release that could not be published
 			// goes out later: scenario no-release-in-cluster-shutdown-without-fresh-read; a
@@ -384,6 +392,18 @@ func (s *Sim) downSince(node string, at time.Time) time.Time {
 		return since
 	}
 	return at
+}
+
+// downAfter reports whether node went down (not Ready) in [from, at], and when it last did.
+func (s *Sim) downAfter(node string, from, at time.Time) (time.Time, bool) {
+	var began time.Time
+	found := false
+	for _, sp := range s.hist["notready/"+node] {
+		if !from.IsZero() && !sp.from.Before(from) && !sp.from.After(at) {
+			began, found = sp.from, true
+		}
+	}
+	return began, found
 }
 
 // on reports whether the condition held at t and had for at least tol before it.

@@ -274,10 +274,15 @@ func AdmitWith(in AdmitInput) Admission {
 			}
 		}
 		other, maybeOther := false, false
+		var lifting []string // up, cordoned by edgedrain, in no maintenance: its cordon is being lifted
 		for _, n := range nodes {
-			if n.Name != name && n.Schedulable && !busy(n.Name) {
+			switch {
+			case n.Name == name || busy(n.Name):
+			case n.Schedulable:
 				other = other || n.Ready
 				maybeOther = maybeOther || up(n)
+			case n.CordonRecord && up(n):
+				lifting = append(lifting, n.Name)
 			}
 		}
 		switch {
@@ -297,6 +302,13 @@ func AdmitWith(in AdmitInput) Admission {
 			// and able to take the workloads. Wait until the view is sure.
 			a.Queued[name] = "waiting: declared whole-cluster shutdown, but the nodes' readiness may be older than an API outage; " +
 				"checking again once the informers have listed again"
+			ahead = append(ahead, name)
+			continue
+		case a.WholeCluster && len(lifting) > 0:
+			// Not the last node up: a node whose drain ended (or waits for admission again)
+			// keeps edgedrain's cordon only until it is lifted, and can take the workloads then.
+			a.Queued[name] = fmt.Sprintf("waiting: declared whole-cluster shutdown, but %s is up and edgedrain is lifting its cordon: "+
+				"this node is drained to it then", strings.Join(lifting, ", "))
 			ahead = append(ahead, name)
 			continue
 		case a.WholeCluster:

@@ -531,3 +531,40 @@ func TestDeclaredShutdownNoLastNodeOnAnUnsureView(t *testing.T) {
 	assert.NotContains(t, unsure.NotSupported, "a")
 	assert.Contains(t, unsure.Queued["a"], "readiness may be older")
 }
+
+// TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted: under a declared whole-cluster
+// shutdown, a node that is up and carries edgedrain's cordon for a drain that holds no slot (its
+// request replaced, waiting again) is uncordoned next: the node asking first is not the last
+// node up, and waits to be drained to it rather than go down undrained. A node cordoned by
+// someone else (no record) takes nothing, and one whose drain is COMPLETE keeps its cordon.
+func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
+	earlier := time.Now()
+	req := func(node string, at time.Time) *NodeDrainRequest {
+		return &NodeDrainRequest{Node: node, RequestID: node + "-r", RequestedAt: at, RequestedBy: RequesterDeviceOp,
+			Context: ClusterShutdownContext}
+	}
+	in := func(b NodeInfo, bStatus DrainStatus) AdmitInput {
+		return AdmitInput{
+			Drains: map[string]Drain{
+				"a": {Request: req("a", earlier), Status: NodeDrainStatus{Node: "a", Status: StatusRequested, RequestID: "a-r"}},
+				"b": {Request: req("b", earlier.Add(time.Minute)), Status: NodeDrainStatus{Node: "b", Status: bStatus, RequestID: "b-r"}},
+			},
+			Nodes:         []NodeInfo{{Name: "a", Ready: true, Schedulable: true}, b},
+			MaxConcurrent: 2,
+		}
+	}
+	ours := NodeInfo{Name: "b", Ready: true, CordonRecord: true}
+	lifting := AdmitWith(in(ours, StatusRequested))
+	require.True(t, lifting.WholeCluster)
+	assert.NotContains(t, lifting.NotSupported, "a", "b is up and its cordon is being lifted: a is not the last node up")
+	assert.Contains(t, lifting.Queued["a"], "b is up and edgedrain is lifting its cordon")
+
+	theirs := AdmitWith(in(NodeInfo{Name: "b", Ready: true}, StatusRequested))
+	assert.Contains(t, theirs.NotSupported, "a", "b is cordoned by someone else: nothing to drain to")
+
+	down := AdmitWith(in(NodeInfo{Name: "b", CordonRecord: true}, StatusRequested))
+	assert.Contains(t, down.NotSupported, "a", "b is down")
+
+	complete := AdmitWith(in(ours, StatusComplete))
+	assert.Contains(t, complete.NotSupported, "a", "b is COMPLETE and keeps its cordon")
+}
