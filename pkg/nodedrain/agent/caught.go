@@ -28,8 +28,13 @@ func (s *stepper) caught(e EvTrigger) {
 	switch {
 	case st.Caught && st.Released:
 		// Let go already (a shutdown called off and started again): the node is as drained as
-		// it was then, and going down again.
+		// it was then (still cordoned, its slot held), and going down again. The wait for it to
+		// go down starts again too: the first one's end would withdraw the request — and
+		// uncordon the node — while this shutdown takes it down.
 		st.CalledOff = false
+		if st.Phase == PhaseWaitingBoot && st.RetryAt.Before(s.now.Add(s.p.RebootTimeout)) {
+			st.RetryAt = s.now.Add(s.p.RebootTimeout)
+		}
 		s.actions = append(s.actions, LetShutdownProceed{Operation: st.Operation, RequestID: st.RequestID, Drained: st.ClearedBy.Cleared(),
 			Reason: "announced again, and let go already"})
 		reply("already let go for request %s", st.RequestID)

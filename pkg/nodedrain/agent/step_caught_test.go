@@ -111,6 +111,29 @@ func TestCaughtShutdownNotHappeningEnds(t *testing.T) {
 	assert.Equal(t, PhaseIdle, m.State.Phase)
 }
 
+// A caught shutdown called off while held, its lock let go on its COMPLETE, and a shutdown
+// started again just before the wait for the node to go down ends: it is let through at once on
+// the same COMPLETE, and the wait starts again:
+// the first wait ending would withdraw the request, and the coordinator uncordon the node and
+// give its slot to another, while this shutdown takes the node down.
+func TestCaughtShutdownLetThroughAgainWaitsAgain(t *testing.T) {
+	timeout := testPolicy().RebootTimeout
+	m, clock, _ := playFrom(t, fresh(), t0, testPolicy(), seq(up, []step{
+		now(caughtShutdown("c1")), now(pubOK("c1")), now(status(nodedrain.StatusCordoned, "c1")),
+		at(time.Second, EvShutdownCalledOff{}), // (logind restarted during its delay)
+		now(status(nodedrain.StatusComplete, "c1")), now(read(nodedrain.StatusComplete, "c1")),
+	}))
+	require.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, clock, acts := playFrom(t, m, clock, testPolicy(), []step{at(timeout-2*time.Second, caughtShutdown("c2"))})
+	assert.Equal(t, []string{"proceed c1 drained=true runs=false", "accepted"}, summaries(acts), "let through again on the same COMPLETE")
+	m, clock, acts = playFrom(t, m, clock, testPolicy(), []step{at(2*time.Second, EvTimer{RequestID: "x"})})
+	assert.Empty(t, summaries(acts), "the first wait's end withdraws nothing while the second shutdown goes on")
+	assert.Equal(t, PhaseWaitingBoot, m.State.Phase)
+	m, _, acts = playFrom(t, m, clock, testPolicy(), []step{at(timeout, EvTimer{RequestID: "x"})})
+	assert.Equal(t, []string{"withdraw"}, summaries(acts), "called off too: the request ends after its own wait")
+	assert.Equal(t, PhaseIdle, m.State.Phase)
+}
+
 // A shutdown of a decommissioned node (its Node deleted) goes ahead at once: nothing would ever
 // answer a request for it.
 func TestCaughtShutdownOfADecommissionedNodeProceedsAtOnce(t *testing.T) {
