@@ -483,6 +483,7 @@ func (s *Sim) onStatusPublished(c *coord, prev, st nodedrain.NodeDrainStatus, la
 		s.checkS2(c, st, decided)
 	}
 	s.checkPolicyAtPublish(prev, st)
+	s.checkLastNodeUp(prev, st)
 }
 
 func (s *Sim) onEvent(c *coord, st nodedrain.NodeDrainStatus) {
