@@ -23,11 +23,11 @@ const lastNodeSlack = maxViewLag + 2*freshness
 const lastNodeMessage = "declared whole-cluster shutdown: this is the last node up"
 
 // trackTargets records, after every event, when each node's Node could take another's workloads:
-// up and Ready, and schedulable or cordoned by edgedrain alone.
+// up and Ready, and schedulable or cordoned by edgedrain alone with no operator asking to keep it.
 func (s *Sim) trackTargets() {
 	for _, name := range s.cluster.order {
 		n := s.cluster.nodes[name]
-		s.hist.set("target/"+name, n.exists && n.ready && (!n.unschedulable || n.ours()), s.w.now)
+		s.hist.set("target/"+name, n.exists && n.ready && (!n.unschedulable || (n.ours() && n.keep == "")), s.w.now)
 	}
 }
 

@@ -26,6 +26,10 @@ type NodeInfo struct {
 	Unmanaged bool
 	// CordonRecord: the node carries edgedrain's cordon record (coordinator.CordonAnnotation).
 	CordonRecord bool
+	// CordonOurs: the node is cordoned by edgedrain alone (its record, and no one else set
+	// unschedulable since) and no operator asked to keep it cordoned: edgedrain makes it
+	// schedulable again once no drain of it holds a slot.
+	CordonOurs bool
 	// ResourceVersion is the resourceVersion of the Node object these facts were read from
 	// (empty: not known).
 	ResourceVersion string
@@ -281,7 +285,7 @@ func AdmitWith(in AdmitInput) Admission {
 			case n.Schedulable:
 				other = other || n.Ready
 				maybeOther = maybeOther || up(n)
-			case n.CordonRecord && up(n):
+			case n.CordonOurs && up(n):
 				lifting = append(lifting, n.Name)
 			}
 		}

@@ -536,7 +536,7 @@ func TestDeclaredShutdownNoLastNodeOnAnUnsureView(t *testing.T) {
 // shutdown, a node that is up and carries edgedrain's cordon for a drain that holds no slot (its
 // request replaced, waiting again) is uncordoned next: the node asking first is not the last
 // node up, and waits to be drained to it rather than go down undrained. A node cordoned by
-// someone else (no record) takes nothing, and one whose drain is COMPLETE keeps its cordon.
+// someone else, or kept cordoned, takes nothing, and one whose drain is COMPLETE keeps its cordon.
 func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
 	earlier := time.Now()
 	req := func(node string, at time.Time) *NodeDrainRequest {
@@ -553,7 +553,7 @@ func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
 			MaxConcurrent: 2,
 		}
 	}
-	ours := NodeInfo{Name: "b", Ready: true, CordonRecord: true}
+	ours := NodeInfo{Name: "b", Ready: true, CordonRecord: true, CordonOurs: true}
 	lifting := AdmitWith(in(ours, StatusRequested))
 	require.True(t, lifting.WholeCluster)
 	assert.NotContains(t, lifting.NotSupported, "a", "b is up and its cordon is being lifted: a is not the last node up")
@@ -561,8 +561,10 @@ func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
 
 	theirs := AdmitWith(in(NodeInfo{Name: "b", Ready: true}, StatusRequested))
 	assert.Contains(t, theirs.NotSupported, "a", "b is cordoned by someone else: nothing to drain to")
+	kept := AdmitWith(in(NodeInfo{Name: "b", Ready: true, CordonRecord: true}, StatusRequested))
+	assert.Contains(t, kept.NotSupported, "a", "b's cordon stays (cordoned again by someone else, or kept by an operator): nothing to drain to")
 
-	down := AdmitWith(in(NodeInfo{Name: "b", CordonRecord: true}, StatusRequested))
+	down := AdmitWith(in(NodeInfo{Name: "b", CordonRecord: true, CordonOurs: true}, StatusRequested))
 	assert.Contains(t, down.NotSupported, "a", "b is down")
 
 	complete := AdmitWith(in(ours, StatusComplete))

@@ -92,8 +92,10 @@ func (e *Engine) nodeInfos(now time.Time) []nodedrain.NodeInfo {
 	out := make([]nodedrain.NodeInfo, 0, len(nodes))
 	for _, n := range nodes {
 		_, record := n.Annotations[CordonAnnotation]
+		_, keep := n.Annotations[KeepCordonedAnnotation]
 		info := nodedrain.NodeInfo{Name: n.Name, Ready: nodeReady(n), Schedulable: !n.Spec.Unschedulable,
-			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record, ResourceVersion: n.ResourceVersion}
+			Unmanaged: !e.managed.Matches(labels.Set(n.Labels)), CordonRecord: record, CordonOurs: cordonIsOurs(n) && !keep,
+			ResourceVersion: n.ResourceVersion}
 		if !info.Ready {
 			info.NotReadySince = notReadySince(n, now)
 		}
