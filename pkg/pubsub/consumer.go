@@ -40,6 +40,10 @@ type entry struct {
 	rev   uint64
 	value []byte
 	op    jetstream.KeyValueOp
+	// gapAfter, when not 0, is the stream sequence this consumer delivered before rev, with
+	// revisions between them not delivered: deleted (a key's older values past its history),
+	// or skipped by the server (see inner.contiguous). The reader checks which.
+	gapAfter uint64
 }
 
 // consumeOpts says what a consumer delivers.
@@ -76,6 +80,15 @@ type inner struct {
 	pending   uint64 // messages the consumer had for us when created
 	received  uint64
 	initDone  bool
+	// contiguous: the consumer takes every message of the stream (a watch of every key from a
+	// revision, or past its snapshot), so the stream sequences it delivers follow one another
+	// but for messages deleted meanwhile. A NATS server that caught its copy of the stream up
+	// after a quorum loss was seen to go on from a later sequence, the messages between never
+	// delivered; the consumer sequence has no gap then. lastStream is the stream sequence of the
+	// last delivery (from-1 before the first of a consumer started at from).
+	contiguous bool
+	from       uint64 // the stream sequence the consumer started at (0: a snapshot first)
+	lastStream uint64
 }
 
 // consume creates a consumer of the bucket's messages as o says and starts reading it; it fails
@@ -83,7 +96,10 @@ type inner struct {
 func (b *Bucket[T]) consume(ctx context.Context, o consumeOpts) (*inner, error) {
 	nc := b.js.Conn()
 	in := &inner{js: b.js, nc: nc, stream: "KV_" + b.name, prefix: "$KV." + b.name + ".",
-		updates: make(chan *entry, 256), ended: make(chan struct{})}
+		updates: make(chan *entry, 256), ended: make(chan struct{}), contiguous: len(o.keys) == 0 && !o.history, from: o.from}
+	if o.from > 0 {
+		in.lastStream = o.from - 1
+	}
 	deliver := nc.NewInbox() // under the connection's own inbox prefix (an agent's)
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -166,9 +182,15 @@ func (in *inner) handle(m *nats.Msg) {
 		return
 	}
 	in.delivered = meta.Sequence.Consumer
+	var gapAfter uint64
+	// (The snapshot of a consumer started at 0 gives each key's last value: not contiguous.)
+	if in.contiguous && (in.from > 0 || in.initDone) && in.lastStream > 0 && meta.Sequence.Stream > in.lastStream+1 {
+		gapAfter = in.lastStream
+	}
+	in.lastStream = max(in.lastStream, meta.Sequence.Stream)
 	// (A subject that names no key of the bucket is passed over: the stream takes none.)
 	if strings.HasPrefix(m.Subject, in.prefix) && len(m.Subject) > len(in.prefix) {
-		e := &entry{key: m.Subject[len(in.prefix):], rev: meta.Sequence.Stream, value: m.Data, op: operation(m.Header)}
+		e := &entry{key: m.Subject[len(in.prefix):], rev: meta.Sequence.Stream, value: m.Data, op: operation(m.Header), gapAfter: gapAfter}
 		if !in.send(e) {
 			return
 		}

@@ -163,6 +163,9 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 	// behind is a revision on the bus not yet delivered as of the last check, and checkedRev the
 	// last revision delivered then (freshness check, below).
 	var behind, checkedRev uint64
+	// checkedGap is the last gap in a consumer's deliveries handed to a new consumer to check
+	// (see inner.contiguous): the same gap from it was a deletion.
+	var checkedGap revGap
 	failing := false
 	started := time.Now() // the current consumer's creation
 	for {
@@ -262,6 +265,23 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 				in = nil
 			}
 		case e := <-in.updates:
+			if e != nil && e.gapAfter != 0 && e.gapAfter >= st.lastRev {
+				if gap := (revGap{e.gapAfter, e.rev}); gap != checkedGap {
+					// Deleted meanwhile, or skipped: a new consumer from right after the last
+					// revision taken delivers them if they are there, or this one again.
+					w.log.WithFields(logrus.Fields{"revision": st.lastRev, "delivered": e.rev}).
+						Debug("watch consumer delivered past revisions it did not deliver; checking with another")
+					checkedGap = gap
+					in.stop()
+					in = nil
+					continue
+				}
+			}
+			if e != nil && checkedGap.after != 0 && e.rev < checkedGap.rev && e.rev > checkedGap.after {
+				w.warnings.Logger("skipped", w.log).WithFields(logrus.Fields{"from": e.rev, "delivered": checkedGap.rev}).
+					Warn("a watch consumer had skipped revisions (a NATS server caught its copy of the stream up without delivering them); another delivers them now")
+				checkedGap = revGap{}
+			}
 			for _, ev := range apply(st, w.b, e) {
 				if ev.Kind == EventDecodeError {
 					// The caller gets the event and the metric; log quietly, and a sample only.
@@ -277,6 +297,9 @@ func (w *Watcher[T]) run(ctx context.Context, status chan nats.Status, in *inner
 		}
 	}
 }
+
+// revGap is a consumer's delivery of rev right after after, with revisions between them.
+type revGap struct{ after, rev uint64 }
 
 // latest is the last revision written to what the watch watches: the stream's last sequence
 // for a watch of every key, else the last revision of each of its keys (a direct get, which a
