@@ -44,7 +44,9 @@ const (
 // behind a watch (see consume) lives in the memory of one server; it is
 // taken for lost after two missed heartbeats (10 to 20 s), or at once when a
 // delivery goes missing; one alive that delivers nothing while its keys are
-// written (a freshness check every 10 s) is taken for lost after 10 to 20 s.
+// written (a freshness check every 10 s) is taken for lost after 10 to 20 s; a watch of
+// every key checks each jump in the revisions its consumer delivers with a new consumer (see
+// inner.contiguous).
 // A Watcher re-creates it then, and as soon as the connection is back, starting right after the last revision it delivered: the changes
 // made meanwhile arrive in order (subject to History as above), none twice,
 // and the latest value of every key is never lost. If the bucket itself was
