@@ -373,9 +373,7 @@ func (c *coord) nodeInfos() []nodedrain.NodeInfo {
 			info := nodedrain.NodeInfo{Name: name, Ready: st.Ready, Schedulable: !st.Cordoned,
 				Priority: c.s.maint.priority[name], Domain: c.s.maint.domain[name], Unmanaged: c.s.unmanaged[name]}
 			if c.apiUp() {
-				n := c.s.cluster.nodes[name]
-				info.CordonRecord, info.ResourceVersion = c.recordSeen(n)
-				info.CordonOurs = info.CordonRecord && n.ours() && n.keep == "" // (who set the cordon: read as it is)
+				info.CordonRecord, info.CordonOurs, info.ResourceVersion = c.recordSeen(c.s.cluster.nodes[name])
 			}
 			if !st.Ready {
 				info.NotReadySince = c.s.notReadySinceOf(name)

@@ -226,24 +226,37 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			s.completeAt[st.RequestID] = at
 		}
 	}
+	if (st.Status == nodedrain.StatusComplete || st.Status == nodedrain.StatusNotSupported) && !st.SlotReleased {
+		if _, ok := s.clearedAt[st.RequestID]; !ok {
+			s.clearedAt[st.RequestID] = at
+		}
+	}
 	if st.SlotReleased && !prev.SlotReleased && !st.Decommission && s.cluster.apiUp && s.w.now.Sub(s.cluster.apiUpAt) > freshness {
 		need := s.cfg.StaleHolderTimeout
 		if n := s.cluster.nodes[st.Node]; !n.exists {
 			need = min(need, coordinator.DeletedGrace)
 		}
 		declared := strings.HasPrefix(st.Message, coordinator.ReleasedUnderShutdown)
-		downAt, wentDown := s.downSince(st.Node, at), !s.hist.on("ready/"+st.Node, at, freshness)
+		down := span{from: s.downSince(st.Node, at), to: at}
+		wentDown := !s.hist.on("ready/"+st.Node, at, freshness)
 		if declared && !wentDown {
 			// Gone down under the declaration and back already: a release decided on a view
 			// that had not yet shown it back (informers deliver late) is late, not wrong — as if
-			// released while it was down, and its agent withdraws now. Judged from its last time
-			// down after its COMPLETE; one down only before it was never down for this drain.
-			downAt, wentDown = s.downAfter(st.Node, s.completeAt[st.RequestID], at)
+			// released while it was down, and its agent withdraws now. Judged by its last time
+			// down after its drain let it go (COMPLETE or NOTSUPPORTED), which must have ended
+			// within the informers' lag of the decision; one down only before was never down for
+			// this drain.
+			lag := maxViewLag + freshness
+			if s.informersLate() {
+				lag = maxCatchUp
+			}
+			down, wentDown = s.downAfter(st.Node, s.clearedAt[st.RequestID], at)
+			wentDown = wentDown && !down.to.Before(at.Add(-lag))
 		}
 		switch {
 		case !wentDown:
 			s.violate("R2", "%s released its admission slot as a node that never came back, but it was Ready", st.Node)
-		case declared && !s.hist.any("declared-requests", downAt, at) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
+		case declared && !s.hist.any("declared-requests", down.from, down.to) && !(at.Equal(s.w.now) && s.wholeClusterDeclared()):
 			// Gone down under the declaration: declared at some moment between the node's going
 			// down and the decision, which may come later (a release that could not be published
 			// goes out later: scenario no-release-in-cluster-shutdown-without-fresh-read; a
@@ -394,16 +407,19 @@ func (s *Sim) downSince(node string, at time.Time) time.Time {
 	return at
 }
 
-// downAfter reports whether node went down (not Ready) in [from, at], and when it last did.
-func (s *Sim) downAfter(node string, from, at time.Time) (time.Time, bool) {
-	var began time.Time
+// downAfter returns node's last time down (not Ready) that began in [from, at], ended by at.
+func (s *Sim) downAfter(node string, from, at time.Time) (span, bool) {
+	var last span
 	found := false
 	for _, sp := range s.hist["notready/"+node] {
 		if !from.IsZero() && !sp.from.Before(from) && !sp.from.After(at) {
-			began, found = sp.from, true
+			last, found = sp, true
 		}
 	}
-	return began, found
+	if found && (last.to.IsZero() || last.to.After(at)) {
+		last.to = at
+	}
+	return last, found
 }
 
 // on reports whether the condition held at t and had for at least tol before it.

@@ -17,21 +17,24 @@ type recordView struct {
 	at     time.Time
 	rv     int
 	record bool
+	// ours: the cordon is edgedrain's alone and not kept (what edgedrain lifts), as of rv.
+	ours bool
 }
 
-// recordSeen returns what coordinator c's informer shows of node n's cordon record now, and the
-// resourceVersion of that view: a change is queued as the view first meets it and delivered a
-// random delay later, after every change before it.
-func (c *coord) recordSeen(n *node) (bool, string) {
+// recordSeen returns what coordinator c's informer shows of node n's cordon record now, whether
+// that cordon is edgedrain's alone and not kept, and the resourceVersion of that view: a change
+// is queued as the view first meets it and delivered a random delay later, after every change
+// before it.
+func (c *coord) recordSeen(n *node) (record, ours bool, rv string) {
 	if c.views == nil {
 		c.views = map[string][]recordView{}
 	}
 	q := c.views[n.name]
-	live := recordView{rv: n.rv, record: n.annotation != ""}
+	live := recordView{rv: n.rv, record: n.annotation != "", ours: n.ours() && n.keep == ""}
 	if len(q) == 0 {
 		live.at = c.now()
 		c.views[n.name] = []recordView{live}
-		return live.record, rvString(live.rv, true)
+		return live.record, live.ours, rvString(live.rv, true)
 	}
 	if last := q[len(q)-1]; last.rv != live.rv {
 		live.at = later(c.now().Add(time.Duration(c.s.vrng.Int64N(int64(maxViewLag)))), last.at)
@@ -42,7 +45,7 @@ func (c *coord) recordSeen(n *node) (bool, string) {
 		q = q[1:]
 	}
 	c.views[n.name] = q
-	return q[0].record, rvString(q[0].rv, true)
+	return q[0].record, q[0].ours, rvString(q[0].rv, true)
 }
 
 // rvString is the resourceVersion the API server would give the model's counter rv of a Node (a

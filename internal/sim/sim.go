@@ -194,9 +194,11 @@ type Sim struct {
 	policyCount map[string]int
 	// lastReq and backAt follow each node's request for R3; completeAt is when each request's
 	// first COMPLETE was decided.
-	lastReq       map[string]nodedrain.NodeDrainRequest
-	backAt        map[string]time.Time
-	completeAt    map[string]time.Time
+	lastReq    map[string]nodedrain.NodeDrainRequest
+	backAt     map[string]time.Time
+	completeAt map[string]time.Time
+	// clearedAt is when each request's first COMPLETE or NOTSUPPORTED was decided (R2).
+	clearedAt     map[string]time.Time
 	hist          history
 	notReadySince map[string]time.Time
 	// frng draws the forger's choices and the coordinator's status watch lags: a stream of its
@@ -251,6 +253,7 @@ func newSim(cfg Config, seed uint64, plan Plan) *Sim {
 		decommissioned: map[string]string{}}
 	s.hist, s.notReadySince, s.policyCount = history{}, map[string]time.Time{}, map[string]int{}
 	s.lastReq, s.backAt, s.completeAt = map[string]nodedrain.NodeDrainRequest{}, map[string]time.Time{}, map[string]time.Time{}
+	s.clearedAt = map[string]time.Time{}
 	s.frng, s.forger = rand.New(rand.NewPCG(seed, 0xf0a9e)), newForger(s)
 	s.cluster.urng = rand.New(rand.NewPCG(seed, 0x0b1d))
 	s.urng = s.cluster.urng

@@ -285,7 +285,9 @@ func AdmitWith(in AdmitInput) Admission {
 			case n.Schedulable:
 				other = other || n.Ready
 				maybeOther = maybeOther || up(n)
-			case n.CordonOurs && up(n):
+			case n.CordonOurs && up(n) && drains[n.Name].RetryOp != OpUncordon:
+				// (An uncordon that failed and waits to be tried again may never be lifted: a
+				// webhook or RBAC refusing it would hold the node asking for good.)
 				lifting = append(lifting, n.Name)
 			}
 		}

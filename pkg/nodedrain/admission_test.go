@@ -536,7 +536,8 @@ func TestDeclaredShutdownNoLastNodeOnAnUnsureView(t *testing.T) {
 // shutdown, a node that is up and carries edgedrain's cordon for a drain that holds no slot (its
 // request replaced, waiting again) is uncordoned next: the node asking first is not the last
 // node up, and waits to be drained to it rather than go down undrained. A node cordoned by
-// someone else, or kept cordoned, takes nothing, and one whose drain is COMPLETE keeps its cordon.
+// someone else, or kept cordoned, or whose uncordon failed (retried later), takes nothing, and
+// one whose drain is COMPLETE keeps its cordon.
 func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
 	earlier := time.Now()
 	req := func(node string, at time.Time) *NodeDrainRequest {
@@ -566,6 +567,10 @@ func TestDeclaredShutdownNoLastNodeBesideACordonBeingLifted(t *testing.T) {
 
 	down := AdmitWith(in(NodeInfo{Name: "b", CordonRecord: true, CordonOurs: true}, StatusRequested))
 	assert.Contains(t, down.NotSupported, "a", "b is down")
+
+	failing := in(ours, StatusRequested)
+	failing.Drains["b"] = Drain{Request: failing.Drains["b"].Request, Status: failing.Drains["b"].Status, RetryOp: OpUncordon}
+	assert.Contains(t, AdmitWith(failing).NotSupported, "a", "b's uncordon failed and waits to be tried again: it may never be lifted")
 
 	complete := AdmitWith(in(ours, StatusComplete))
 	assert.Contains(t, complete.NotSupported, "a", "b is COMPLETE and keeps its cordon")
