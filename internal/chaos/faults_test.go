@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -220,34 +219,6 @@ func (w *world) deleteNode(a Action) {
 	}
 	w.lh.nodeBack(ag.node)
 	w.fault(a.Kind, ag.node, "end")
-	// kwok may not take the Node registered again (RestartKwok): a kubelet that does not bring its
-	// node Ready is restarted, as an operator would.
-	if !w.nodeReadyWithin(ag.node, 30*time.Second) {
-		w.logf("%s registered again but not Ready after 30s: restarting kwok", ag.node)
-		if err := w.c.RestartKwok(); err != nil {
-			w.errorf("restart kwok: %v", err)
-		}
-	}
-}
-
-// nodeReadyWithin reports whether node's Ready condition is True within d.
-func (w *world) nodeReadyWithin(node string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if n, err := w.c.Client.CoreV1().Nodes().Get(w.ctx, node, metav1.GetOptions{}); err == nil {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return true
-				}
-			}
-		}
-		select {
-		case <-w.ctx.Done():
-			return false
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return false
 }
 
 // withdraw is an operator's edgedrainctl withdraw of the target node's request, if it has one.

@@ -344,12 +344,6 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 // Pending for good; a control plane's restart restarts it too.
 func (cp *ControlPlane) RestartScheduler() error { return cp.restart("kube-scheduler", 0) }
 
-// RestartKwok kills kwok (every simulated kubelet) and starts it again at once, with fresh
-// caches. After kube-apiserver restarts, its lease controller was seen to renew a deleted Node's
-// Lease from a stale cache for good and never take the Node registered again under that name:
-// the node stays NotReady, as a real node whose kubelet hangs would until it is restarted.
-func (cp *ControlPlane) RestartKwok() error { return cp.restart("kwok", 0) }
-
 // restart holds cp.mu throughout: two restarts of one component at once would both kill the
 // same process and leave two new ones, one of them no longer in procs (never stopped).
 func (cp *ControlPlane) restart(name string, down time.Duration) error {
