@@ -239,7 +239,6 @@ func (s *Sim) check() {
 	sinceCheck := s.w.now.Sub(s.lastCheck)
 	s.lastCheck = s.w.now
 	s.trackHealth()
-	s.trackTargets()
 	// S3: at most MaxConcurrent nodes between admission and release — by their published
 	// status (a drain under way, a COMPLETE whose slot was not released as stale, a node back
 	// from its operation in the return gate), or because they went down for an operation the

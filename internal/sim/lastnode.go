@@ -13,7 +13,7 @@ import (
 // does for a drain whose request was replaced). The Node must have been such a target for
 // lastNodeSlack before the decision: a coordinator decides on its informers' view, which runs
 // behind the API (nodeview.go, informerlag.go); the bus status is the coordinator's own, read as
-// of the decision.
+// of the decision. trackHealth records when each node could take the workloads.
 
 // lastNodeSlack is how long another node must have been able to take the workloads before a
 // NOTSUPPORTED for U1 to call it missed: the informers' lag, and a check-then-act.
@@ -21,15 +21,6 @@ const lastNodeSlack = maxViewLag + 2*freshness
 
 // lastNodeMessage opens the NOTSUPPORTED of the last node up under a declaration.
 const lastNodeMessage = "declared whole-cluster shutdown: this is the last node up"
-
-// trackTargets records, after every event, when each node's Node could take another's workloads:
-// up and Ready, and schedulable or cordoned by edgedrain alone with no operator asking to keep it.
-func (s *Sim) trackTargets() {
-	for _, name := range s.cluster.order {
-		n := s.cluster.nodes[name]
-		s.hist.set("target/"+name, n.exists && n.ready && (!n.unschedulable || (n.ours() && n.keep == "")), s.w.now)
-	}
-}
 
 // inMaintenance reports whether the bus shows node in maintenance: its drain under way past
 // admission, COMPLETE, NOTSUPPORTED, or failed (its cordon kept).
@@ -48,10 +39,10 @@ func (s *Sim) checkLastNodeUp(prev, st nodedrain.NodeDrainStatus) {
 		return
 	}
 	if !s.cluster.apiUp || s.w.now.Sub(s.cluster.apiUpAt) < maxCatchUp+time.Minute {
-		return // (the informers may still be listing again: the coordinator waits on readiness, not on cordons)
+		return // (the informers may still be listing again)
 	}
 	for _, name := range s.cluster.order {
-		if name != st.Node && s.hist.on("target/"+name, st.UpdatedAt, lastNodeSlack) && !s.inMaintenance(name) {
+		if name != st.Node && s.hist.on(s.healthKeys(name).target, st.UpdatedAt, lastNodeSlack) && !s.inMaintenance(name) {
 			s.violate("U1", "%s answered NOTSUPPORTED as the last node up while %s was up, in no maintenance, and could take its workloads",
 				st.Node, name)
 			return

@@ -314,7 +314,8 @@ func (s *Sim) staleNow(node, rid string) bool {
 }
 
 // trackHealth records, after every event, when each node is unhealthy for the return gate
-// (missing, not Ready, a replica on it stopped or rebuilding), Ready, and not Ready.
+// (missing, not Ready, a replica on it stopped or rebuilding), Ready, not Ready, and able to take
+// another node's workloads (U1).
 func (s *Sim) trackHealth() {
 	cl := s.cluster
 	var vols []volumes.Volume // (the facts, built once for every node's prediction)
@@ -336,6 +337,9 @@ func (s *Sim) trackHealth() {
 		s.hist.set(k.unhealthy, !healthy, s.w.now)
 		s.hist.set(k.ready, n.exists && n.ready, s.w.now)
 		s.hist.set(k.notReady, !(n.exists && n.ready), s.w.now)
+		// (U1: could take another node's workloads — schedulable, or cordoned by edgedrain alone
+		// with no operator asking to keep it.)
+		s.hist.set(k.target, n.exists && n.ready && (!n.unschedulable || (n.ours() && n.keep == "")), s.w.now)
 		_, blocked := s.maint.blockedSince[name]
 		s.hist.set(k.blocked, blocked, s.w.now)
 		if states != nil {
@@ -358,7 +362,7 @@ func (s *Sim) trackHealth() {
 
 // healthKey names a node's conditions in the history (built once: trackHealth runs after
 // every event).
-type healthKey struct{ unhealthy, ready, notReady, blocked, unsafe string }
+type healthKey struct{ unhealthy, ready, notReady, blocked, unsafe, target string }
 
 func (s *Sim) healthKeys(name string) healthKey {
 	if k, ok := s.healthKey[name]; ok {
@@ -367,7 +371,7 @@ func (s *Sim) healthKeys(name string) healthKey {
 	if s.healthKey == nil {
 		s.healthKey = map[string]healthKey{}
 	}
-	k := healthKey{"unhealthy/" + name, "ready/" + name, "notready/" + name, "blocked/" + name, "unsafe/" + name}
+	k := healthKey{"unhealthy/" + name, "ready/" + name, "notready/" + name, "blocked/" + name, "unsafe/" + name, "target/" + name}
 	s.healthKey[name] = k
 	return k
 }
