@@ -247,7 +247,7 @@ func (s *Sim) checkPolicyAtPublish(prev, st nodedrain.NodeDrainStatus) {
 			// within the informers' lag of the decision; one down only before was never down for
 			// this drain.
 			lag := maxViewLag + freshness
-			if s.informersLate() {
+			if at.Before(s.lateInformersUntil) { // (late as of the decision, which may be published later)
 				lag = maxCatchUp
 			}
 			down, wentDown = s.downAfter(st.Node, s.clearedAt[st.RequestID], at)
